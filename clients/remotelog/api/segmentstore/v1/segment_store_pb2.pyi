@@ -1,0 +1,104 @@
+from remotelog.api.type.v1 import segment_pb2 as _segment_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SegmentFile(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SEGMENT_FILE_UNSPECIFIED: _ClassVar[SegmentFile]
+    SEGMENT_FILE_LOG: _ClassVar[SegmentFile]
+    SEGMENT_FILE_OFFSET_INDEX: _ClassVar[SegmentFile]
+    SEGMENT_FILE_TIME_INDEX: _ClassVar[SegmentFile]
+    SEGMENT_FILE_TRANSACTION_INDEX: _ClassVar[SegmentFile]
+    SEGMENT_FILE_PRODUCER_SNAPSHOT: _ClassVar[SegmentFile]
+    SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT: _ClassVar[SegmentFile]
+
+class IndexType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INDEX_TYPE_UNSPECIFIED: _ClassVar[IndexType]
+    INDEX_TYPE_OFFSET: _ClassVar[IndexType]
+    INDEX_TYPE_TIMESTAMP: _ClassVar[IndexType]
+    INDEX_TYPE_PRODUCER_SNAPSHOT: _ClassVar[IndexType]
+    INDEX_TYPE_TRANSACTION: _ClassVar[IndexType]
+    INDEX_TYPE_LEADER_EPOCH: _ClassVar[IndexType]
+SEGMENT_FILE_UNSPECIFIED: SegmentFile
+SEGMENT_FILE_LOG: SegmentFile
+SEGMENT_FILE_OFFSET_INDEX: SegmentFile
+SEGMENT_FILE_TIME_INDEX: SegmentFile
+SEGMENT_FILE_TRANSACTION_INDEX: SegmentFile
+SEGMENT_FILE_PRODUCER_SNAPSHOT: SegmentFile
+SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT: SegmentFile
+INDEX_TYPE_UNSPECIFIED: IndexType
+INDEX_TYPE_OFFSET: IndexType
+INDEX_TYPE_TIMESTAMP: IndexType
+INDEX_TYPE_PRODUCER_SNAPSHOT: IndexType
+INDEX_TYPE_TRANSACTION: IndexType
+INDEX_TYPE_LEADER_EPOCH: IndexType
+
+class SegmentDataChunk(_message.Message):
+    __slots__ = ("file", "position", "data")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    file: SegmentFile
+    position: int
+    data: bytes
+    def __init__(self, file: _Optional[_Union[SegmentFile, str]] = ..., position: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CopyLogSegmentDataRequest(_message.Message):
+    __slots__ = ("metadata", "chunk")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    chunk: SegmentDataChunk
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., chunk: _Optional[_Union[SegmentDataChunk, _Mapping]] = ...) -> None: ...
+
+class CopyLogSegmentDataResponse(_message.Message):
+    __slots__ = ("custom_metadata",)
+    CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
+    custom_metadata: bytes
+    def __init__(self, custom_metadata: _Optional[bytes] = ...) -> None: ...
+
+class FetchLogSegmentRequest(_message.Message):
+    __slots__ = ("remote_log_segment_metadata", "start_position", "end_position")
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    START_POSITION_FIELD_NUMBER: _ClassVar[int]
+    END_POSITION_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    start_position: int
+    end_position: int
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., start_position: _Optional[int] = ..., end_position: _Optional[int] = ...) -> None: ...
+
+class FetchLogSegmentResponse(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class FetchIndexRequest(_message.Message):
+    __slots__ = ("remote_log_segment_metadata", "index_type")
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    INDEX_TYPE_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    index_type: IndexType
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., index_type: _Optional[_Union[IndexType, str]] = ...) -> None: ...
+
+class FetchIndexResponse(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class DeleteLogSegmentDataRequest(_message.Message):
+    __slots__ = ("remote_log_segment_metadata",)
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
+
+class DeleteLogSegmentDataResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
