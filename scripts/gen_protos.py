@@ -57,7 +57,9 @@ def generated_files(root: Path) -> dict[str, Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="fail if the committed stubs are stale")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if the committed stubs are stale"
+    )
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         fresh_root = Path(tmp)

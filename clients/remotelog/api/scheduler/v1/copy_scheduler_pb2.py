@@ -26,41 +26,41 @@ from remotelog.api.type.v1 import error_pb2 as remotelog_dot_api_dot_type_dot_v1
 from remotelog.api.type.v1 import segment_pb2 as remotelog_dot_api_dot_type_dot_v1_dot_segment__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/remotelog/api/scheduler/v1/copy_scheduler.proto\x12\x1aremotelog.api.scheduler.v1\x1a!remotelog/api/type/v1/error.proto\x1a#remotelog/api/type/v1/segment.proto\"\xeb\x01\n\x13PartitionAssignment\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x0f\n\x07log_dir\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0cretention_ms\x18\x04 \x01(\x03\x12\x17\n\x0fretention_bytes\x18\x05 \x01(\x03\x12\x1a\n\x12local_retention_ms\x18\x06 \x01(\x03\x12\x1d\n\x15local_retention_bytes\x18\x07 \x01(\x03\"\xab\x01\n#OnPartitionLeadershipChangesRequest\x12@\n\x07leaders\x18\x01 \x03(\x0b\x32/.remotelog.api.scheduler.v1.PartitionAssignment\x12\x42\n\tfollowers\x18\x02 \x03(\x0b\x32/.remotelog.api.scheduler.v1.PartitionAssignment\"&\n$OnPartitionLeadershipChangesResponse\"o\n\rStopPartition\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x19\n\x11\x64\x65lete_remote_log\x18\x02 \x01(\x08\"V\n\x15StopPartitionsRequest\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).remotelog.api.scheduler.v1.StopPartition\"\x18\n\x16StopPartitionsResponse\"|\n\x1bUpdateLogStartOffsetRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\x1e\n\x1cUpdateLogStartOffsetResponse\"_\n\x18GetPartitionStateRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"\x8f\x03\n\x0ePartitionState\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x37\n\x04role\x18\x02 \x01(\x0e\x32).remotelog.api.scheduler.v1.PartitionRole\x12\x1d\n\x15highest_tiered_offset\x18\x03 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0e\x63opy_lag_bytes\x18\x06 \x01(\x03\x12\x19\n\x11\x63opy_lag_segments\x18\x07 \x01(\x05\x12=\n\x11last_error_reason\x18\x08 \x01(\x0e\x32\".remotelog.api.type.v1.ErrorReason\x12\x1a\n\x12last_error_message\x18\t \x01(\t\x12\x18\n\x10next_run_time_ms\x18\n \x01(\x03\"`\n\x19GetPartitionStateResponse\x12\x43\n\x0fpartition_state\x18\x01 \x01(\x0b\x32*.remotelog.api.scheduler.v1.PartitionState\"l\n\x12ListOffsetsRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\"a\n\x13ListOffsetsResponse\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x19\n\x0cleader_epoch\x18\x02 \x01(\x05H\x01\x88\x01\x01\x42\t\n\x07_offsetB\x0f\n\r_leader_epoch*g\n\rPartitionRole\x12\x1e\n\x1aPARTITION_ROLE_UNSPECIFIED\x10\x00\x12\x19\n\x15PARTITION_ROLE_LEADER\x10\x01\x12\x1b\n\x17PARTITION_ROLE_FOLLOWER\x10\x02\x32\xb2\x05\n\x14\x43opySchedulerService\x12\xa1\x01\n\x1cOnPartitionLeadershipChanges\x12?.remotelog.api.scheduler.v1.OnPartitionLeadershipChangesRequest\x1a@.remotelog.api.scheduler.v1.OnPartitionLeadershipChangesResponse\x12w\n\x0eStopPartitions\x12\x31.remotelog.api.scheduler.v1.StopPartitionsRequest\x1a\x32.remotelog.api.scheduler.v1.StopPartitionsResponse\x12\x89\x01\n\x14UpdateLogStartOffset\x12\x37.remotelog.api.scheduler.v1.UpdateLogStartOffsetRequest\x1a\x38.remotelog.api.scheduler.v1.UpdateLogStartOffsetResponse\x12\x80\x01\n\x11GetPartitionState\x12\x34.remotelog.api.scheduler.v1.GetPartitionStateRequest\x1a\x35.remotelog.api.scheduler.v1.GetPartitionStateResponse\x12n\n\x0bListOffsets\x12..remotelog.api.scheduler.v1.ListOffsetsRequest\x1a/.remotelog.api.scheduler.v1.ListOffsetsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/remotelog/api/scheduler/v1/copy_scheduler.proto\x12\x1aremotelog.api.scheduler.v1\x1a!remotelog/api/type/v1/error.proto\x1a#remotelog/api/type/v1/segment.proto\"\xd5\x02\n\x13PartitionAssignment\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x0f\n\x07log_dir\x18\x02 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x19\n\x0cretention_ms\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0fretention_bytes\x18\x05 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x12local_retention_ms\x18\x06 \x01(\x03H\x02\x88\x01\x01\x12\"\n\x15local_retention_bytes\x18\x07 \x01(\x03H\x03\x88\x01\x01\x42\x0f\n\r_retention_msB\x12\n\x10_retention_bytesB\x15\n\x13_local_retention_msB\x18\n\x16_local_retention_bytes\"\xab\x01\n#OnPartitionLeadershipChangesRequest\x12@\n\x07leaders\x18\x01 \x03(\x0b\x32/.remotelog.api.scheduler.v1.PartitionAssignment\x12\x42\n\tfollowers\x18\x02 \x03(\x0b\x32/.remotelog.api.scheduler.v1.PartitionAssignment\"&\n$OnPartitionLeadershipChangesResponse\"o\n\rStopPartition\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x19\n\x11\x64\x65lete_remote_log\x18\x02 \x01(\x08\"V\n\x15StopPartitionsRequest\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).remotelog.api.scheduler.v1.StopPartition\"\x18\n\x16StopPartitionsResponse\"|\n\x1bUpdateLogStartOffsetRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\"\x1e\n\x1cUpdateLogStartOffsetResponse\"_\n\x18GetPartitionStateRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"\x8f\x03\n\x0ePartitionState\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x37\n\x04role\x18\x02 \x01(\x0e\x32).remotelog.api.scheduler.v1.PartitionRole\x12\x1d\n\x15highest_tiered_offset\x18\x03 \x01(\x03\x12\x1e\n\x16local_log_start_offset\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0e\x63opy_lag_bytes\x18\x06 \x01(\x03\x12\x19\n\x11\x63opy_lag_segments\x18\x07 \x01(\x05\x12=\n\x11last_error_reason\x18\x08 \x01(\x0e\x32\".remotelog.api.type.v1.ErrorReason\x12\x1a\n\x12last_error_message\x18\t \x01(\t\x12\x18\n\x10next_run_time_ms\x18\n \x01(\x03\"`\n\x19GetPartitionStateResponse\x12\x43\n\x0fpartition_state\x18\x01 \x01(\x0b\x32*.remotelog.api.scheduler.v1.PartitionState\"l\n\x12ListOffsetsRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\"a\n\x13ListOffsetsResponse\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x19\n\x0cleader_epoch\x18\x02 \x01(\x05H\x01\x88\x01\x01\x42\t\n\x07_offsetB\x0f\n\r_leader_epoch*g\n\rPartitionRole\x12\x1e\n\x1aPARTITION_ROLE_UNSPECIFIED\x10\x00\x12\x19\n\x15PARTITION_ROLE_LEADER\x10\x01\x12\x1b\n\x17PARTITION_ROLE_FOLLOWER\x10\x02\x32\xb2\x05\n\x14\x43opySchedulerService\x12\xa1\x01\n\x1cOnPartitionLeadershipChanges\x12?.remotelog.api.scheduler.v1.OnPartitionLeadershipChangesRequest\x1a@.remotelog.api.scheduler.v1.OnPartitionLeadershipChangesResponse\x12w\n\x0eStopPartitions\x12\x31.remotelog.api.scheduler.v1.StopPartitionsRequest\x1a\x32.remotelog.api.scheduler.v1.StopPartitionsResponse\x12\x89\x01\n\x14UpdateLogStartOffset\x12\x37.remotelog.api.scheduler.v1.UpdateLogStartOffsetRequest\x1a\x38.remotelog.api.scheduler.v1.UpdateLogStartOffsetResponse\x12\x80\x01\n\x11GetPartitionState\x12\x34.remotelog.api.scheduler.v1.GetPartitionStateRequest\x1a\x35.remotelog.api.scheduler.v1.GetPartitionStateResponse\x12n\n\x0bListOffsets\x12..remotelog.api.scheduler.v1.ListOffsetsRequest\x1a/.remotelog.api.scheduler.v1.ListOffsetsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'remotelog.api.scheduler.v1.copy_scheduler_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PARTITIONROLE']._serialized_start=1794
-  _globals['_PARTITIONROLE']._serialized_end=1897
+  _globals['_PARTITIONROLE']._serialized_start=1900
+  _globals['_PARTITIONROLE']._serialized_end=2003
   _globals['_PARTITIONASSIGNMENT']._serialized_start=152
-  _globals['_PARTITIONASSIGNMENT']._serialized_end=387
-  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_start=390
-  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_end=561
-  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_start=563
-  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_end=601
-  _globals['_STOPPARTITION']._serialized_start=603
-  _globals['_STOPPARTITION']._serialized_end=714
-  _globals['_STOPPARTITIONSREQUEST']._serialized_start=716
-  _globals['_STOPPARTITIONSREQUEST']._serialized_end=802
-  _globals['_STOPPARTITIONSRESPONSE']._serialized_start=804
-  _globals['_STOPPARTITIONSRESPONSE']._serialized_end=828
-  _globals['_UPDATELOGSTARTOFFSETREQUEST']._serialized_start=830
-  _globals['_UPDATELOGSTARTOFFSETREQUEST']._serialized_end=954
-  _globals['_UPDATELOGSTARTOFFSETRESPONSE']._serialized_start=956
-  _globals['_UPDATELOGSTARTOFFSETRESPONSE']._serialized_end=986
-  _globals['_GETPARTITIONSTATEREQUEST']._serialized_start=988
-  _globals['_GETPARTITIONSTATEREQUEST']._serialized_end=1083
-  _globals['_PARTITIONSTATE']._serialized_start=1086
-  _globals['_PARTITIONSTATE']._serialized_end=1485
-  _globals['_GETPARTITIONSTATERESPONSE']._serialized_start=1487
-  _globals['_GETPARTITIONSTATERESPONSE']._serialized_end=1583
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=1585
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=1693
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1695
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=1792
-  _globals['_COPYSCHEDULERSERVICE']._serialized_start=1900
-  _globals['_COPYSCHEDULERSERVICE']._serialized_end=2590
+  _globals['_PARTITIONASSIGNMENT']._serialized_end=493
+  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_start=496
+  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_end=667
+  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_start=669
+  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_end=707
+  _globals['_STOPPARTITION']._serialized_start=709
+  _globals['_STOPPARTITION']._serialized_end=820
+  _globals['_STOPPARTITIONSREQUEST']._serialized_start=822
+  _globals['_STOPPARTITIONSREQUEST']._serialized_end=908
+  _globals['_STOPPARTITIONSRESPONSE']._serialized_start=910
+  _globals['_STOPPARTITIONSRESPONSE']._serialized_end=934
+  _globals['_UPDATELOGSTARTOFFSETREQUEST']._serialized_start=936
+  _globals['_UPDATELOGSTARTOFFSETREQUEST']._serialized_end=1060
+  _globals['_UPDATELOGSTARTOFFSETRESPONSE']._serialized_start=1062
+  _globals['_UPDATELOGSTARTOFFSETRESPONSE']._serialized_end=1092
+  _globals['_GETPARTITIONSTATEREQUEST']._serialized_start=1094
+  _globals['_GETPARTITIONSTATEREQUEST']._serialized_end=1189
+  _globals['_PARTITIONSTATE']._serialized_start=1192
+  _globals['_PARTITIONSTATE']._serialized_end=1591
+  _globals['_GETPARTITIONSTATERESPONSE']._serialized_start=1593
+  _globals['_GETPARTITIONSTATERESPONSE']._serialized_end=1689
+  _globals['_LISTOFFSETSREQUEST']._serialized_start=1691
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=1799
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=1801
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=1898
+  _globals['_COPYSCHEDULERSERVICE']._serialized_start=2006
+  _globals['_COPYSCHEDULERSERVICE']._serialized_end=2696
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,54 @@
+# One entry point for set-up and checks; see README.md.
+# `make test` on a fresh clone creates .venv, installs the project with its dev
+# extras from PyPI and the buf CLI from npm, then runs every check.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUF_VERSION := 1.75.0
+BUF := .tools/node_modules/.bin/buf
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: setup test lint format typecheck buf-check drift protos pytest clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+$(BUF):
+	npm install --silent --no-save --no-package-lock --no-audit --no-fund \
+		--prefix .tools @bufbuild/buf@$(BUF_VERSION)
+
+setup: $(STAMP) $(BUF)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: setup
+	$(VENV)/bin/mypy -p remotelog.core
+
+buf-check: setup
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+
+protos: setup
+	$(PY) scripts/gen_protos.py
+
+drift: setup
+	$(PY) scripts/gen_protos.py --check
+
+pytest: setup
+	$(VENV)/bin/pytest
+
+test: lint typecheck buf-check drift pytest
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache dist build

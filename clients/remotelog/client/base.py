@@ -1,0 +1,124 @@
+"""What every typed client shares: its channel, deadlines, retries, typed errors.
+
+Only UNAVAILABLE and DEADLINE_EXCEEDED are retried (with exponential backoff
+and jitter, bounded by the call's deadline), and only for calls the caller
+marks idempotent; every failure surfaces as a remotelog.core.errors exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from remotelog.client.errors import from_rpc_error
+from remotelog.core.backoff import ExponentialBackoff, retry_async
+from remotelog.core.errors import RemoteLogError
+
+R = TypeVar("R")
+_RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Connection and call policy of a client."""
+
+    timeout_s: float = 30.0
+    max_message_bytes: int = 16 * 1024 * 1024
+    backoff: ExponentialBackoff = field(
+        default_factory=lambda: ExponentialBackoff(initial_ms=50, max_ms=2_000, jitter=0.2)
+    )
+    tls_root_certs_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+
+def _read(path: str) -> bytes | None:
+    return Path(path).read_bytes() if path else None
+
+
+def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
+    channel_options = [
+        ("grpc.max_send_message_length", options.max_message_bytes),
+        ("grpc.max_receive_message_length", options.max_message_bytes),
+    ]
+    if options.tls_root_certs_file or options.tls_cert_file:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(options.tls_root_certs_file),
+            private_key=_read(options.tls_key_file),
+            certificate_chain=_read(options.tls_cert_file),
+        )
+        return grpc.aio.secure_channel(target, credentials, options=channel_options)
+    return grpc.aio.insecure_channel(target, options=channel_options)
+
+
+def _is_retriable(exc: BaseException) -> bool:
+    return isinstance(exc, RemoteLogError) and exc.code in _RETRIED_CODES
+
+
+class ServiceClient:
+    """Base of the typed clients: owns its channel unless one is handed in."""
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        options: ClientOptions | None = None,
+    ) -> None:
+        if (target is None) == (channel is None):
+            raise ValueError("pass exactly one of target and channel")
+        self.options = options or ClientOptions()
+        self._owns_channel = channel is None
+        self.channel = channel if channel is not None else open_channel(str(target), self.options)
+
+    async def close(self) -> None:
+        if self._owns_channel:
+            await self.channel.close()
+
+    async def __aenter__(self: Any) -> Any:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def call_unary(
+        self,
+        method: Callable[..., Any],
+        request: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """Call a unary (or unary-request) stub method with deadline, retries and typed errors."""
+        deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
+
+        async def attempt() -> Any:
+            remaining = max(deadline - time.monotonic(), 0.001)
+            try:
+                return await method(request, timeout=remaining)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from exc
+
+        if not idempotent:
+            return await attempt()
+        return await retry_async(
+            attempt, backoff=self.options.backoff, is_retriable=_is_retriable, deadline=deadline
+        )
+
+    async def call_server_stream(
+        self, method: Callable[..., Any], request: Any, *, timeout_s: float | None = None
+    ) -> AsyncIterator[Any]:
+        """Iterate a server-streaming call; a failure mid-stream raises the typed error."""
+        call = method(request, timeout=timeout_s or self.options.timeout_s)
+        try:
+            async for response in call:
+                yield response
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+        finally:
+            call.cancel()

@@ -1,0 +1,1 @@
+"""The `remotelog` command line."""

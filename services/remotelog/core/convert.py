@@ -1,0 +1,210 @@
+"""Proto <-> domain conversion for the shared types of remotelog.api.type.v1.
+
+Imports only protobuf messages, never grpc. Every `*_from_proto` validates and
+raises InvalidArgumentError whose `field` is the full path inside the request
+(e.g. `remote_log_segment_metadata.remote_log_segment_id.topic_id_partition.topic`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from remotelog.api.type.v1 import segment_pb2 as pb
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    TopicIdPartition,
+)
+from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
+
+# Proto enum values are Kafka's byte ids + 1: proto3 reserves 0 for UNSPECIFIED.
+# The names match after the enum's prefix, so the tables are derived, not typed.
+_SEGMENT_STATE_TO_PROTO = {
+    state: pb.RemoteLogSegmentState.Value(f"REMOTE_LOG_SEGMENT_STATE_{state.name}")
+    for state in RemoteLogSegmentState
+}
+_SEGMENT_STATE_FROM_PROTO = {v: k for k, v in _SEGMENT_STATE_TO_PROTO.items()}
+_DELETE_STATE_TO_PROTO = {
+    state: pb.RemotePartitionDeleteState.Value(f"REMOTE_PARTITION_DELETE_STATE_{state.name}")
+    for state in RemotePartitionDeleteState
+}
+_DELETE_STATE_FROM_PROTO = {v: k for k, v in _DELETE_STATE_TO_PROTO.items()}
+
+
+@contextmanager
+def field_path(prefix: str) -> Iterator[None]:
+    """Prefix the field named by an InvalidArgumentError raised inside with `prefix`."""
+    try:
+        yield
+    except InvalidArgumentError as exc:
+        raise exc.at(prefix) from None
+
+
+def _require(msg: object, name: str, field: str) -> None:
+    has_field = getattr(msg, "HasField")  # noqa: B009 - protobuf messages only
+    if not has_field(name):
+        raise InvalidArgumentError(field, "is required")
+
+
+def uuid_from_bytes(raw: bytes, field: str) -> uuid.UUID:
+    if len(raw) != 16:
+        raise InvalidArgumentError(field, f"must be 16 bytes, got {len(raw)}")
+    return uuid.UUID(bytes=raw)
+
+
+def segment_state_from_proto(value: int, field: str = "state") -> RemoteLogSegmentState:
+    try:
+        return _SEGMENT_STATE_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgumentError(field, f"{value} is not a valid RemoteLogSegmentState") from None
+
+
+def segment_state_to_proto(state: RemoteLogSegmentState) -> int:
+    return _SEGMENT_STATE_TO_PROTO[state]
+
+
+def partition_delete_state_from_proto(
+    value: int, field: str = "state"
+) -> RemotePartitionDeleteState:
+    try:
+        return _DELETE_STATE_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgumentError(
+            field, f"{value} is not a valid RemotePartitionDeleteState"
+        ) from None
+
+
+def partition_delete_state_to_proto(
+    state: RemotePartitionDeleteState,
+) -> int:
+    return _DELETE_STATE_TO_PROTO[state]
+
+
+def topic_id_partition_from_proto(
+    msg: pb.TopicIdPartition, field: str = "topic_id_partition"
+) -> TopicIdPartition:
+    with field_path(field):
+        return TopicIdPartition(uuid_from_bytes(msg.topic_id, "topic_id"), msg.topic, msg.partition)
+
+
+def topic_id_partition_to_proto(tip: TopicIdPartition) -> pb.TopicIdPartition:
+    return pb.TopicIdPartition(
+        topic_id=tip.topic_id.bytes, topic=tip.topic, partition=tip.partition
+    )
+
+
+def segment_id_from_proto(
+    msg: pb.RemoteLogSegmentId, field: str = "remote_log_segment_id"
+) -> RemoteLogSegmentId:
+    _require(msg, "topic_id_partition", f"{field}.topic_id_partition")
+    tip = topic_id_partition_from_proto(msg.topic_id_partition, f"{field}.topic_id_partition")
+    return RemoteLogSegmentId(tip, uuid_from_bytes(msg.id, f"{field}.id"))
+
+
+def segment_id_to_proto(segment_id: RemoteLogSegmentId) -> pb.RemoteLogSegmentId:
+    return pb.RemoteLogSegmentId(
+        topic_id_partition=topic_id_partition_to_proto(segment_id.topic_id_partition),
+        id=segment_id.id.bytes,
+    )
+
+
+def segment_metadata_from_proto(
+    msg: pb.RemoteLogSegmentMetadata, field: str = "remote_log_segment_metadata"
+) -> RemoteLogSegmentMetadata:
+    _require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
+    segment_id = segment_id_from_proto(msg.remote_log_segment_id, f"{field}.remote_log_segment_id")
+    state = segment_state_from_proto(msg.state, f"{field}.state")
+    with field_path(field):
+        return RemoteLogSegmentMetadata(
+            remote_log_segment_id=segment_id,
+            start_offset=msg.start_offset,
+            end_offset=msg.end_offset,
+            max_timestamp_ms=msg.max_timestamp_ms,
+            broker_id=msg.broker_id,
+            event_timestamp_ms=msg.event_timestamp_ms,
+            segment_size_in_bytes=msg.segment_size_in_bytes,
+            segment_leader_epochs=tuple(
+                (e.leader_epoch, e.start_offset) for e in msg.segment_leader_epochs
+            ),
+            custom_metadata=msg.custom_metadata if msg.HasField("custom_metadata") else None,
+            state=state,
+            txn_index_empty=msg.txn_index_empty,
+        )
+
+
+def segment_metadata_to_proto(metadata: RemoteLogSegmentMetadata) -> pb.RemoteLogSegmentMetadata:
+    return pb.RemoteLogSegmentMetadata(
+        remote_log_segment_id=segment_id_to_proto(metadata.remote_log_segment_id),
+        start_offset=metadata.start_offset,
+        end_offset=metadata.end_offset,
+        max_timestamp_ms=metadata.max_timestamp_ms,
+        broker_id=metadata.broker_id,
+        event_timestamp_ms=metadata.event_timestamp_ms,
+        segment_size_in_bytes=metadata.segment_size_in_bytes,
+        segment_leader_epochs=[
+            pb.SegmentLeaderEpoch(leader_epoch=epoch, start_offset=offset)
+            for epoch, offset in metadata.segment_leader_epochs
+        ],
+        custom_metadata=metadata.custom_metadata,
+        state=segment_state_to_proto(metadata.state),
+        txn_index_empty=metadata.txn_index_empty,
+    )
+
+
+def segment_update_from_proto(
+    msg: pb.RemoteLogSegmentMetadataUpdate, field: str = "remote_log_segment_metadata_update"
+) -> RemoteLogSegmentMetadataUpdate:
+    _require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
+    segment_id = segment_id_from_proto(msg.remote_log_segment_id, f"{field}.remote_log_segment_id")
+    state = segment_state_from_proto(msg.state, f"{field}.state")
+    with field_path(field):
+        return RemoteLogSegmentMetadataUpdate(
+            remote_log_segment_id=segment_id,
+            event_timestamp_ms=msg.event_timestamp_ms,
+            custom_metadata=msg.custom_metadata if msg.HasField("custom_metadata") else None,
+            state=state,
+            broker_id=msg.broker_id,
+        )
+
+
+def segment_update_to_proto(
+    update: RemoteLogSegmentMetadataUpdate,
+) -> pb.RemoteLogSegmentMetadataUpdate:
+    return pb.RemoteLogSegmentMetadataUpdate(
+        remote_log_segment_id=segment_id_to_proto(update.remote_log_segment_id),
+        event_timestamp_ms=update.event_timestamp_ms,
+        custom_metadata=update.custom_metadata,
+        state=segment_state_to_proto(update.state),
+        broker_id=update.broker_id,
+    )
+
+
+def partition_delete_from_proto(
+    msg: pb.RemotePartitionDeleteMetadata, field: str = "remote_partition_delete_metadata"
+) -> RemotePartitionDeleteMetadata:
+    _require(msg, "topic_id_partition", f"{field}.topic_id_partition")
+    tip = topic_id_partition_from_proto(msg.topic_id_partition, f"{field}.topic_id_partition")
+    state = partition_delete_state_from_proto(msg.state, f"{field}.state")
+    with field_path(field):
+        return RemotePartitionDeleteMetadata(
+            topic_id_partition=tip,
+            state=state,
+            event_timestamp_ms=msg.event_timestamp_ms,
+            broker_id=msg.broker_id,
+        )
+
+
+def partition_delete_to_proto(
+    metadata: RemotePartitionDeleteMetadata,
+) -> pb.RemotePartitionDeleteMetadata:
+    return pb.RemotePartitionDeleteMetadata(
+        topic_id_partition=topic_id_partition_to_proto(metadata.topic_id_partition),
+        state=partition_delete_state_to_proto(metadata.state),
+        event_timestamp_ms=metadata.event_timestamp_ms,
+        broker_id=metadata.broker_id,
+    )

@@ -1,0 +1,289 @@
+"""KIP-405's value types, named and shaped as in Kafka's storage API.
+
+Instances validate themselves on construction and raise InvalidArgumentError
+naming the field, so bad input is refused at the edge whether it arrives as a
+proto, a metadata-topic record or a Python call.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from remotelog.core.errors import CustomMetadataSizeLimitExceededError, InvalidArgumentError
+from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+# Kafka's Topic.validate: legal characters and maximum length.
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+TOPIC_NAME_MAX_LENGTH = 249
+
+
+def validate_topic_name(topic: str, field_name: str = "topic") -> None:
+    """Kafka's topic-name rules; these also keep a name from escaping a key space."""
+    if not topic:
+        raise InvalidArgumentError(field_name, "topic name is empty")
+    if topic in (".", ".."):
+        raise InvalidArgumentError(field_name, f"topic name cannot be {topic!r}")
+    if len(topic) > TOPIC_NAME_MAX_LENGTH:
+        raise InvalidArgumentError(
+            field_name, f"topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters"
+        )
+    if not _TOPIC_NAME.fullmatch(topic):
+        raise InvalidArgumentError(
+            field_name,
+            f"topic name {topic!r} has characters other than ASCII alphanumerics, '.', '_', '-'",
+        )
+
+
+def _check_range(field_name: str, value: int, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(field_name, f"must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgumentError(field_name, f"{value} is outside [{low}, {high}]")
+
+
+def kafka_uuid_str(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def parse_kafka_uuid(text: str, field_name: str = "uuid") -> uuid.UUID:
+    """Accepts Kafka's base64 form (22 characters) or the canonical hex form."""
+    try:
+        if len(text) == 22:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidArgumentError(field_name, f"{text!r} is not a Kafka Uuid") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A topic partition together with its topic id (Kafka's TopicIdPartition)."""
+
+    topic_id: uuid.UUID
+    topic: str
+    partition: int
+
+    def __post_init__(self) -> None:
+        validate_topic_name(self.topic)
+        _check_range("partition", self.partition, 0, INT32_MAX)
+
+    def __str__(self) -> str:
+        return f"{kafka_uuid_str(self.topic_id)}:{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentId:
+    """One remote copy of a segment (Kafka's RemoteLogSegmentId)."""
+
+    topic_id_partition: TopicIdPartition
+    id: uuid.UUID
+
+    @classmethod
+    def generate_new(cls, topic_id_partition: TopicIdPartition) -> RemoteLogSegmentId:
+        return cls(topic_id_partition, uuid.uuid4())
+
+    def __str__(self) -> str:
+        return f"{self.topic_id_partition}:{kafka_uuid_str(self.id)}"
+
+
+def check_custom_metadata_size(custom_metadata: bytes | None, max_bytes: int) -> None:
+    """KIP-917: custom metadata larger than `max_bytes` is refused."""
+    if custom_metadata is not None and len(custom_metadata) > max_bytes:
+        raise CustomMetadataSizeLimitExceededError(
+            "custom_metadata",
+            f"{len(custom_metadata)} bytes exceed the maximum of {max_bytes}",
+            metadata={"size": str(len(custom_metadata)), "max": str(max_bytes)},
+        )
+
+
+def _leader_epochs(
+    epochs: Mapping[int, int] | Iterable[tuple[int, int]],
+) -> tuple[tuple[int, int], ...]:
+    pairs = sorted(epochs.items() if isinstance(epochs, Mapping) else epochs)
+    if not pairs:
+        raise InvalidArgumentError("segment_leader_epochs", "must not be empty")
+    seen: set[int] = set()
+    for epoch, offset in pairs:
+        _check_range("segment_leader_epochs.leader_epoch", epoch, 0, INT32_MAX)
+        _check_range("segment_leader_epochs.start_offset", offset, 0, INT64_MAX)
+        if epoch in seen:
+            raise InvalidArgumentError("segment_leader_epochs", f"leader epoch {epoch} repeated")
+        seen.add(epoch)
+    return tuple(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadata:
+    """Everything known of one remote segment (Kafka's RemoteLogSegmentMetadata).
+
+    `segment_leader_epochs` is a tuple of (leader epoch, start offset) pairs
+    ascending by epoch; pass a dict or pairs, it is normalised.
+    """
+
+    remote_log_segment_id: RemoteLogSegmentId
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    broker_id: int
+    event_timestamp_ms: int
+    segment_size_in_bytes: int
+    segment_leader_epochs: tuple[tuple[int, int], ...]
+    custom_metadata: bytes | None = None
+    state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+    txn_index_empty: bool = False
+
+    def __post_init__(self) -> None:
+        _check_range("start_offset", self.start_offset, 0, INT64_MAX)
+        _check_range("end_offset", self.end_offset, self.start_offset, INT64_MAX)
+        _check_range("max_timestamp_ms", self.max_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check_range("broker_id", self.broker_id, -(2**31), INT32_MAX)
+        _check_range("event_timestamp_ms", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check_range("segment_size_in_bytes", self.segment_size_in_bytes, 0, INT32_MAX)
+        object.__setattr__(
+            self, "segment_leader_epochs", _leader_epochs(self.segment_leader_epochs)
+        )
+        if not isinstance(self.state, RemoteLogSegmentState):
+            raise InvalidArgumentError("state", f"{self.state!r} is not a RemoteLogSegmentState")
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.remote_log_segment_id.topic_id_partition
+
+    @property
+    def leader_epochs(self) -> dict[int, int]:
+        return dict(self.segment_leader_epochs)
+
+    def create_with_updates(
+        self, update: RemoteLogSegmentMetadataUpdate
+    ) -> RemoteLogSegmentMetadata:
+        """Kafka's createWithUpdates: state, event time, broker, custom metadata from `update`."""
+        if update.remote_log_segment_id != self.remote_log_segment_id:
+            raise InvalidArgumentError(
+                "remote_log_segment_id",
+                f"update of {update.remote_log_segment_id} for {self.remote_log_segment_id}",
+            )
+        return RemoteLogSegmentMetadata(
+            remote_log_segment_id=self.remote_log_segment_id,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+            max_timestamp_ms=self.max_timestamp_ms,
+            broker_id=update.broker_id,
+            event_timestamp_ms=update.event_timestamp_ms,
+            segment_size_in_bytes=self.segment_size_in_bytes,
+            segment_leader_epochs=self.segment_leader_epochs,
+            custom_metadata=update.custom_metadata,
+            state=update.state,
+            txn_index_empty=self.txn_index_empty,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadataUpdate:
+    """A state change of a segment (Kafka's RemoteLogSegmentMetadataUpdate)."""
+
+    remote_log_segment_id: RemoteLogSegmentId
+    event_timestamp_ms: int
+    custom_metadata: bytes | None
+    state: RemoteLogSegmentState
+    broker_id: int
+
+    def __post_init__(self) -> None:
+        _check_range("event_timestamp_ms", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check_range("broker_id", self.broker_id, -(2**31), INT32_MAX)
+        if not isinstance(self.state, RemoteLogSegmentState):
+            raise InvalidArgumentError("state", f"{self.state!r} is not a RemoteLogSegmentState")
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.remote_log_segment_id.topic_id_partition
+
+
+@dataclass(frozen=True, slots=True)
+class RemotePartitionDeleteMetadata:
+    """A state change of a partition deletion (Kafka's RemotePartitionDeleteMetadata)."""
+
+    topic_id_partition: TopicIdPartition
+    state: RemotePartitionDeleteState
+    event_timestamp_ms: int
+    broker_id: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, RemotePartitionDeleteState):
+            raise InvalidArgumentError(
+                "state", f"{self.state!r} is not a RemotePartitionDeleteState"
+            )
+        _check_range("event_timestamp_ms", self.event_timestamp_ms, INT64_MIN, INT64_MAX)
+        _check_range("broker_id", self.broker_id, -(2**31), INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadataSnapshot:
+    """A segment as kept in Kafka's RLMM snapshot file: the partition is implied by the file."""
+
+    segment_id: uuid.UUID
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    broker_id: int
+    event_timestamp_ms: int
+    segment_size_in_bytes: int
+    segment_leader_epochs: tuple[tuple[int, int], ...]
+    custom_metadata: bytes | None = None
+    state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    txn_index_empty: bool = False
+
+    def __post_init__(self) -> None:
+        _check_range("start_offset", self.start_offset, 0, INT64_MAX)
+        _check_range("end_offset", self.end_offset, self.start_offset, INT64_MAX)
+        _check_range("segment_size_in_bytes", self.segment_size_in_bytes, 0, INT32_MAX)
+        object.__setattr__(
+            self, "segment_leader_epochs", _leader_epochs(self.segment_leader_epochs)
+        )
+
+    @classmethod
+    def create(cls, metadata: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadataSnapshot:
+        return cls(
+            segment_id=metadata.remote_log_segment_id.id,
+            start_offset=metadata.start_offset,
+            end_offset=metadata.end_offset,
+            max_timestamp_ms=metadata.max_timestamp_ms,
+            broker_id=metadata.broker_id,
+            event_timestamp_ms=metadata.event_timestamp_ms,
+            segment_size_in_bytes=metadata.segment_size_in_bytes,
+            segment_leader_epochs=metadata.segment_leader_epochs,
+            custom_metadata=metadata.custom_metadata,
+            state=metadata.state,
+            txn_index_empty=metadata.txn_index_empty,
+        )
+
+
+RemoteLogMetadata = (
+    RemoteLogSegmentMetadata
+    | RemoteLogSegmentMetadataUpdate
+    | RemotePartitionDeleteMetadata
+    | RemoteLogSegmentMetadataSnapshot
+)
+
+__all__ = [
+    "RemoteLogMetadata",
+    "RemoteLogSegmentId",
+    "RemoteLogSegmentMetadata",
+    "RemoteLogSegmentMetadataSnapshot",
+    "RemoteLogSegmentMetadataUpdate",
+    "RemoteLogSegmentState",
+    "RemotePartitionDeleteMetadata",
+    "RemotePartitionDeleteState",
+    "TopicIdPartition",
+    "check_custom_metadata_size",
+    "kafka_uuid_str",
+    "parse_kafka_uuid",
+    "validate_topic_name",
+]

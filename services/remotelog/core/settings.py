@@ -1,0 +1,94 @@
+"""Groups of settings shared by several services' config dataclasses.
+
+Each service's config (remotelog.<service>.config) is one frozen dataclass
+that inherits the groups it needs, so a key such as `segment.store.address`
+is declared once and means the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remotelog.core.config import setting
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The gRPC listener every service has."""
+
+    listen_address: str = setting(
+        "listen.address", "127.0.0.1:0", "host:port the gRPC server binds; port 0 = any free port"
+    )
+    grpc_max_message_bytes: int = setting(
+        "grpc.max.message.bytes", 16 * MIB, "Largest gRPC message accepted or sent", min=1024
+    )
+    shutdown_grace_ms: int = setting(
+        "shutdown.grace.ms", 10_000, "Time in-flight calls get to finish on SIGTERM", min=0
+    )
+    tls_cert_file: str = setting("tls.cert.file", "", "PEM server certificate; empty = plaintext")
+    tls_key_file: str = setting("tls.key.file", "", "PEM private key of tls.cert.file")
+    tls_client_ca_file: str = setting(
+        "tls.client.ca.file", "", "PEM CA bundle; when set, clients must present a certificate"
+    )
+
+
+@dataclass(frozen=True)
+class SegmentStoreClientSettings:
+    """How a service reaches the segment store."""
+
+    segment_store_address: str = setting(
+        "segment.store.address", "127.0.0.1:7301", "host:port of the segment store service"
+    )
+
+
+@dataclass(frozen=True)
+class MetadataClientSettings:
+    """How a service reaches the metadata manager."""
+
+    metadata_manager_address: str = setting(
+        "metadata.manager.address", "127.0.0.1:7302", "host:port of the metadata manager service"
+    )
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """Leases, schedules and shared caches; empty = in-process implementations."""
+
+    redis_url: str = setting("redis.url", "", "redis://host:port/db; empty = in-process")
+
+
+@dataclass(frozen=True)
+class MetadataTopicSettings:
+    """The `__remote_log_metadata` topic (Kafka's TopicBasedRemoteLogMetadataManagerConfig)."""
+
+    bootstrap_servers: str = setting(
+        "bootstrap.servers", "127.0.0.1:9092", "Kafka brokers holding the metadata topic"
+    )
+    metadata_topic_num_partitions: int = setting(
+        "remote.log.metadata.topic.num.partitions",
+        50,
+        "Partitions of __remote_log_metadata",
+        min=1,
+        max=10_000,
+    )
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Backoff for retries of transient remote-storage and service failures."""
+
+    retry_backoff_ms: int = setting(
+        "remote.log.manager.task.retry.backoff.ms", 500, "Initial retry backoff", min=0
+    )
+    retry_backoff_max_ms: int = setting(
+        "remote.log.manager.task.retry.backoff.max.ms", 30_000, "Maximum retry backoff", min=0
+    )
+    retry_jitter: float = setting(
+        "remote.log.manager.task.retry.jitter",
+        0.2,
+        "Random fraction added to or removed from each backoff",
+        min=0.0,
+        max=1.0,
+    )

@@ -1,0 +1,1 @@
+"""Remote fetch service: RemoteLogReader pool, RemoteFetchPurgatory and RemoteIndexCache."""

@@ -1,0 +1,50 @@
+"""Configuration of the remote fetch service (RemoteLogReader, purgatory, index cache)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remotelog.core.config import setting
+from remotelog.core.settings import (
+    MetadataClientSettings,
+    RedisSettings,
+    RetrySettings,
+    SegmentStoreClientSettings,
+    ServerSettings,
+)
+
+
+@dataclass(frozen=True)
+class RemoteFetchConfig(
+    ServerSettings, RetrySettings, SegmentStoreClientSettings, MetadataClientSettings, RedisSettings
+):
+    listen_address: str = setting("listen.address", "127.0.0.1:7304", "host:port to bind")
+    reader_threads: int = setting(
+        "remote.log.reader.threads", 10, "Concurrent remote reads", min=1, max=1024
+    )
+    reader_max_pending_tasks: int = setting(
+        "remote.log.reader.max.pending.tasks",
+        100,
+        "Queued reads before READER_QUEUE_FULL",
+        min=1,
+    )
+    fetch_max_wait_ms: int = setting(
+        "remote.fetch.max.wait.ms", 500, "Longest a Fetch waits for its remote reads", min=1
+    )
+    index_cache_total_size_bytes: int = setting(
+        "remote.log.index.file.cache.total.size.bytes",
+        1024 * 1024 * 1024,
+        "Disk used by the remote index cache",
+        min=1,
+    )
+    index_cache_dir: str = setting(
+        "remote.log.index.file.cache.dir",
+        "remotelog-data/index-cache",
+        "Directory of the remote index cache",
+    )
+    purgatory_tick_ms: int = setting(
+        "remote.fetch.purgatory.tick.ms", 1, "Tick of the delayed-fetch timing wheel", min=1
+    )
+    purgatory_wheel_size: int = setting(
+        "remote.fetch.purgatory.wheel.size", 20, "Buckets per timing wheel", min=2
+    )

@@ -1,0 +1,1 @@
+"""Metadata manager service: KIP-405's topic-based RemoteLogMetadataManager."""

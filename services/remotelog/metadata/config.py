@@ -1,0 +1,67 @@
+"""Configuration of the metadata manager service (TopicBasedRemoteLogMetadataManager)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remotelog.core.config import setting
+from remotelog.core.settings import MetadataTopicSettings, ServerSettings
+
+
+@dataclass(frozen=True)
+class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
+    listen_address: str = setting("listen.address", "127.0.0.1:7302", "host:port to bind")
+    metadata_topic_replication_factor: int = setting(
+        "remote.log.metadata.topic.replication.factor",
+        3,
+        "Replication factor of __remote_log_metadata when it is created",
+        min=1,
+        max=32767,
+    )
+    metadata_topic_retention_ms: int = setting(
+        "remote.log.metadata.topic.retention.ms",
+        -1,
+        "retention.ms of __remote_log_metadata; -1 = forever",
+        min=-1,
+    )
+    consume_wait_ms: int = setting(
+        "remote.log.metadata.consume.wait.ms",
+        120_000,
+        "How long a write waits for its own event to be consumed back",
+        min=1,
+    )
+    initialization_retry_interval_ms: int = setting(
+        "remote.log.metadata.initialization.retry.interval.ms",
+        100,
+        "Pause between attempts to create or describe the metadata topic",
+        min=1,
+    )
+    initialization_retry_max_timeout_ms: int = setting(
+        "remote.log.metadata.initialization.retry.max.timeout.ms",
+        120_000,
+        "Give up initialising the metadata topic after this long",
+        min=1,
+    )
+    custom_metadata_max_bytes: int = setting(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        128,
+        "Largest KIP-917 custom metadata accepted",
+        min=0,
+    )
+    snapshot_dir: str = setting(
+        "remote.log.metadata.snapshot.dir",
+        "remotelog-data/metadata",
+        "Directory of the materialised-state snapshots",
+    )
+    snapshot_interval_events: int = setting(
+        "remote.log.metadata.snapshot.interval.events",
+        100_000,
+        "Write a snapshot after this many consumed events",
+        min=1,
+    )
+    snapshot_interval_ms: int = setting(
+        "remote.log.metadata.snapshot.interval.ms",
+        60_000,
+        "Write a snapshot at least this often when events arrived",
+        min=1,
+    )

@@ -1,0 +1,1 @@
+"""Partition remover service: KIP-405's RemotePartitionRemover."""

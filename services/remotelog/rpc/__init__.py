@@ -1,0 +1,1 @@
+"""The gRPC edge shared by every service: error mapping, server assembly."""

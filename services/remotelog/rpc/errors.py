@@ -1,0 +1,133 @@
+"""The one place domain errors become gRPC statuses.
+
+A RemoteLogError becomes its status code with a `google.rpc.Status` in the
+`grpc-status-details-bin` trailer holding an `ErrorInfo` (domain "remotelog",
+reason from the ErrorReason enum, the error's metadata) and, for bad input, a
+`BadRequest` naming the field. Anything else is logged with its traceback and
+becomes INTERNAL without internal detail.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from remotelog.core.errors import ERROR_DOMAIN, InvalidArgumentError, RemoteLogError
+
+log = logging.getLogger(__name__)
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+
+def _pack(message: Any) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def status_for(exc: BaseException, method: str = "") -> tuple[grpc.StatusCode, status_pb2.Status]:
+    """The gRPC code and rich status describing `exc`."""
+    if isinstance(exc, RemoteLogError):
+        error, message = exc, exc.message
+    else:
+        incident = uuid.uuid4().hex[:12]
+        log.error("unexpected error in %s (incident %s)", method, incident, exc_info=exc)
+        error = RemoteLogError(f"internal error (incident {incident})")
+        message = error.message
+    code = grpc.StatusCode[error.code]
+    details = [
+        _pack(
+            error_details_pb2.ErrorInfo(
+                reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata
+            )
+        )
+    ]
+    if isinstance(error, InvalidArgumentError):
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=error.field, description=error.detail
+        )
+        details.append(_pack(error_details_pb2.BadRequest(field_violations=[violation])))
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=details)
+    return code, status
+
+
+async def abort_with(
+    context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, method: str
+) -> None:
+    code, status = status_for(exc, method)
+    await context.abort(
+        code, status.message, trailing_metadata=((STATUS_DETAILS_KEY, status.SerializeToString()),)
+    )
+
+
+Behavior = Callable[..., Any]
+
+
+def _wrap_call(behavior: Behavior, method: str) -> Behavior:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return await behavior(request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await abort_with(context, exc, method)
+
+    return call
+
+
+def _wrap_stream(behavior: Behavior, method: str) -> Behavior:
+    if not inspect.isasyncgenfunction(behavior):
+        # A streaming handler that writes through context.write() is a coroutine.
+        return _wrap_call(behavior, method)
+
+    async def stream(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in behavior(request, context):
+                yield item
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await abort_with(context, exc, method)
+
+    return stream
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+    """Maps exceptions raised by any servicer method to rich gRPC statuses."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _wrap_call(handler.unary_unary, method), **codec
+            )
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                _wrap_call(handler.stream_unary, method), **codec
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                _wrap_stream(handler.unary_stream, method), **codec
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            _wrap_stream(handler.stream_stream, method), **codec
+        )

@@ -1,0 +1,66 @@
+"""Configuration of the copy scheduler service (RemoteLogManager tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remotelog.core.config import setting
+from remotelog.core.settings import (
+    MetadataClientSettings,
+    RedisSettings,
+    RetrySettings,
+    SegmentStoreClientSettings,
+    ServerSettings,
+)
+
+INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class CopySchedulerConfig(
+    ServerSettings, RetrySettings, SegmentStoreClientSettings, MetadataClientSettings, RedisSettings
+):
+    listen_address: str = setting("listen.address", "127.0.0.1:7303", "host:port to bind")
+    broker_id: int = setting("broker.id", 0, "Id of the broker this scheduler runs beside", min=0)
+    task_interval_ms: int = setting(
+        "remote.log.manager.task.interval.ms", 30_000, "Pause between runs of a partition", min=1
+    )
+    copier_pool_size: int = setting(
+        "remote.log.manager.copier.thread.pool.size", 10, "Concurrent copy tasks", min=1
+    )
+    expiration_pool_size: int = setting(
+        "remote.log.manager.expiration.thread.pool.size", 10, "Concurrent expiration tasks", min=1
+    )
+    follower_pool_size: int = setting(
+        "remote.log.manager.follower.thread.pool.size", 2, "Concurrent follower tasks", min=1
+    )
+    copy_max_bytes_per_second: int = setting(
+        "remote.log.manager.copy.max.bytes.per.second",
+        INT64_MAX,
+        "Copy quota over all partitions (KIP-956)",
+        min=1,
+    )
+    copy_quota_window_num: int = setting(
+        "remote.log.manager.copy.quota.window.num", 11, "Samples of the copy quota", min=1
+    )
+    copy_quota_window_size_seconds: int = setting(
+        "remote.log.manager.copy.quota.window.size.seconds", 1, "Seconds per quota sample", min=1
+    )
+    lease_ms: int = setting(
+        "remote.log.manager.lease.ms", 30_000, "Lease of a partition's task across instances", min=1
+    )
+    retention_ms: int = setting(
+        "log.retention.ms", 604_800_000, "retention.ms of partitions that do not set it", min=-1
+    )
+    retention_bytes: int = setting(
+        "log.retention.bytes", -1, "retention.bytes of partitions that do not set it", min=-1
+    )
+    local_retention_ms: int = setting(
+        "log.local.retention.ms", -2, "local.retention.ms default; -2 = retention.ms", min=-2
+    )
+    local_retention_bytes: int = setting(
+        "log.local.retention.bytes",
+        -2,
+        "local.retention.bytes default; -2 = retention.bytes",
+        min=-2,
+    )

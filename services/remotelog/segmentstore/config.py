@@ -1,0 +1,55 @@
+"""Configuration of the segment store service (RemoteStorageManager).
+
+Storage keys follow Aiven's tiered-storage plugin, the RSM most Kafka
+operators run, so their existing settings carry over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remotelog.core.config import setting
+from remotelog.core.settings import MIB, RetrySettings, ServerSettings
+
+
+@dataclass(frozen=True)
+class SegmentStoreConfig(ServerSettings, RetrySettings):
+    listen_address: str = setting("listen.address", "127.0.0.1:7301", "host:port to bind")
+    storage_backend: str = setting(
+        "storage.backend", "filesystem", "Where objects live", choices=("filesystem", "s3")
+    )
+    storage_root: str = setting(
+        "storage.root", "remotelog-data/segments", "Directory of the filesystem backend"
+    )
+    key_prefix: str = setting("key.prefix", "", "Prefix of every object key")
+    s3_bucket_name: str = setting("storage.s3.bucket.name", "", "S3 bucket of the s3 backend")
+    s3_region: str = setting("storage.s3.region", "us-east-1", "S3 region")
+    s3_endpoint_url: str = setting(
+        "storage.s3.endpoint.url", "", "S3 endpoint (MinIO, moto); empty = AWS"
+    )
+    s3_path_style_access: bool = setting(
+        "storage.s3.path.style.access.enabled", False, "Address buckets by path, not host name"
+    )
+    aws_access_key_id: str = setting("storage.aws.access.key.id", "", "S3 access key id")
+    aws_secret_access_key: str = setting(
+        "storage.aws.secret.access.key", "", "S3 secret access key", secret=True
+    )
+    s3_multipart_part_size: int = setting(
+        "storage.s3.multipart.upload.part.size",
+        25 * MIB,
+        "Uploads above this size are multipart, in parts of this size",
+        min=5 * MIB,
+        max=5 * 1024 * MIB,
+    )
+    s3_upload_concurrency: int = setting(
+        "storage.s3.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
+    )
+    fetch_chunk_size: int = setting(
+        "fetch.chunk.size", MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
+    )
+    custom_metadata_max_bytes: int = setting(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        128,
+        "Largest KIP-917 custom metadata returned by a copy",
+        min=0,
+    )
