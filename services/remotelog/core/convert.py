@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from remotelog.api.type.v1 import segment_pb2 as pb
 from remotelog.core.errors import InvalidArgumentError
@@ -25,15 +26,25 @@ from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteSt
 # Proto enum values are Kafka's byte ids + 1: proto3 reserves 0 for UNSPECIFIED.
 # The names match after the enum's prefix, so the tables are derived, not typed.
 _SEGMENT_STATE_TO_PROTO = {
-    state: pb.RemoteLogSegmentState.Value(f"REMOTE_LOG_SEGMENT_STATE_{state.name}")
+    state: cast(
+        pb.RemoteLogSegmentState,
+        pb.RemoteLogSegmentState.Value(f"REMOTE_LOG_SEGMENT_STATE_{state.name}"),
+    )
     for state in RemoteLogSegmentState
 }
-_SEGMENT_STATE_FROM_PROTO = {v: k for k, v in _SEGMENT_STATE_TO_PROTO.items()}
+_SEGMENT_STATE_FROM_PROTO: dict[int, RemoteLogSegmentState] = {
+    v: k for k, v in _SEGMENT_STATE_TO_PROTO.items()
+}
 _DELETE_STATE_TO_PROTO = {
-    state: pb.RemotePartitionDeleteState.Value(f"REMOTE_PARTITION_DELETE_STATE_{state.name}")
+    state: cast(
+        pb.RemotePartitionDeleteState,
+        pb.RemotePartitionDeleteState.Value(f"REMOTE_PARTITION_DELETE_STATE_{state.name}"),
+    )
     for state in RemotePartitionDeleteState
 }
-_DELETE_STATE_FROM_PROTO = {v: k for k, v in _DELETE_STATE_TO_PROTO.items()}
+_DELETE_STATE_FROM_PROTO: dict[int, RemotePartitionDeleteState] = {
+    v: k for k, v in _DELETE_STATE_TO_PROTO.items()
+}
 
 
 @contextmanager
@@ -64,7 +75,7 @@ def segment_state_from_proto(value: int, field: str = "state") -> RemoteLogSegme
         raise InvalidArgumentError(field, f"{value} is not a valid RemoteLogSegmentState") from None
 
 
-def segment_state_to_proto(state: RemoteLogSegmentState) -> int:
+def segment_state_to_proto(state: RemoteLogSegmentState) -> pb.RemoteLogSegmentState:
     return _SEGMENT_STATE_TO_PROTO[state]
 
 
@@ -81,7 +92,7 @@ def partition_delete_state_from_proto(
 
 def partition_delete_state_to_proto(
     state: RemotePartitionDeleteState,
-) -> int:
+) -> pb.RemotePartitionDeleteState:
     return _DELETE_STATE_TO_PROTO[state]
 
 
