@@ -1,0 +1,75 @@
+"""Assembly of a service's gRPC server: interceptor, health, listener, shutdown.
+
+Every service builds its server here, so error mapping, health checks, TLS and
+the shutdown order (health NOT_SERVING -> drain -> stop) are the same for all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+
+from remotelog.core.settings import ServerSettings
+from remotelog.rpc.errors import ErrorMappingInterceptor
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health_aio.HealthServicer
+
+    async def stop(self, grace_s: float) -> None:
+        """Report NOT_SERVING so load balancers move away, then drain and stop."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
+    if not settings.tls_cert_file:
+        return None
+    key = Path(settings.tls_key_file).read_bytes()
+    cert = Path(settings.tls_cert_file).read_bytes()
+    client_ca = (
+        Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+    )
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
+async def start_server(
+    settings: ServerSettings,
+    register: Callable[[grpc.aio.Server], None],
+    service_names: Sequence[str],
+) -> RunningServer:
+    """Start a server with `register`'s servicers on `settings.listen_address`.
+
+    The bound port is returned, so tests listen on port 0.
+    """
+    server = grpc.aio.server(
+        interceptors=[ErrorMappingInterceptor()],
+        options=[
+            ("grpc.max_send_message_length", settings.grpc_max_message_bytes),
+            ("grpc.max_receive_message_length", settings.grpc_max_message_bytes),
+        ],
+    )
+    register(server)
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    credentials = server_credentials(settings)
+    if credentials is None:
+        port = server.add_insecure_port(settings.listen_address)
+    else:
+        port = server.add_secure_port(settings.listen_address, credentials)
+    if port == 0:
+        raise OSError(f"cannot listen on {settings.listen_address}")
+    await server.start()
+    for name in ("", *service_names):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, port, health)

@@ -1,0 +1,159 @@
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from remotelog.cli.main import main
+from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
+from remotelog.core.config import ConfigError, config_fields, env_name, load_config, render
+from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.segmentstore.config import SegmentStoreConfig
+
+
+def write(tmp_path, text, name="service.properties"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_kafkas():
+    config, sources = load_config(RemoteFetchConfig)
+    assert config.reader_threads == 10
+    assert config.reader_max_pending_tasks == 100
+    assert config.fetch_max_wait_ms == 500
+    assert config.index_cache_total_size_bytes == 1024**3
+    assert config.retry_backoff_ms == 500
+    assert config.retry_backoff_max_ms == 30_000
+    assert config.retry_jitter == 0.2
+    assert set(sources.values()) == {"default"}
+
+
+def test_precedence_default_then_file_then_environment(tmp_path):
+    path = write(
+        tmp_path,
+        "# Kafka-style comment\n! another\nremote.log.reader.threads=4\n"
+        "remote.fetch.max.wait.ms : 250\nredis.url=redis://file\n",
+    )
+    environ = {"REMOTELOG_REMOTE_LOG_READER_THREADS": "6", "PATH": "/bin"}
+    config, sources = load_config(RemoteFetchConfig, path, environ)
+    assert config.reader_threads == 6  # environment beats the file
+    assert config.fetch_max_wait_ms == 250  # file beats the default
+    assert config.redis_url == "redis://file"
+    assert config.reader_max_pending_tasks == 100  # default
+    assert sources["remote.log.reader.threads"] == "env REMOTELOG_REMOTE_LOG_READER_THREADS"
+    assert sources["remote.fetch.max.wait.ms"] == f"{path}:4"
+    assert sources["remote.log.reader.max.pending.tasks"] == "default"
+
+
+def test_config_is_frozen():
+    config, _ = load_config(RemoteFetchConfig)
+    with pytest.raises(FrozenInstanceError):
+        config.reader_threads = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "remote.log.reader.thread=4\n",
+            ":1: remote.log.reader.thread: unknown key for RemoteFetchConfig "
+            "(did you mean 'remote.log.reader.threads'?)",
+        ),
+        (
+            "\nremote.log.reader.threads=four\n",
+            ":2: remote.log.reader.threads: expected an integer",
+        ),
+        ("remote.log.reader.threads=0\n", "remote.log.reader.threads: 0 is below the minimum 1"),
+        ("remote.log.manager.task.retry.jitter=1.5\n", "jitter: 1.5 is above the maximum 1.0"),
+        ("remote.log.reader.threads\n", "remote.log.reader.threads: expected key=value"),
+        (
+            "remote.log.reader.threads=1\nremote.log.reader.threads=2\n",
+            ":2: remote.log.reader.threads: repeated (first set at",
+        ),
+    ],
+)
+def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(RemoteFetchConfig, path)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_choices_and_booleans(tmp_path):
+    path = write(tmp_path, "storage.backend=s3\nstorage.s3.path.style.access.enabled=TRUE\n")
+    config, _ = load_config(SegmentStoreConfig, path)
+    assert (config.storage_backend, config.s3_path_style_access) == ("s3", True)
+    with pytest.raises(ConfigError, match="'gcs' is not one of: filesystem, s3"):
+        load_config(SegmentStoreConfig, write(tmp_path, "storage.backend=gcs\n", "b.properties"))
+    with pytest.raises(ConfigError, match="expected true or false, got 'yes'"):
+        load_config(
+            SegmentStoreConfig,
+            write(tmp_path, "storage.s3.path.style.access.enabled=yes\n", "c.properties"),
+        )
+
+
+def test_environment_typos_are_refused_but_other_services_keys_ignored():
+    shared = {"REMOTELOG_BROKER_ID": "3", "REMOTELOG_STORAGE_BACKEND": "s3"}
+    config, _ = load_config(
+        RemoteFetchConfig, None, shared, service="remote-fetch", all_known_keys=all_config_keys()
+    )
+    assert config.reader_threads == 10
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            RemoteFetchConfig,
+            None,
+            {"REMOTELOG_REMOTE_LOG_READER_THREDS": "3"},
+            service="remote-fetch",
+            all_known_keys=all_config_keys(),
+        )
+    assert str(info.value).startswith("environment: REMOTELOG_REMOTE_LOG_READER_THREDS: unknown")
+    assert "did you mean 'REMOTELOG_REMOTE_LOG_READER_THREADS'" in str(info.value)
+
+
+def test_secrets_are_masked_when_rendered(tmp_path):
+    path = write(tmp_path, "storage.aws.secret.access.key=hunter2\n")
+    config, sources = load_config(SegmentStoreConfig, path)
+    lines = render(config, sources)
+    assert config.aws_secret_access_key == "hunter2"
+    assert f"storage.aws.secret.access.key=********  # {path}:1" in lines
+    assert not any("hunter2" in line for line in lines)
+
+
+@pytest.mark.parametrize("cls", list(SERVICE_CONFIGS.values()))
+def test_every_service_config_has_unique_well_formed_keys(cls):
+    keys = config_fields(cls)
+    assert "listen.address" in keys
+    for key in keys:
+        assert key == key.lower()
+        assert env_name(key).startswith("REMOTELOG_")
+    config, _ = load_config(cls)  # defaults satisfy their own bounds
+    assert config.listen_address.startswith("127.0.0.1:")
+
+
+def test_cli_config_check_prints_effective_config(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("REMOTELOG_REMOTE_FETCH_MAX_WAIT_MS", "100")
+    path = write(tmp_path, "remote.log.reader.threads=3\n")
+    assert main(["config", "check", "--service", "remote-fetch", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"remote.log.reader.threads=3  # {path}:1" in out
+    assert "remote.fetch.max.wait.ms=100  # env REMOTELOG_REMOTE_FETCH_MAX_WAIT_MS" in out
+
+
+def test_cli_config_check_names_the_offending_key(tmp_path, capsys):
+    path = write(tmp_path, "listen.adress=0.0.0.0:1\n")
+    assert main(["config", "check", "--service", "segment-store", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"remotelog: config error: {path}:1: listen.adress: unknown key for segment-store "
+        "(did you mean 'listen.address'?)"
+    )
+
+
+def test_cli_missing_file(tmp_path, capsys):
+    assert main(["config", "check", "--service", "segment-store", str(tmp_path / "nope")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_cli_version(capsys):
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("remotelog 0.")
