@@ -19,7 +19,7 @@ version 0, which every Kafka release with tiered storage can read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import (
@@ -42,8 +42,6 @@ SEGMENT_METADATA_SNAPSHOT_API_KEY = 3
 SUPPORTED_VERSIONS = (0, 1)
 # Tag of TxnIndexEmpty in RemoteLogSegmentMetadataRecord and ...SnapshotRecord.
 _TXN_INDEX_EMPTY_TAG = 0
-
-T = TypeVar("T")
 
 
 class MetadataParseError(ValueError):
@@ -79,8 +77,10 @@ def _txn_index_tag(empty: bool) -> list[tuple[int, bytes]]:
     return [(_TXN_INDEX_EMPTY_TAG, b"\x01")] if empty else []
 
 
-def _write_segment_metadata(w: Writer, m: RemoteLogSegmentMetadata) -> None:
-    _write_segment_id(w, m.remote_log_segment_id)
+def _write_segment_body(
+    w: Writer, m: RemoteLogSegmentMetadata | RemoteLogSegmentMetadataSnapshot
+) -> None:
+    """The fields RemoteLogSegmentMetadataRecord and ...SnapshotRecord share, in order."""
     w.int64(m.start_offset)
     w.int64(m.end_offset)
     w.int32(m.broker_id)
@@ -91,6 +91,11 @@ def _write_segment_metadata(w: Writer, m: RemoteLogSegmentMetadata) -> None:
     w.compact_nullable_bytes(m.custom_metadata)
     w.int8(m.state.id)
     w.tagged_fields(_txn_index_tag(m.txn_index_empty))
+
+
+def _write_segment_metadata(w: Writer, m: RemoteLogSegmentMetadata) -> None:
+    _write_segment_id(w, m.remote_log_segment_id)
+    _write_segment_body(w, m)
 
 
 def _write_segment_update(w: Writer, u: RemoteLogSegmentMetadataUpdate) -> None:
@@ -112,16 +117,7 @@ def _write_partition_delete(w: Writer, d: RemotePartitionDeleteMetadata) -> None
 
 def _write_snapshot(w: Writer, s: RemoteLogSegmentMetadataSnapshot) -> None:
     w.uuid(s.segment_id)
-    w.int64(s.start_offset)
-    w.int64(s.end_offset)
-    w.int32(s.broker_id)
-    w.int64(s.max_timestamp_ms)
-    w.int64(s.event_timestamp_ms)
-    _write_leader_epochs(w, s.segment_leader_epochs)
-    w.int32(s.segment_size_in_bytes)
-    w.compact_nullable_bytes(s.custom_metadata)
-    w.int8(s.state.id)
-    w.tagged_fields(_txn_index_tag(s.txn_index_empty))
+    _write_segment_body(w, s)
 
 
 def serialize(value: RemoteLogMetadata, version: int = 0) -> bytes:
@@ -197,31 +193,27 @@ def _txn_index_empty(tags: dict[int, memoryview]) -> bool:
     return raw[0] != 0
 
 
+def _read_segment_body(r: Reader, record: str) -> dict[str, Any]:
+    """The fields RemoteLogSegmentMetadataRecord and ...SnapshotRecord share, by domain name."""
+    body: dict[str, Any] = {
+        "start_offset": r.int64("StartOffset"),
+        "end_offset": r.int64("EndOffset"),
+        "broker_id": r.int32("BrokerId"),
+        "max_timestamp_ms": r.int64("MaxTimestampMs"),
+        "event_timestamp_ms": r.int64("EventTimestampMs"),
+        "segment_leader_epochs": _read_leader_epochs(r),
+        "segment_size_in_bytes": r.int32("SegmentSizeInBytes"),
+        "custom_metadata": r.compact_nullable_bytes("CustomMetadata"),
+        "state": _segment_state(r),
+    }
+    body["txn_index_empty"] = _txn_index_empty(r.tagged_fields(record))
+    return body
+
+
 def _read_segment_metadata(r: Reader) -> RemoteLogSegmentMetadata:
     segment_id = _read_segment_id(r)
-    start_offset = r.int64("StartOffset")
-    end_offset = r.int64("EndOffset")
-    broker_id = r.int32("BrokerId")
-    max_timestamp_ms = r.int64("MaxTimestampMs")
-    event_timestamp_ms = r.int64("EventTimestampMs")
-    epochs = _read_leader_epochs(r)
-    size = r.int32("SegmentSizeInBytes")
-    custom_metadata = r.compact_nullable_bytes("CustomMetadata")
-    state = _segment_state(r)
-    tags = r.tagged_fields("RemoteLogSegmentMetadataRecord")
-    return RemoteLogSegmentMetadata(
-        remote_log_segment_id=segment_id,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_timestamp_ms=max_timestamp_ms,
-        broker_id=broker_id,
-        event_timestamp_ms=event_timestamp_ms,
-        segment_size_in_bytes=size,
-        segment_leader_epochs=epochs,
-        custom_metadata=custom_metadata,
-        state=state,
-        txn_index_empty=_txn_index_empty(tags),
-    )
+    body = _read_segment_body(r, "RemoteLogSegmentMetadataRecord")
+    return RemoteLogSegmentMetadata(remote_log_segment_id=segment_id, **body)
 
 
 def _read_segment_update(r: Reader) -> RemoteLogSegmentMetadataUpdate:
@@ -255,29 +247,8 @@ def _read_partition_delete(r: Reader) -> RemotePartitionDeleteMetadata:
 
 def _read_snapshot(r: Reader) -> RemoteLogSegmentMetadataSnapshot:
     segment_id = r.uuid("SegmentId")
-    start_offset = r.int64("StartOffset")
-    end_offset = r.int64("EndOffset")
-    broker_id = r.int32("BrokerId")
-    max_timestamp_ms = r.int64("MaxTimestampMs")
-    event_timestamp_ms = r.int64("EventTimestampMs")
-    epochs = _read_leader_epochs(r)
-    size = r.int32("SegmentSizeInBytes")
-    custom_metadata = r.compact_nullable_bytes("CustomMetadata")
-    state = _segment_state(r)
-    tags = r.tagged_fields("RemoteLogSegmentMetadataSnapshotRecord")
-    return RemoteLogSegmentMetadataSnapshot(
-        segment_id=segment_id,
-        start_offset=start_offset,
-        end_offset=end_offset,
-        max_timestamp_ms=max_timestamp_ms,
-        broker_id=broker_id,
-        event_timestamp_ms=event_timestamp_ms,
-        segment_size_in_bytes=size,
-        segment_leader_epochs=epochs,
-        custom_metadata=custom_metadata,
-        state=state,
-        txn_index_empty=_txn_index_empty(tags),
-    )
+    body = _read_segment_body(r, "RemoteLogSegmentMetadataSnapshotRecord")
+    return RemoteLogSegmentMetadataSnapshot(segment_id=segment_id, **body)
 
 
 _READERS: dict[int, Callable[[Reader], RemoteLogMetadata]] = {
