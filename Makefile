@@ -33,7 +33,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy -p remotelog.core
+	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka
 
 buf-check: setup
 	$(BUF) lint

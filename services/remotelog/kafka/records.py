@@ -1,0 +1,315 @@
+"""Kafka record batches, magic v2 (DefaultRecordBatch), read and written byte-exactly.
+
+Batch header, 61 bytes, big-endian:
+  0 baseOffset i64 | 8 batchLength i32 (bytes after this field) | 12 partitionLeaderEpoch i32
+  16 magic i8 | 17 crc u32 (CRC-32C of bytes 21..end) | 21 attributes i16
+  23 lastOffsetDelta i32 | 27 baseTimestamp i64 | 35 maxTimestamp i64 | 43 producerId i64
+  51 producerEpoch i16 | 53 baseSequence i32 | 57 recordsCount i32 | 61 records
+Attributes: bits 0-2 codec, bit 3 LogAppendTime, bit 4 transactional, bit 5 control.
+Each record: varint length, i8 attributes, varlong timestampDelta, varint
+offsetDelta, varint key length (-1 = null) + key, varint value length + value,
+varint header count, then (varint key length + key, varint value length + value).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from remotelog.kafka.codecs import CodecError, CompressionType, compress, decompress
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+MAGIC = 2
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_START = 21
+# Kafka refuses batches above Integer.MAX_VALUE; a length that large in a
+# segment is corruption, and is refused before anything is allocated.
+MAX_BATCH_SIZE = 2**31 - 1
+
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+
+
+class CorruptBatchError(ValueError):
+    """A batch that fails validation; the message names the source and position."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of a v2 batch, plus where the batch sits in its source."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType(self.attributes & 0x07)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+
+def _parse_header(data: memoryview, position: int, source: str) -> BatchHeader:
+    fields = _HEADER.unpack_from(data, position)
+    # 13 fields, in the order of the dataclass; mypy cannot count a tuple of unpack_from.
+    header = BatchHeader(*fields, position=position)  # type: ignore[misc]
+    if header.magic != MAGIC:
+        raise CorruptBatchError(f"{source}: position {position}: unsupported magic {header.magic}")
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptBatchError(
+            f"{source}: position {position}: batch length {header.batch_length} is below the "
+            f"{HEADER_SIZE - LOG_OVERHEAD}-byte minimum"
+        )
+    if header.attributes & 0x07 > CompressionType.ZSTD:
+        raise CorruptBatchError(
+            f"{source}: position {position}: unknown compression codec {header.attributes & 0x07}"
+        )
+    if header.records_count < 0 or header.last_offset_delta < 0:
+        raise CorruptBatchError(
+            f"{source}: position {position}: negative records count or last offset delta"
+        )
+    return header
+
+
+def iter_batches(
+    data: bytes | bytearray | memoryview,
+    *,
+    source: str = "<bytes>",
+    verify_crc: bool = True,
+    start: int = 0,
+) -> Iterator[BatchHeader]:
+    """Shallow iteration: batch headers only, never copying the segment.
+
+    A truncated final batch, a bad magic, length or CRC raises
+    CorruptBatchError naming `source` and the byte position.
+    """
+    view = memoryview(data)
+    position = start
+    end = len(view)
+    while position < end:
+        if end - position < HEADER_SIZE:
+            raise CorruptBatchError(
+                f"{source}: position {position}: truncated batch header "
+                f"({end - position} of {HEADER_SIZE} bytes)"
+            )
+        header = _parse_header(view, position, source)
+        if position + header.size > end:
+            raise CorruptBatchError(
+                f"{source}: position {position}: batch of {header.size} bytes passes the end "
+                f"of the data at {end}"
+            )
+        if verify_crc:
+            actual = crc32c.crc32c(view[position + _CRC_START : position + header.size])
+            if actual != header.crc:
+                raise CorruptBatchError(
+                    f"{source}: position {position}: CRC-32C mismatch "
+                    f"(stored {header.crc:#010x}, computed {actual:#010x})"
+                )
+        yield header
+        position += header.size
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record, with absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+class _Cursor:
+    __slots__ = ("data", "pos", "where")
+
+    def __init__(self, data: bytes, where: str) -> None:
+        self.data = data
+        self.pos = 0
+        self.where = where
+
+    def varlong(self) -> int:
+        result = 0
+        shift = 0
+        data = self.data
+        while True:
+            if self.pos >= len(data):
+                raise CorruptBatchError(f"{self.where}: truncated varint")
+            byte = data[self.pos]
+            self.pos += 1
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return (result >> 1) ^ -(result & 1)
+            shift += 7
+            if shift > 63:
+                raise CorruptBatchError(f"{self.where}: varint longer than 10 bytes")
+
+    def bytes_or_none(self) -> bytes | None:
+        length = self.varlong()
+        if length < 0:
+            return None
+        end = self.pos + length
+        if end > len(self.data):
+            raise CorruptBatchError(f"{self.where}: field of {length} bytes passes the end")
+        value = self.data[self.pos : end]
+        self.pos = end
+        return value
+
+
+def decode_records(
+    data: bytes | bytearray | memoryview, header: BatchHeader, *, source: str = "<bytes>"
+) -> list[Record]:
+    """Full decode of the records of the batch `header` describes within `data`."""
+    where = f"{source}: batch at position {header.position}"
+    body_view = memoryview(data)[header.position + HEADER_SIZE : header.position + header.size]
+    try:
+        body = decompress(header.compression, body_view)
+    except CodecError as exc:
+        raise CorruptBatchError(f"{where}: {exc}") from None
+    cursor = _Cursor(body, where)
+    records = []
+    log_append_time = header.is_log_append_time
+    for _ in range(header.records_count):
+        length = cursor.varlong()
+        record_end = cursor.pos + length
+        if length < 0 or record_end > len(body):
+            raise CorruptBatchError(f"{where}: record of {length} bytes passes the end")
+        cursor.pos += 1  # record attributes: unused in v2
+        timestamp_delta = cursor.varlong()
+        offset_delta = cursor.varlong()
+        key = cursor.bytes_or_none()
+        value = cursor.bytes_or_none()
+        header_count = cursor.varlong()
+        if header_count < 0 or header_count > length:
+            raise CorruptBatchError(f"{where}: bad header count {header_count}")
+        headers = []
+        for _ in range(header_count):
+            header_key = cursor.bytes_or_none()
+            if header_key is None:
+                raise CorruptBatchError(f"{where}: null header key")
+            headers.append((header_key.decode("utf-8", "replace"), cursor.bytes_or_none()))
+        if cursor.pos != record_end:
+            raise CorruptBatchError(f"{where}: record length {length} disagrees with its fields")
+        timestamp = (
+            header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+        )
+        records.append(
+            Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
+        )
+    if cursor.pos != len(body):
+        raise CorruptBatchError(f"{where}: {len(body) - cursor.pos} bytes after the last record")
+    return records
+
+
+def _zigzag(value: int, out: bytearray) -> None:
+    encoded = (value << 1) ^ (value >> 63)
+    encoded &= 0xFFFFFFFFFFFFFFFF
+    while encoded >= 0x80:
+        out.append((encoded & 0x7F) | 0x80)
+        encoded >>= 7
+    out.append(encoded)
+
+
+def _bytes_field(value: bytes | None, out: bytearray) -> None:
+    if value is None:
+        _zigzag(-1, out)
+    else:
+        _zigzag(len(value), out)
+        out += value
+
+
+def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytes:
+    body = bytearray(b"\x00")  # attributes
+    _zigzag(record.timestamp - base_timestamp, body)
+    _zigzag(record.offset - base_offset, body)
+    _bytes_field(record.key, body)
+    _bytes_field(record.value, body)
+    _zigzag(len(record.headers), body)
+    for key, value in record.headers:
+        _bytes_field(key.encode("utf-8"), body)
+        _bytes_field(value, body)
+    out = bytearray()
+    _zigzag(len(body), out)
+    return bytes(out + body)
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    compression: CompressionType = CompressionType.NONE,
+    partition_leader_epoch: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    log_append_time: int | None = None,
+) -> bytes:
+    """A v2 batch of `records` (offsets and timestamps absolute, ascending offsets)."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    base_offset = records[0].offset
+    base_timestamp = min(r.timestamp for r in records)
+    max_timestamp = max(r.timestamp for r in records)
+    attributes = int(compression)
+    if log_append_time is not None:
+        attributes |= TIMESTAMP_TYPE_BIT
+        max_timestamp = log_append_time
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    body = b"".join(_encode_record(r, base_offset, base_timestamp) for r in records)
+    payload = compress(compression, body)
+    after_crc = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        records[-1].offset - base_offset,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    crc = crc32c.crc32c(after_crc + payload)
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    head = struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
+    return head + after_crc + payload
