@@ -1,0 +1,169 @@
+"""Kafka's segment indexes: offset index, time index, transaction index.
+
+.index      8-byte entries: relative offset i32 (offset - base offset), position i32
+.timeindex 12-byte entries: timestamp i64, relative offset i32
+.txnindex  34-byte entries: version i16 (0), producer id i64, first offset i64,
+           last offset i64, last stable offset i64
+All big-endian. An active segment's index may be preallocated with zeros: the
+entries end at the first all-zero entry after the first one. Lookups are
+hints, as in Kafka: the reader scans the log forward from the returned point.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+TXN_ENTRY = struct.Struct(">hqqqq")
+TXN_VERSION = 0
+
+
+class CorruptIndexError(ValueError):
+    """An index file that fails validation; the message names it and the entry."""
+
+
+def _entries(data: bytes, entry: struct.Struct, source: str) -> list[tuple[int, ...]]:
+    if len(data) % entry.size:
+        raise CorruptIndexError(
+            f"{source}: size {len(data)} is not a multiple of the {entry.size}-byte entry"
+        )
+    zero = bytes(entry.size)
+    out = []
+    for position in range(0, len(data), entry.size):
+        raw = data[position : position + entry.size]
+        if raw == zero and position > 0:
+            break  # preallocated tail of an active segment's index
+        out.append(entry.unpack(raw))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    offset: int
+    position: int
+
+
+class OffsetIndex:
+    """Sparse offset -> file position map of one segment."""
+
+    def __init__(self, base_offset: int, entries: Sequence[OffsetPosition] = ()) -> None:
+        self.base_offset = base_offset
+        self.entries = list(entries)
+        self._offsets = [e.offset for e in self.entries]
+
+    @classmethod
+    def parse(cls, data: bytes, base_offset: int, source: str = "<index>") -> OffsetIndex:
+        entries: list[OffsetPosition] = []
+        previous = -1
+        for number, (relative, position) in enumerate(_entries(data, OFFSET_ENTRY, source)):
+            if relative < 0 or position < 0 or (number and relative <= previous):
+                raise CorruptIndexError(
+                    f"{source}: entry {number}: relative offset {relative}, position {position} "
+                    "is negative or not increasing"
+                )
+            previous = relative
+            entries.append(OffsetPosition(base_offset + relative, position))
+        return cls(base_offset, entries)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= target, else (base offset, 0)."""
+        i = bisect.bisect_right(self._offsets, target_offset)
+        return self.entries[i - 1] if i else OffsetPosition(self.base_offset, 0)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.entries[-1].offset:
+            raise ValueError(f"offset {offset} is not above the last entry {self.entries[-1]}")
+        self.entries.append(OffsetPosition(offset, position))
+        self._offsets.append(offset)
+
+    def to_bytes(self) -> bytes:
+        return b"".join(
+            OFFSET_ENTRY.pack(e.offset - self.base_offset, e.position) for e in self.entries
+        )
+
+    def check_against_segment_end(self, segment_size: int, source: str) -> None:
+        for number, entry in enumerate(self.entries):
+            if entry.position >= segment_size:
+                raise CorruptIndexError(
+                    f"{source}: entry {number} points at position {entry.position}, past the "
+                    f"log's {segment_size} bytes"
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+
+
+class TimeIndex:
+    """Sparse max-timestamp -> offset map of one segment."""
+
+    def __init__(self, base_offset: int, entries: Sequence[TimestampOffset] = ()) -> None:
+        self.base_offset = base_offset
+        self.entries = list(entries)
+        self._timestamps = [e.timestamp for e in self.entries]
+
+    @classmethod
+    def parse(cls, data: bytes, base_offset: int, source: str = "<timeindex>") -> TimeIndex:
+        entries: list[TimestampOffset] = []
+        for number, (timestamp, relative) in enumerate(_entries(data, TIME_ENTRY, source)):
+            if relative < 0:
+                raise CorruptIndexError(f"{source}: entry {number}: negative relative offset")
+            if entries and timestamp < entries[-1].timestamp:
+                raise CorruptIndexError(f"{source}: entry {number}: timestamp goes backwards")
+            entries.append(TimestampOffset(timestamp, base_offset + relative))
+        return cls(base_offset, entries)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target, else (-1, base offset)."""
+        i = bisect.bisect_right(self._timestamps, target_timestamp)
+        return self.entries[i - 1] if i else TimestampOffset(-1, self.base_offset)
+
+    def append(self, timestamp: int, offset: int) -> None:
+        if self.entries and timestamp <= self.entries[-1].timestamp:
+            return  # Kafka only records a new maximum timestamp
+        self.entries.append(TimestampOffset(timestamp, offset))
+        self._timestamps.append(timestamp)
+
+    def to_bytes(self) -> bytes:
+        return b"".join(
+            TIME_ENTRY.pack(e.timestamp, e.offset - self.base_offset) for e in self.entries
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+def parse_transaction_index(data: bytes, source: str = "<txnindex>") -> list[AbortedTxn]:
+    if len(data) % TXN_ENTRY.size:
+        raise CorruptIndexError(
+            f"{source}: size {len(data)} is not a multiple of the {TXN_ENTRY.size}-byte entry"
+        )
+    out = []
+    for number, fields in enumerate(TXN_ENTRY.iter_unpack(data)):
+        version, producer_id, first, last, lso = fields
+        if version != TXN_VERSION:
+            raise CorruptIndexError(f"{source}: entry {number}: unknown version {version}")
+        if last < first:
+            raise CorruptIndexError(f"{source}: entry {number}: last offset below first offset")
+        out.append(AbortedTxn(producer_id, first, last, lso))
+    return out
+
+
+def transaction_index_bytes(entries: Sequence[AbortedTxn]) -> bytes:
+    return b"".join(
+        TXN_ENTRY.pack(
+            TXN_VERSION, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        )
+        for e in entries
+    )
