@@ -5,6 +5,7 @@ import uuid
 
 import pytest
 
+from remotelog.cli.main import main
 from remotelog.kafka.indexes import (
     AbortedTxn,
     CorruptIndexError,
@@ -175,3 +176,29 @@ def test_partition_metadata(kafka_logs):
     assert partition_metadata_text(topic_id) == text
     with pytest.raises(CorruptStateFileError, match="is not a Kafka Uuid"):
         parse_partition_metadata("version: 0\ntopic_id: nope\n")
+
+
+def test_dump_log_cli_on_real_partition(kafka_logs, capsys):
+    assert main(["dump-log", str(kafka_logs / "timeindex_test"), "--verify-index"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("baseOffset: ") for line in out) == 30_565
+    assert all(line.endswith("isvalid: true") for line in out if line.startswith("baseOffset"))
+    assert out[-1] == "Summary: 4 segment(s), 30565 batches, 30565 records, all CRCs valid"
+    assert "Offset index 00000000000000022964.index: 253 entries, 0 mismatches" in out
+
+
+def test_dump_log_cli_prints_data_and_reports_corruption(kafka_logs, tmp_path, capsys):
+    source = kafka_logs / "test_topic_a-0" / "00000000000000000000.log"
+    assert main(["dump-log", str(source), "--print-data"]) == 0
+    out = capsys.readouterr().out
+    assert "| offset: 0 timestamp: 1700691401835 headerKeys: [header1,header2] key: 0" in out
+    corrupt = bytearray(source.read_bytes())
+    corrupt[100] ^= 0xFF
+    broken = tmp_path / "00000000000000000000.log"
+    broken.write_bytes(bytes(corrupt))
+    assert main(["dump-log", str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert f"Corrupt: {broken}: position 0: CRC-32C mismatch" in out
+    assert out.splitlines()[-1].endswith("1 problem(s)")
+    assert main(["dump-log", str(tmp_path / "missing.log")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err

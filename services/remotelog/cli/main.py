@@ -15,6 +15,11 @@ from pathlib import Path
 from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
 from remotelog.core.config import ConfigError, load_config, render
 from remotelog.core.version import __version__
+from remotelog.kafka.dump import dump
+
+
+class CliError(Exception):
+    """A user-facing failure, printed as one line."""
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -31,6 +36,14 @@ def _config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dump_log(args: argparse.Namespace) -> int:
+    target = Path(args.path)
+    if not target.exists():
+        raise CliError(f"dump-log: {target}: no such file or directory")
+    summary = dump(target, print_data=args.print_data, verify_index=args.verify_index, out=print)
+    return 0 if not summary.problems else 1
+
+
 def _version(_: argparse.Namespace) -> int:
     print(f"remotelog {__version__}")
     return 0
@@ -44,6 +57,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     version = commands.add_parser("version", help="print the remotelog version")
     version.set_defaults(run=_version)
+
+    dump_log = commands.add_parser(
+        "dump-log", help="print the record batches of a segment file or partition directory"
+    )
+    dump_log.add_argument("path", help="a .log file or a <topic>-<partition> directory")
+    dump_log.add_argument("--print-data", action="store_true", help="print every record too")
+    dump_log.add_argument(
+        "--verify-index", action="store_true", help="check .index entries against the log"
+    )
+    dump_log.set_defaults(run=_dump_log)
 
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
@@ -64,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"remotelog: config error: {exc}", file=sys.stderr)
         return 2
+    except CliError as exc:
+        print(f"remotelog: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
     except KeyboardInterrupt:
         return 130
     return code
