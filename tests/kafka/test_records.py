@@ -13,8 +13,10 @@ from remotelog.kafka.records import (
     CorruptBatchError,
     Record,
     build_batch,
+    build_control_batch,
     decode_records,
     iter_batches,
+    parse_control_record,
 )
 
 
@@ -212,3 +214,27 @@ def test_fuzzed_bytes_fail_precisely_or_decode(data):
         assert "position" in str(outcome)
     else:
         assert all(isinstance(r, Record) for batch in outcome for r in batch)
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_control_batches_are_transaction_markers_to_kafka_python(commit):
+    batch = build_control_batch(
+        42, 1000, commit=commit, producer_id=9, producer_epoch=2, coordinator_epoch=5
+    )
+    (header,) = iter_batches(batch)
+    assert header.is_control
+    assert header.is_transactional
+    (record,) = decode_records(batch, header)
+    marker = parse_control_record(record)
+    assert (marker.is_commit, marker.coordinator_epoch) == (commit, 5)
+    theirs = DefaultRecordBatch(bytearray(batch))
+    assert theirs.is_control_batch
+    (their_record,) = list(theirs)
+    assert their_record.commit is commit
+    assert their_record.abort is not commit
+
+
+def test_unknown_control_record_type():
+    record = Record(3, 0, struct.pack(">hh", 0, 7), None)
+    with pytest.raises(CorruptBatchError, match="unknown control record version 0 type 7"):
+        parse_control_record(record)

@@ -313,3 +313,64 @@ def build_batch(
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     head = struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC, crc)
     return head + after_crc + payload
+
+
+# Control records (transaction markers): key = version i16 (0), type i16
+# (ABORT = 0, COMMIT = 1); value = version i16 (0), coordinator epoch i32.
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRecord:
+    type: int
+    coordinator_epoch: int
+
+    @property
+    def is_commit(self) -> bool:
+        return self.type == CONTROL_COMMIT
+
+
+def build_control_batch(
+    offset: int,
+    timestamp: int,
+    *,
+    commit: bool,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    partition_leader_epoch: int = 0,
+) -> bytes:
+    """A transaction marker batch, as the transaction coordinator has the leader write it."""
+    marker = CONTROL_COMMIT if commit else CONTROL_ABORT
+    record = Record(
+        offset,
+        timestamp,
+        _CONTROL_KEY.pack(0, marker),
+        _CONTROL_VALUE.pack(0, coordinator_epoch),
+    )
+    return build_batch(
+        [record],
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
+def parse_control_record(record: Record, source: str = "<bytes>") -> ControlRecord:
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise CorruptBatchError(f"{source}: offset {record.offset}: control record without a key")
+    version, marker = _CONTROL_KEY.unpack_from(record.key)
+    if version != 0 or marker not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise CorruptBatchError(
+            f"{source}: offset {record.offset}: "
+            f"unknown control record version {version} type {marker}"
+        )
+    coordinator_epoch = 0
+    if record.value is not None and len(record.value) >= _CONTROL_VALUE.size:
+        _, coordinator_epoch = _CONTROL_VALUE.unpack_from(record.value)
+    return ControlRecord(marker, coordinator_epoch)
