@@ -1,0 +1,53 @@
+"""Shared output of the benchmarks: one line per figure, then a JSON result file."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class Report:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.figures: list[dict[str, object]] = []
+
+    def ratio(self, figure: str, ratio: float, target: float | None, **detail: float) -> None:
+        """A ratio against a baseline of the same run; target None = reported only."""
+        self.figures.append({"name": figure, "ratio": round(ratio, 3), "target": target, **detail})
+
+    def latency(self, figure: str, value_ms: float, max_ms: float) -> None:
+        self.figures.append({"name": figure, "value_ms": round(value_ms, 3), "max_ms": max_ms})
+
+    def info(self, figure: str, **values: float) -> None:
+        self.figures.append({"name": figure, **values})
+
+    def finish(self) -> None:
+        for f in self.figures:
+            if "ratio" in f:
+                target = "none" if f["target"] is None else f["target"]
+                print(f"{f['name']} ratio={f['ratio']} target={target}")
+            elif "value_ms" in f:
+                print(f"{f['name']} value_ms={f['value_ms']} max_ms={f['max_ms']}")
+        RESULTS.mkdir(exist_ok=True)
+        result = {
+            "benchmark": self.name,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "figures": self.figures,
+        }
+        (RESULTS / f"{self.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
+    """Fastest wall time of `runs` calls, in seconds (the least disturbed run)."""
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
