@@ -4,6 +4,7 @@ import struct
 
 import crc32c
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -108,10 +109,10 @@ def record_lists(draw):
 
 
 @settings(max_examples=40, deadline=None)
-@given(record_lists(), st.sampled_from(CODECS))
-def test_our_batches_decode_identically_in_kafka_python(records, codec):
+@given(record_lists(), st.sampled_from(CODECS), st.sampled_from([DefaultRecordBatch, AioBatch]))
+def test_our_batches_decode_identically_in_kafka_python_and_aiokafka(records, codec, decoder):
     batch = build_batch(records, compression=codec, producer_id=7, producer_epoch=1)
-    theirs = DefaultRecordBatch(bytearray(batch))
+    theirs = decoder(bytearray(batch))
     assert theirs.validate_crc()
     assert theirs.compression_type == codec
     assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in theirs] == [
