@@ -10,6 +10,7 @@ big-endian, and every struct ends with its tagged fields: uvarint count, then
 (uvarint tag, uvarint size, bytes) for each field whose value is not default.
 """
 
+import dataclasses
 import re
 import uuid
 
@@ -110,18 +111,14 @@ DELETE_BYTES = (
     + h("00")  # no tagged fields
 )
 
-SNAPSHOT = RemoteLogSegmentMetadataSnapshot(
-    segment_id=SEGMENT_UUID,
-    start_offset=100,
-    end_offset=199,
-    max_timestamp_ms=1_700_000_000_000,
-    broker_id=1,
-    event_timestamp_ms=1_700_000_000_500,
-    segment_size_in_bytes=4096,
-    segment_leader_epochs={4: 100, 5: 150},
-    custom_metadata=None,
-    state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-    txn_index_empty=False,
+# The snapshot record of the same segment, deleted since, without custom metadata.
+SNAPSHOT = RemoteLogSegmentMetadataSnapshot.create(
+    dataclasses.replace(
+        SEGMENT,
+        custom_metadata=None,
+        state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+        txn_index_empty=False,
+    )
 )
 SNAPSHOT_BYTES = (
     h("01 03 00")  # frame version 1, apiKey 3, version 0
