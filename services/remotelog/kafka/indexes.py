@@ -124,11 +124,13 @@ class TimeIndex:
         i = bisect.bisect_right(self._timestamps, target_timestamp)
         return self.entries[i - 1] if i else TimestampOffset(-1, self.base_offset)
 
-    def append(self, timestamp: int, offset: int) -> None:
+    def append(self, timestamp: int, offset: int) -> bool:
+        """Kafka's maybeAppend: only a new maximum timestamp makes an entry."""
         if self.entries and timestamp <= self.entries[-1].timestamp:
-            return  # Kafka only records a new maximum timestamp
+            return False
         self.entries.append(TimestampOffset(timestamp, offset))
         self._timestamps.append(timestamp)
+        return True
 
     def to_bytes(self) -> bytes:
         return b"".join(
