@@ -4,6 +4,8 @@ import random
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remotelog.cli.main import main
 from remotelog.kafka.indexes import (
@@ -202,3 +204,28 @@ def test_dump_log_cli_prints_data_and_reports_corruption(kafka_logs, tmp_path, c
     assert out.splitlines()[-1].endswith("1 problem(s)")
     assert main(["dump-log", str(tmp_path / "missing.log")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def parse_or_error(parse, data):
+    try:
+        return parse(data)
+    except (CorruptIndexError, CorruptStateFileError) as exc:
+        return exc
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzzed_index_and_state_bytes_fail_precisely(data):
+    parsers = [
+        lambda d: OffsetIndex.parse(d, 0, "x.index").entries,
+        lambda d: TimeIndex.parse(d, 0, "x.timeindex").entries,
+        lambda d: parse_transaction_index(d, "x.txnindex"),
+        lambda d: parse_producer_snapshot(d, "x.snapshot"),
+        lambda d: parse_leader_epoch_checkpoint(d.decode("latin-1"), "checkpoint"),
+    ]
+    for parse in parsers:
+        outcome = parse_or_error(parse, data)
+        if isinstance(outcome, Exception):
+            assert str(outcome).startswith(("x.", "checkpoint"))
+        else:
+            assert isinstance(outcome, list)

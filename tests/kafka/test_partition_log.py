@@ -195,3 +195,16 @@ def test_high_watermark_is_kafkas_checkpoint_file(tmp_path):
     assert log.last_stable_offset == 6
     assert read_hw_checkpoint(tmp_path / "replication-offset-checkpoint") == {("orders", 0): 6}
     assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\norders 0 6\n"
+    # Another process reading the directory sees the same high watermark and LSO.
+    reader = PartitionLog.open(tmp_path / "orders-0", log.config)
+    assert (reader.high_watermark, reader.last_stable_offset, reader.log_end_offset) == (6, 6, 10)
+
+
+def test_a_reader_of_the_directory_sees_an_open_transaction(tmp_path):
+    log = make_log(tmp_path, segment_bytes=1_000_000)
+    fill(log, 2)
+    log.append([(b"t", b"1")], leader_epoch=0, producer_id=3, producer_epoch=0, transactional=True)
+    fill(log, 2)
+    reader = PartitionLog.open(tmp_path / "orders-0", log.config)
+    assert reader.last_stable_offset == 2
+    assert reader.log_end_offset == 5

@@ -195,6 +195,10 @@ class PartitionLog:
         if not self.segments:
             self.segments.append(self._new_segment(0))
         self.log_start_offset = self.segments[0].base_offset
+        topic, _, partition = self.directory.name.rpartition("-")
+        if partition.isdigit():
+            checkpoint_hw = read_hw_checkpoint(self.directory.parent / HW_CHECKPOINT)
+            self._high_watermark = checkpoint_hw.get((topic, int(partition)))
         # Rewrite the active segment's indexes from the replay: they may be stale or torn.
         self._write_indexes(self.segments[-1])
 
