@@ -17,7 +17,6 @@ it without asking the broker.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import uuid
@@ -345,7 +344,7 @@ class PartitionLog:
         with segment.path(".log").open("ab") as f:
             f.write(batch)
             f.flush()
-        placed = dataclasses.replace(header, position=segment.size)
+        placed = header._replace(position=segment.size)
         segment.track(placed, self.config, write_index=True)
         self._track_producer(placed)
         return placed
