@@ -208,3 +208,43 @@ def test_a_reader_of_the_directory_sees_an_open_transaction(tmp_path):
     reader = PartitionLog.open(tmp_path / "orders-0", log.config)
     assert reader.last_stable_offset == 2
     assert reader.log_end_offset == 5
+
+
+def test_reopen_replays_only_from_the_latest_producer_snapshot(tmp_path):
+    log = make_log(tmp_path)
+    log.append([(b"t", b"1")], leader_epoch=0, producer_id=4, producer_epoch=0, transactional=True)
+    fill(log, 150)  # rolls several times while the transaction stays open
+    first_segment = tmp_path / "orders-0" / "00000000000000000000.log"
+    assert len(log.segments) > 2
+    # Opening must not re-read rolled segments below the snapshot: damage one and reopen.
+    first_segment.write_bytes(b"\x00" * first_segment.stat().st_size)
+    reader = PartitionLog.open(tmp_path / "orders-0", log.config)
+    assert reader.log_end_offset == 151
+    assert [s.base_offset for s in reader.segments] == [s.base_offset for s in log.segments]
+    # The open transaction survives through the snapshot: the LSO is still held back.
+    assert reader.last_stable_offset == 0
+    batches = list(iter_batches(reader.read(100, 1)))
+    assert batches[0].base_offset == 100
+
+
+def test_corrupt_snapshot_falls_back_to_a_full_replay(tmp_path):
+    log = make_log(tmp_path)
+    log.append([(b"t", b"1")], leader_epoch=0, producer_id=4, producer_epoch=0, transactional=True)
+    fill(log, 150)
+    for snapshot in (tmp_path / "orders-0").glob("*.snapshot"):
+        snapshot.write_bytes(b"\x00\x01garbage")
+    reader = PartitionLog.open(tmp_path / "orders-0", log.config)
+    assert reader.last_stable_offset == 0
+    assert reader.log_end_offset == 151
+
+
+def test_missing_index_of_a_rolled_segment_is_rebuilt(tmp_path):
+    log = make_log(tmp_path)
+    fill(log, 150)
+    index_path = tmp_path / "orders-0" / "00000000000000000000.index"
+    original = index_path.read_bytes()
+    index_path.unlink()
+    reader = PartitionLog.open(tmp_path / "orders-0", log.config)
+    assert index_path.read_bytes() == original
+    assert reader.log_end_offset == 150
+    assert next(iter_batches(reader.read(3, 1))).base_offset == 3

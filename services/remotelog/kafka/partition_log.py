@@ -29,6 +29,7 @@ from remotelog.kafka.indexes import (
     OFFSET_ENTRY,
     TIME_ENTRY,
     AbortedTxn,
+    CorruptIndexError,
     OffsetIndex,
     TimeIndex,
     transaction_index_bytes,
@@ -42,10 +43,12 @@ from remotelog.kafka.records import (
     iter_batches,
 )
 from remotelog.kafka.state_files import (
+    CorruptStateFileError,
     ProducerStateEntry,
     leader_epoch_checkpoint_text,
     parse_leader_epoch_checkpoint,
     parse_partition_metadata,
+    parse_producer_snapshot,
     partition_metadata_text,
     producer_snapshot_bytes,
 )
@@ -187,9 +190,17 @@ class PartitionLog:
             self.leader_epochs = parse_leader_epoch_checkpoint(
                 checkpoint.read_text(), str(checkpoint)
             )
-        for log_path in sorted(self.directory.glob("*.log")):
+        paths = sorted(self.directory.glob("*.log"))
+        replay_from = self._load_producer_snapshot(paths)
+        for number, log_path in enumerate(paths):
             segment = LogSegment(self.directory, int(log_path.stem), self._now_ms())
-            self._replay(segment, log_path)
+            rolled = segment.base_offset < replay_from and number + 1 < len(paths)
+            # Below the latest snapshot and rolled: trusted as Kafka trusts segments
+            # below its recovery point; only the indexes are read (rebuilt if unusable).
+            if not (rolled and self._load_rolled(segment, next_base=int(paths[number + 1].stem))):
+                self._replay(segment, log_path, track_producers=not rolled)
+                if rolled:
+                    self._write_indexes(segment)
             self.segments.append(segment)
         if not self.segments:
             self.segments.append(self._new_segment(0))
@@ -201,13 +212,59 @@ class PartitionLog:
         # Rewrite the active segment's indexes from the replay: they may be stale or torn.
         self._write_indexes(self.segments[-1])
 
-    def _replay(self, segment: LogSegment, log_path: Path) -> None:
+    def _load_producer_snapshot(self, paths: list[Path]) -> int:
+        """Producer state from the newest snapshot at a segment base; the offset to replay from."""
+        bases = {int(p.stem) for p in paths}
+        snapshots = sorted(
+            (int(p.stem), p) for p in self.directory.glob("*.snapshot") if int(p.stem) in bases
+        )
+        if not snapshots:
+            return 0
+        offset, path = snapshots[-1]
+        try:
+            entries = parse_producer_snapshot(path.read_bytes(), str(path))
+        except CorruptStateFileError:
+            return 0  # replay everything instead, as Kafka does without a usable snapshot
+        for e in entries:
+            self.producers[e.producer_id] = _ProducerState(
+                e.producer_epoch,
+                e.last_sequence,
+                e.last_offset,
+                e.offset_delta,
+                e.timestamp,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+            )
+        return offset
+
+    def _load_rolled(self, segment: LogSegment, next_base: int) -> bool:
+        """Load a rolled segment from its indexes; False when they are missing or corrupt."""
+        try:
+            offset_index = OffsetIndex.parse(
+                segment.path(".index").read_bytes(),
+                segment.base_offset,
+                str(segment.path(".index")),
+            )
+            time_index = TimeIndex.parse(
+                segment.path(".timeindex").read_bytes(),
+                segment.base_offset,
+                str(segment.path(".timeindex")),
+            )
+            size = segment.path(".log").stat().st_size
+        except (OSError, CorruptIndexError):
+            return False
+        segment.offset_index, segment.time_index = offset_index, time_index
+        segment.size, segment.next_offset = size, next_base
+        return True
+
+    def _replay(self, segment: LogSegment, log_path: Path, track_producers: bool = True) -> None:
         data = log_path.read_bytes()
         good = 0
         try:
             for header in iter_batches(data, source=str(log_path)):
                 segment.track(header, self.config, write_index=False)
-                self._track_producer(header)
+                if track_producers:
+                    self._track_producer(header)
                 good = header.position + header.size
         except CorruptBatchError:
             # Kafka's recovery: keep every batch before the first invalid one.
