@@ -9,13 +9,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+# Reinstall when the dependencies or the compiled decoder's sources change.
+BUILD_INPUTS := pyproject.toml hatch_build.py services/remotelog/kafka/_fastrecords.c
+STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
 .PHONY: setup test lint format typecheck buf-check drift protos pytest clean
 
-$(STAMP): pyproject.toml
+$(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	REMOTELOG_REQUIRE_EXTENSION=1 $(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 $(BUF):

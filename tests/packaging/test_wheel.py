@@ -45,8 +45,12 @@ def test_wheel_holds_one_remotelog_namespace(wheel):
         "remotelog/api/segmentstore/v1/segment_store_pb2.py",
         "remotelog/api/segmentstore/v1/segment_store_pb2_grpc.py",
         "remotelog/api/type/v1/segment_pb2.pyi",
+        # the compiled record decoder, built by hatch_build.py
+        "remotelog/kafka/_fastrecords" + sysconfig.get_config_var("EXT_SUFFIX"),
     ]:
         assert expected in names
+    # a platform wheel: it carries a C extension for this interpreter
+    assert not wheel.name.endswith("-none-any.whl")
     assert not any(n.startswith(("services/", "clients/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
@@ -80,12 +84,17 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
         "from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc\n"
         "from remotelog.client import ServiceClient\n"
         "import remotelog.core.model as m\n"
+        "from remotelog.kafka import records, _fastrecords\n"
+        "assert records.COMPILED, 'compiled decoder not in use'\n"
         "print(m.__file__)\n"
+        "print(_fastrecords.__file__)\n"
     )
     result = subprocess.run(
         [str(python), "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True
     )
-    assert result.stdout.strip().startswith(str(env_dir))
+    model_file, extension_file = result.stdout.split()
+    assert model_file.startswith(str(env_dir))
+    assert extension_file.startswith(str(env_dir))
     version = subprocess.run(
         [str(env_dir / "bin" / "remotelog"), "version"],
         cwd=elsewhere,

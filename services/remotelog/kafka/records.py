@@ -14,9 +14,9 @@ varint header count, then (varint key length + key, varint value length + value)
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import crc32c
 
@@ -122,6 +122,18 @@ def iter_batches(
     A truncated final batch, a bad magic, length or CRC raises
     CorruptBatchError naming `source` and the byte position.
     """
+    return _batch_iterator(data, source, crc32c.crc32c if verify_crc else None, start)
+
+
+def iter_batches_python(
+    data: bytes | bytearray | memoryview,
+    source: str,
+    crc: Callable[[memoryview], int] | None,
+    start: int,
+) -> Iterator[BatchHeader]:
+    """The reference shallow iterator (`_fastrecords.BatchIterator` is it compiled)."""
+    if start < 0:
+        raise ValueError("start must not be negative")
     view = memoryview(data)
     position = start
     end = len(view)
@@ -137,8 +149,8 @@ def iter_batches(
                 f"{source}: position {position}: batch of {header.size} bytes passes the end "
                 f"of the data at {end}"
             )
-        if verify_crc:
-            actual = crc32c.crc32c(view[position + _CRC_START : position + header.size])
+        if crc is not None:
+            actual = crc(view[position + _CRC_START : position + header.size])
             if actual != header.crc:
                 raise CorruptBatchError(
                     f"{source}: position {position}: CRC-32C mismatch "
@@ -171,6 +183,8 @@ def _varint(data: bytes, pos: int, where: str) -> tuple[int, int]:
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return (result >> 1) ^ -(result & 1), pos
+        if shift == 56 and data[pos : pos + 1] > b"\x01":  # a 10th byte past 64 bits
+            raise CorruptBatchError(f"{where}: varint longer than 10 bytes")
         shift += 7
         if shift > 63:
             raise CorruptBatchError(f"{where}: varint longer than 10 bytes")
@@ -191,20 +205,41 @@ def _field(data: bytes, pos: int, where: str) -> tuple[bytes | None, int]:
     return data[pos:end], end
 
 
-def decode_records(
+def _decompress_body(
+    data: bytes | bytearray | memoryview, header: BatchHeader, source: str
+) -> bytes:
+    """The records of a compressed batch, decompressed."""
+    body = memoryview(data)[header.position + HEADER_SIZE : header.position + header.size]
+    try:
+        return decompress(header.compression, body)
+    except CodecError as exc:
+        raise CorruptBatchError(f"{source}: batch at position {header.position}: {exc}") from None
+
+
+def decode_records_python(
     data: bytes | bytearray | memoryview, header: BatchHeader, *, source: str = "<bytes>"
 ) -> list[Record]:
-    """Full decode of the records of the batch `header` describes within `data`."""
+    """Full decode of the records of the batch `header` describes within `data`.
+
+    The reference decoder; `_fastrecords.decode_records` is it compiled, with
+    the same checks and messages, and serves as `decode_records` when built.
+    """
+    body = _decompress_body(data, header, source) if header.attributes & 0x07 else None
     where = f"{source}: batch at position {header.position}"
-    body_view = memoryview(data)[header.position + HEADER_SIZE : header.position + header.size]
-    try:
-        body = decompress(header.compression, body_view)
-    except CodecError as exc:
-        raise CorruptBatchError(f"{where}: {exc}") from None
-    records = []
+    if body is None:
+        start, end = header.position + HEADER_SIZE, header.position + header.size
+        if header.position < 0 or end > len(data):
+            raise CorruptBatchError(f"{where}: batch passes the end of the data")
+        body = bytes(data[start:end])
+    # Every record takes at least 7 bytes: a corrupt count allocates no more than that.
+    if header.records_count > len(body) // 7 + 1:
+        raise CorruptBatchError(
+            f"{where}: records count {header.records_count} does not fit in {len(body)} bytes"
+        )
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = header.is_log_append_time
+    records = []
     size = len(body)
     pos = 0
     for _ in range(header.records_count):
@@ -234,6 +269,30 @@ def decode_records(
     if pos != size:
         raise CorruptBatchError(f"{where}: {size - pos} bytes after the last record")
     return records
+
+
+class _RecordDecoder(Protocol):
+    def __call__(
+        self, data: bytes | bytearray | memoryview, header: BatchHeader, *, source: str = ...
+    ) -> list[Record]: ...
+
+
+# The compiled paths, built by hatch_build.py; without a C compiler at install
+# time, the reference functions above serve.
+_batch_iterator: Callable[
+    [bytes | bytearray | memoryview, str, Callable[[memoryview], int] | None, int],
+    Iterator[BatchHeader],
+]
+decode_records: _RecordDecoder
+try:
+    from remotelog.kafka import _fastrecords  # type: ignore[attr-defined]
+except ImportError:
+    COMPILED = False
+    _batch_iterator, decode_records = iter_batches_python, decode_records_python
+else:
+    COMPILED = True
+    _fastrecords.configure(Record, BatchHeader, CorruptBatchError, _decompress_body)
+    _batch_iterator, decode_records = _fastrecords.BatchIterator, _fastrecords.decode_records
 
 
 def _zigzag(value: int, out: bytearray) -> None:
