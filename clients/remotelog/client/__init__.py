@@ -2,5 +2,13 @@
 
 from remotelog.client.base import ClientOptions, ServiceClient
 from remotelog.client.errors import from_rpc_error
+from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
 
-__all__ = ["ClientOptions", "ServiceClient", "from_rpc_error"]
+__all__ = [
+    "ClientOptions",
+    "IndexType",
+    "LogSegmentData",
+    "SegmentStoreClient",
+    "ServiceClient",
+    "from_rpc_error",
+]

@@ -95,12 +95,25 @@ class ServiceClient:
         idempotent: bool = True,
     ) -> Any:
         """Call a unary (or unary-request) stub method with deadline, retries and typed errors."""
+        return await self.call_client_stream(
+            method, lambda: request, timeout_s=timeout_s, idempotent=idempotent
+        )
+
+    async def call_client_stream(
+        self,
+        method: Callable[..., Any],
+        requests: Callable[[], Any],
+        *,
+        timeout_s: float | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """Like call_unary; `requests()` makes the request (or a new request stream) per try."""
         deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
 
         async def attempt() -> Any:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
-                return await method(request, timeout=remaining)
+                return await method(requests(), timeout=remaining)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc) from exc
 

@@ -7,15 +7,18 @@ never a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
+from remotelog.cli.services import SERVICE_CONFIGS, SERVICE_STARTERS, all_config_keys
 from remotelog.core.config import ConfigError, load_config, render
+from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
+from remotelog.rpc.serve import serve_until_signal
 
 
 class CliError(Exception):
@@ -44,6 +47,26 @@ def _dump_log(args: argparse.Namespace) -> int:
     return 0 if not summary.problems else 1
 
 
+def _serve(args: argparse.Namespace) -> int:
+    cls = SERVICE_CONFIGS[args.service]
+    path = Path(args.config) if args.config else None
+    if path is not None and not path.is_file():
+        raise CliError(f"serve: --config {path}: no such file")
+    config, _ = load_config(
+        cls, path, os.environ, service=args.service, all_known_keys=all_config_keys()
+    )
+    start = SERVICE_STARTERS.get(args.service)
+    if start is None:
+        raise CliError(f"serve: {args.service} is not implemented yet")
+    try:
+        asyncio.run(serve_until_signal(args.service, config, lambda: start(config)))
+    except InvalidArgumentError as exc:
+        raise CliError(f"serve {args.service}: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"serve {args.service}: {exc}") from None
+    return 0
+
+
 def _version(_: argparse.Namespace) -> int:
     print(f"remotelog {__version__}")
     return 0
@@ -67,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify-index", action="store_true", help="check .index entries against the log"
     )
     dump_log.set_defaults(run=_dump_log)
+
+    serve = commands.add_parser("serve", help="run a service until SIGTERM or SIGINT")
+    serve.add_argument("service", choices=sorted(SERVICE_CONFIGS))
+    serve.add_argument("--config", help="Kafka-style .properties file (default: built-in defaults)")
+    serve.set_defaults(run=_serve)
 
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
 from remotelog.core.config import config_fields
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.server import start_segment_store
 
 SERVICE_CONFIGS: dict[str, type] = {
     "segment-store": SegmentStoreConfig,
@@ -15,6 +20,11 @@ SERVICE_CONFIGS: dict[str, type] = {
     "copy-scheduler": CopySchedulerConfig,
     "remote-fetch": RemoteFetchConfig,
     "partition-remover": PartitionRemoverConfig,
+}
+
+# How `remotelog serve <name>` starts each service from its config.
+SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
+    "segment-store": start_segment_store,
 }
 
 

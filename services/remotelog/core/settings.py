@@ -32,6 +32,14 @@ class ServerSettings:
     tls_client_ca_file: str = setting(
         "tls.client.ca.file", "", "PEM CA bundle; when set, clients must present a certificate"
     )
+    otlp_endpoint: str = setting(
+        "otel.exporter.otlp.endpoint",
+        "",
+        "OTLP/gRPC collector for spans and metrics (http://host:4317); empty = not exported",
+    )
+    otlp_export_interval_ms: int = setting(
+        "otel.metric.export.interval.ms", 60_000, "How often metrics are exported", min=100
+    )
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,16 @@ class SegmentStoreConfig(ServerSettings, RetrySettings):
     s3_upload_concurrency: int = setting(
         "storage.s3.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
     )
+    copy_chunk_max_bytes: int = setting(
+        "copy.chunk.max.bytes",
+        4 * MIB,
+        "Largest data chunk of a CopyLogSegmentData message; larger is INVALID_ARGUMENT",
+        min=4096,
+        max=15 * MIB,
+    )
+    fs_io_threads: int = setting(
+        "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
+    )
     fetch_chunk_size: int = setting(
         "fetch.chunk.size", MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
     )

@@ -1,0 +1,44 @@
+"""Run one service in the foreground until SIGTERM or SIGINT, then shut it down in order.
+
+Order on a signal: health NOT_SERVING (load balancers move away), in-flight
+calls get `shutdown.grace.ms` to finish, the server stops, backends close,
+telemetry is flushed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from remotelog.core.settings import ServerSettings
+from remotelog.rpc.telemetry import configure_telemetry
+
+
+class Stoppable(Protocol):
+    @property
+    def port(self) -> int: ...
+
+    async def stop(self, grace_s: float) -> None: ...
+
+
+async def serve_until_signal(
+    name: str, settings: ServerSettings, start: Callable[[], Awaitable[Stoppable]]
+) -> None:
+    tracer_provider = configure_telemetry(name, settings)
+    service = await start()
+    host = settings.listen_address.rsplit(":", 1)[0]
+    print(f"remotelog {name} serving on {host}:{service.port}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+        print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
+    finally:
+        await service.stop(settings.shutdown_grace_ms / 1000)
+        if tracer_provider is not None:
+            tracer_provider.shutdown()

@@ -1,0 +1,54 @@
+"""The object-store contract the segment store runs on; filesystem and S3 implement it.
+
+Object semantics as in S3: a key names immutable bytes, visible in full or not
+at all. An upload streams parts and becomes visible only at `complete()`;
+`abort()` (or a failure) leaves nothing under the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+
+class Upload(Protocol):
+    """One object being written; bytes arrive in order."""
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def complete(self) -> int:
+        """Make the object visible under its key; returns its size."""
+        ...
+
+    async def abort(self) -> None:
+        """Drop everything written; idempotent, and safe after a failed write."""
+        ...
+
+
+class ObjectStore(Protocol):
+    """What the segment store needs from a backend.
+
+    Missing objects raise RemoteResourceNotFoundError; transient faults that
+    outlived the caller's deadline RetriableRemoteStorageError; anything else
+    RemoteStorageError.
+    """
+
+    def open_upload(self, key: str) -> Upload: ...
+
+    async def put(self, key: str, data: bytes) -> None: ...
+
+    def read(self, key: str, start: int, end: int | None, chunk_size: int) -> AsyncIterator[bytes]:
+        """Bytes `start`..`end` (inclusive; None = to the end) in chunks of `chunk_size`."""
+        ...
+
+    async def get(self, key: str) -> bytes: ...
+
+    async def delete(self, keys: list[str]) -> None:
+        """Delete `keys` in order; keys already gone are not an error."""
+        ...
+
+    def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
+        """(key, size) of every object under `prefix`, sorted by key."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,160 @@
+"""Filesystem backend: objects are files under a root, in a layout a person can read.
+
+Like Kafka's LocalTieredStorage, `<root>/<topic>-<topicId>/<partition>/<offset>-<uuid>.log`.
+An upload writes `<key>.<random>.tmp` beside its final name, then fsyncs it,
+renames it into place and fsyncs the directory: a crash leaves either the old
+state or the whole new object, never half of one under the final name. Blocking
+file calls run in a bounded thread pool, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
+
+T = TypeVar("T")
+TMP_SUFFIX = ".tmp"
+
+
+class FileSystemStore:
+    def __init__(self, root: Path, *, io_threads: int = 8) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+        except FileNotFoundError as exc:
+            raise RemoteResourceNotFoundError(f"no object {exc.filename}") from None
+        except OSError as exc:
+            raise RemoteStorageError(f"filesystem store: {exc}") from None
+
+    def path(self, key: str) -> Path:
+        """The file of `key`; keys that would leave the root are refused."""
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root) or path == self.root:
+            raise RemoteStorageError(f"key {key!r} leaves the store root")
+        return path
+
+    def open_upload(self, key: str) -> FileUpload:
+        return FileUpload(self, self.path(key))
+
+    async def put(self, key: str, data: bytes) -> None:
+        upload = self.open_upload(key)
+        try:
+            await upload.write(data)
+            await upload.complete()
+        except BaseException:
+            await upload.abort()
+            raise
+
+    async def read(
+        self, key: str, start: int, end: int | None, chunk_size: int
+    ) -> AsyncIterator[bytes]:
+        path = self.path(key)
+        fd = await self._run(lambda: os.open(path, os.O_RDONLY))
+        try:
+            size = await self._run(lambda: os.fstat(fd).st_size)
+            stop = size if end is None else min(end + 1, size)
+            position = start
+            while position < stop:
+                length = min(chunk_size, stop - position)
+                data = await self._run(partial(os.pread, fd, length, position))
+                if not data:
+                    break
+                position += len(data)
+                yield data
+        finally:
+            os.close(fd)
+
+    async def get(self, key: str) -> bytes:
+        path = self.path(key)
+        return await self._run(path.read_bytes)
+
+    async def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            await self._run(partial(self.path(key).unlink, missing_ok=True))
+
+    async def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
+        def walk() -> list[tuple[str, int]]:
+            found = []
+            for directory, _, files in os.walk(self.root):
+                for name in files:
+                    full = Path(directory, name)
+                    key = full.relative_to(self.root).as_posix()
+                    if key.startswith(prefix):
+                        found.append((key, full.stat().st_size))
+            return sorted(found)
+
+        for item in await self._run(walk):
+            yield item
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class FileUpload:
+    def __init__(self, store: FileSystemStore, final: Path) -> None:
+        self._store = store
+        self._final = final
+        self._tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+        self._file: int | None = None
+        self._size = 0
+
+    async def write(self, data: bytes) -> None:
+        if self._file is None:
+
+            def create() -> int:
+                self._tmp.parent.mkdir(parents=True, exist_ok=True)
+                return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+            self._file = await self._store._run(create)
+        fd = self._file
+        await self._store._run(lambda: _write_all(fd, data))
+        self._size += len(data)
+
+    async def complete(self) -> int:
+        if self._file is None:
+            await self.write(b"")
+        fd = self._file
+        assert fd is not None
+
+        def publish() -> None:
+            os.fsync(fd)
+            os.close(fd)
+            os.replace(self._tmp, self._final)
+            directory = os.open(self._final.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+
+        self._file = None
+        await self._store._run(publish)
+        return self._size
+
+    async def abort(self) -> None:
+        fd, self._file = self._file, None
+
+        def drop() -> None:
+            if fd is not None:
+                os.close(fd)
+            self._tmp.unlink(missing_ok=True)
+
+        await self._store._run(drop)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

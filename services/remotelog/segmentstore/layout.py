@@ -1,0 +1,173 @@
+"""Where a segment's objects live, and the manifest that makes the bucket describe itself.
+
+Keys: `<prefix><topic>-<topicId>/<partition>/<20-digit start offset>-<segment uuid>.<suffix>`
+with suffixes `log` (the segment's records), `indexes` (every index, one after
+another) and `rsm-manifest` (JSON: the full RemoteLogSegmentMetadata and where
+each index sits in `.indexes`). The manifest is written last and deleted first,
+so a manifest always names complete objects; objects without one are leftovers
+of an interrupted copy or delete, for the scrub to remove.
+
+The topic name is validated by Kafka's rules (TopicIdPartition does it) before
+any key is built, so no input can climb out of its partition's prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from remotelog.core.errors import InvalidArgumentError, RemoteStorageError
+from remotelog.core.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    TopicIdPartition,
+    kafka_uuid_str,
+    parse_kafka_uuid,
+)
+from remotelog.core.states import RemoteLogSegmentState
+
+MANIFEST_VERSION = 1
+
+
+class SegmentFile(Enum):
+    """The files of a copied segment; `.value` is the name used in the manifest."""
+
+    LOG = "log"
+    OFFSET_INDEX = "offset"
+    TIME_INDEX = "timestamp"
+    TRANSACTION_INDEX = "transaction"
+    PRODUCER_SNAPSHOT = "producer_snapshot"
+    LEADER_EPOCH_CHECKPOINT = "leader_epoch"
+
+
+INDEX_FILES = (
+    SegmentFile.OFFSET_INDEX,
+    SegmentFile.TIME_INDEX,
+    SegmentFile.TRANSACTION_INDEX,
+    SegmentFile.PRODUCER_SNAPSHOT,
+    SegmentFile.LEADER_EPOCH_CHECKPOINT,
+)
+REQUIRED_FILES = frozenset(SegmentFile) - {SegmentFile.TRANSACTION_INDEX}
+
+
+def validate_key_prefix(prefix: str, field: str = "key.prefix") -> str:
+    """A configured prefix: no `..` segment, no leading slash, no backslash."""
+    parts = prefix.split("/")
+    if prefix.startswith("/") or "\\" in prefix or any(p in (".", "..") for p in parts):
+        raise InvalidArgumentError(field, f"{prefix!r} must be a relative key prefix without '..'")
+    return prefix
+
+
+def partition_prefix(prefix: str, tip: TopicIdPartition) -> str:
+    return f"{prefix}{tip.topic}-{kafka_uuid_str(tip.topic_id)}/{tip.partition}/"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentKeys:
+    """The three object keys of one remote segment."""
+
+    base: str
+
+    @classmethod
+    def of(cls, prefix: str, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
+        segment_id = metadata.remote_log_segment_id
+        name = f"{metadata.start_offset:020d}-{kafka_uuid_str(segment_id.id)}"
+        return cls(partition_prefix(prefix, segment_id.topic_id_partition) + name)
+
+    @property
+    def log(self) -> str:
+        return self.base + ".log"
+
+    @property
+    def indexes(self) -> str:
+        return self.base + ".indexes"
+
+    @property
+    def manifest(self) -> str:
+        return self.base + ".rsm-manifest"
+
+    @property
+    def all(self) -> tuple[str, str, str]:
+        """In deletion order: the manifest first."""
+        return (self.manifest, self.indexes, self.log)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRange:
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    metadata: RemoteLogSegmentMetadata
+    log_size: int
+    indexes: dict[SegmentFile, IndexRange]
+
+    def to_json(self) -> bytes:
+        m = self.metadata
+        segment_id = m.remote_log_segment_id
+        tip = segment_id.topic_id_partition
+        document: dict[str, Any] = {
+            "version": MANIFEST_VERSION,
+            "metadata": {
+                "topic": tip.topic,
+                "topic_id": kafka_uuid_str(tip.topic_id),
+                "partition": tip.partition,
+                "segment_id": kafka_uuid_str(segment_id.id),
+                "start_offset": m.start_offset,
+                "end_offset": m.end_offset,
+                "max_timestamp_ms": m.max_timestamp_ms,
+                "broker_id": m.broker_id,
+                "event_timestamp_ms": m.event_timestamp_ms,
+                "segment_size_in_bytes": m.segment_size_in_bytes,
+                "segment_leader_epochs": [list(pair) for pair in m.segment_leader_epochs],
+                "txn_index_empty": m.txn_index_empty,
+            },
+            "log": {"size": self.log_size},
+            "indexes": {
+                f.value: {"position": r.position, "size": r.size} for f, r in self.indexes.items()
+            },
+        }
+        if m.custom_metadata is not None:
+            document["metadata"]["custom_metadata"] = base64.b64encode(m.custom_metadata).decode()
+        return json.dumps(document, indent=2, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes, source: str) -> Manifest:
+        try:
+            document = json.loads(raw)
+            if document.get("version") != MANIFEST_VERSION:
+                raise ValueError(f"unsupported manifest version {document.get('version')!r}")
+            md = document["metadata"]
+            tip = TopicIdPartition(
+                parse_kafka_uuid(md["topic_id"], "topic_id"), md["topic"], md["partition"]
+            )
+            custom = md.get("custom_metadata")
+            metadata = RemoteLogSegmentMetadata(
+                remote_log_segment_id=RemoteLogSegmentId(
+                    tip, parse_kafka_uuid(md["segment_id"], "segment_id")
+                ),
+                start_offset=md["start_offset"],
+                end_offset=md["end_offset"],
+                max_timestamp_ms=md["max_timestamp_ms"],
+                broker_id=md["broker_id"],
+                event_timestamp_ms=md["event_timestamp_ms"],
+                segment_size_in_bytes=md["segment_size_in_bytes"],
+                segment_leader_epochs=tuple(
+                    (int(e), int(o)) for e, o in md["segment_leader_epochs"]
+                ),
+                custom_metadata=base64.b64decode(custom) if custom is not None else None,
+                state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+                txn_index_empty=bool(md.get("txn_index_empty", False)),
+            )
+            indexes = {
+                SegmentFile(name): IndexRange(int(r["position"]), int(r["size"]))
+                for name, r in document["indexes"].items()
+            }
+            return cls(metadata, int(document["log"]["size"]), indexes)
+        except (ValueError, KeyError, TypeError, AttributeError, InvalidArgumentError) as exc:
+            raise RemoteStorageError(f"{source}: unreadable manifest: {exc}") from None

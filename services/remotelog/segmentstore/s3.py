@@ -1,0 +1,338 @@
+"""S3 backend (aioboto3): AWS, MinIO and moto alike.
+
+Uploads above one part are multipart, at most `concurrency` parts in flight, so
+memory stays below part size x (concurrency + 1) whatever the segment size; a
+failed or abandoned upload is aborted so no incomplete parts linger. Fetches are
+ranged GETs; a connection dropped mid-body resumes from the byte it reached.
+Throttling, 5xx, timeouts and dropped connections are retried with exponential
+backoff and jitter until the caller's deadline (remotelog.core.deadline);
+botocore's own retries are off so there is one retry policy, bounded by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import aioboto3
+import aiohttp
+from aiobotocore.config import AioConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from remotelog.core.backoff import ExponentialBackoff, retry_async
+from remotelog.core.deadline import current_deadline
+from remotelog.core.errors import (
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+    RetriableRemoteStorageError,
+)
+
+T = TypeVar("T")
+
+# S3 error codes and HTTP statuses that a later attempt may get past.
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+        "OperationAborted",
+    }
+)
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
+_TRANSPORT_ERRORS = (
+    BotoCoreError,
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    ConnectionError,
+    asyncio.IncompleteReadError,
+)
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ClientError):
+        status = _status(exc)
+        return _code(exc) in _TRANSIENT_CODES or status >= 500 or status == 429
+    return isinstance(exc, _TRANSPORT_ERRORS)
+
+
+def _translate(exc: BaseException, what: str) -> Exception:
+    if isinstance(exc, ClientError) and (_code(exc) in _NOT_FOUND_CODES or _status(exc) == 404):
+        return RemoteResourceNotFoundError(f"{what}: not found")
+    if is_transient(exc):
+        return RetriableRemoteStorageError(f"{what}: {type(exc).__name__}: {exc}")
+    return RemoteStorageError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    bucket: str
+    region: str
+    endpoint_url: str | None
+    path_style: bool
+    access_key_id: str | None
+    secret_access_key: str | None
+    part_size: int
+    concurrency: int
+    backoff: ExponentialBackoff
+    # Retries without a caller deadline stop after this long.
+    default_retry_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+
+
+class S3Store:
+    def __init__(self, settings: S3Settings, client: Any, exit_stack: Any) -> None:
+        self.settings = settings
+        self.bucket = settings.bucket
+        self._client = client
+        self._client_cm = exit_stack
+
+    @classmethod
+    async def open(cls, settings: S3Settings) -> S3Store:
+        session = aioboto3.Session(
+            aws_access_key_id=settings.access_key_id or None,
+            aws_secret_access_key=settings.secret_access_key or None,
+            region_name=settings.region,
+        )
+        config = AioConfig(
+            s3={"addressing_style": "path" if settings.path_style else "auto"},
+            retries={"total_max_attempts": 1},
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            max_pool_connections=max(10, settings.concurrency * 4),
+        )
+        client_cm = session.client("s3", endpoint_url=settings.endpoint_url or None, config=config)
+        client = await client_cm.__aenter__()
+        return cls(settings, client, client_cm)
+
+    async def close(self) -> None:
+        await self._client_cm.__aexit__(None, None, None)
+
+    async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run one S3 call with the retry policy; failures come out translated."""
+        deadline = current_deadline()
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.default_retry_s
+        try:
+            return await retry_async(
+                operation,
+                backoff=self.settings.backoff,
+                is_retriable=is_transient,
+                deadline=deadline,
+            )
+        except (ClientError, *_TRANSPORT_ERRORS) as exc:
+            raise _translate(exc, f"s3://{self.bucket}/{what}") from None
+
+    def open_upload(self, key: str) -> S3Upload:
+        return S3Upload(self, key)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self.call(
+            key, lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
+        )
+
+    async def get(self, key: str) -> bytes:
+        async def attempt() -> bytes:
+            response = await self._client.get_object(Bucket=self.bucket, Key=key)
+            async with response["Body"] as body:
+                return bytes(await body.read())
+
+        return await self.call(key, attempt)
+
+    async def _get_range(self, key: str, byte_range: str) -> Any:
+        """A ranged GET; None when the range starts past the object's end."""
+        try:
+            return await self._client.get_object(Bucket=self.bucket, Key=key, Range=byte_range)
+        except ClientError as exc:
+            if _code(exc) == "InvalidRange":
+                return None
+            raise
+
+    async def read(
+        self, key: str, start: int, end: int | None, chunk_size: int
+    ) -> AsyncIterator[bytes]:
+        position = start
+        deadline = current_deadline() or time.monotonic() + self.settings.default_retry_s
+        failures = 0
+        while end is None or position <= end:
+            byte_range = f"bytes={position}-{'' if end is None else end}"
+            response = await self.call(key, partial(self._get_range, key, byte_range))
+            if response is None:
+                return  # the object ends before `position`
+            expected = position + int(response["ContentLength"])
+            stream = response["Body"]
+            try:
+                async for chunk in _chunks(stream, chunk_size):
+                    position += len(chunk)
+                    yield chunk
+                if position < expected:
+                    raise ConnectionError(f"body ended at {position} of {expected} bytes")
+                return
+            except _TRANSPORT_ERRORS as exc:
+                # Dropped mid-body: resume from `position` after a backoff.
+                delay = self.settings.backoff.backoff_ms(failures) / 1000
+                failures += 1
+                if time.monotonic() + delay >= deadline:
+                    raise _translate(exc, f"s3://{self.bucket}/{key}") from None
+                await asyncio.sleep(delay)
+            finally:
+                stream.close()
+
+    async def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            await self.call(key, partial(self._client.delete_object, Bucket=self.bucket, Key=key))
+
+    async def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = await self.call(prefix, partial(self._client.list_objects_v2, **kwargs))
+            for item in page.get("Contents", []):
+                yield item["Key"], int(item["Size"])
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    async def abort_incomplete_uploads(self, prefix: str) -> int:
+        """Abort multipart uploads under `prefix` (left by a crashed process); returns how many."""
+        page = await self.call(
+            prefix,
+            lambda: self._client.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix),
+        )
+        uploads = page.get("Uploads", [])
+        for upload in uploads:
+            abort = partial(
+                self._client.abort_multipart_upload,
+                Bucket=self.bucket,
+                Key=upload["Key"],
+                UploadId=upload["UploadId"],
+            )
+            await self.call(upload["Key"], abort)
+        return len(uploads)
+
+
+async def _chunks(stream: Any, chunk_size: int) -> AsyncIterator[bytes]:
+    """The body in chunks of exactly `chunk_size` bytes (the last may be shorter)."""
+    content = stream.content  # aiohttp's StreamReader: readexactly avoids re-buffering
+    while True:
+        try:
+            chunk = await content.readexactly(chunk_size)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                yield bytes(exc.partial)
+            return
+        yield chunk
+
+
+class S3Upload:
+    """Single PUT when the object fits one part, else a multipart upload."""
+
+    def __init__(self, store: S3Store, key: str) -> None:
+        self._store = store
+        self._key = key
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: dict[int, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._slots = asyncio.Semaphore(store.settings.concurrency)
+        self._size = 0
+
+    async def write(self, data: bytes) -> None:
+        self._buffer += data
+        self._size += len(data)
+        part_size = self._store.settings.part_size
+        while len(self._buffer) >= part_size:
+            part = bytes(self._buffer[:part_size])
+            del self._buffer[:part_size]
+            await self._send_part(part)
+
+    async def _send_part(self, part: bytes) -> None:
+        for task in self._tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        if self._upload_id is None:
+            store = self._store
+            created = await store.call(
+                self._key,
+                lambda: store._client.create_multipart_upload(Bucket=store.bucket, Key=self._key),
+            )
+            self._upload_id = created["UploadId"]
+        await self._slots.acquire()
+        number = len(self._tasks) + 1
+        self._tasks.append(asyncio.create_task(self._upload_part(number, part)))
+
+    async def _upload_part(self, number: int, part: bytes) -> None:
+        store = self._store
+        try:
+            response = await store.call(
+                f"{self._key} part {number}",
+                lambda: store._client.upload_part(
+                    Bucket=store.bucket,
+                    Key=self._key,
+                    UploadId=self._upload_id,
+                    PartNumber=number,
+                    Body=part,
+                ),
+            )
+            self._parts[number] = response["ETag"]
+        finally:
+            self._slots.release()
+
+    async def complete(self) -> int:
+        store = self._store
+        if self._upload_id is None:
+            body = bytes(self._buffer)
+            self._buffer.clear()
+            await store.put(self._key, body)
+            return self._size
+        if self._buffer:
+            part = bytes(self._buffer)
+            self._buffer.clear()
+            await self._send_part(part)
+        await asyncio.gather(*self._tasks)
+        parts = [{"PartNumber": n, "ETag": self._parts[n]} for n in sorted(self._parts)]
+        await store.call(
+            self._key,
+            lambda: store._client.complete_multipart_upload(
+                Bucket=store.bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                MultipartUpload={"Parts": parts},
+            ),
+        )
+        self._upload_id = None
+        return self._size
+
+    async def abort(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._buffer.clear()
+        upload_id, self._upload_id = self._upload_id, None
+        if upload_id is not None:
+            store = self._store
+            await store.call(
+                self._key,
+                lambda: store._client.abort_multipart_upload(
+                    Bucket=store.bucket, Key=self._key, UploadId=upload_id
+                ),
+            )

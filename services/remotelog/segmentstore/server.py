@@ -1,0 +1,88 @@
+"""Assembly of the segment store service from its config: backend, store, gRPC server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.rpc.server import RunningServer, start_server
+from remotelog.segmentstore.backend import ObjectStore
+from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.filesystem import FileSystemStore
+from remotelog.segmentstore.layout import validate_key_prefix
+from remotelog.segmentstore.s3 import S3Settings, S3Store
+from remotelog.segmentstore.servicer import SegmentStoreServicer
+from remotelog.segmentstore.store import SegmentStore, StoreOptions
+
+SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
+
+
+def backoff_of(config: SegmentStoreConfig) -> ExponentialBackoff:
+    return ExponentialBackoff(
+        initial_ms=config.retry_backoff_ms,
+        max_ms=config.retry_backoff_max_ms,
+        jitter=config.retry_jitter,
+    )
+
+
+async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
+    if config.storage_backend == "filesystem":
+        return FileSystemStore(Path(config.storage_root), io_threads=config.fs_io_threads)
+    return await S3Store.open(
+        S3Settings(
+            bucket=config.s3_bucket_name,
+            region=config.s3_region,
+            endpoint_url=config.s3_endpoint_url or None,
+            path_style=config.s3_path_style_access,
+            access_key_id=config.aws_access_key_id or None,
+            secret_access_key=config.aws_secret_access_key or None,
+            part_size=config.s3_multipart_part_size,
+            concurrency=config.s3_upload_concurrency,
+            backoff=backoff_of(config),
+        )
+    )
+
+
+@dataclass
+class SegmentStoreService:
+    """A running segment store: its server and what to close after it."""
+
+    server: RunningServer
+    store: SegmentStore
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def stop(self, grace_s: float) -> None:
+        await self.server.stop(grace_s)
+        await self.store.objects.close()
+
+
+async def start_segment_store(config: SegmentStoreConfig) -> SegmentStoreService:
+    validate_key_prefix(config.key_prefix)
+    if config.storage_backend == "s3" and not config.s3_bucket_name:
+        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    backend = await open_backend(config)
+    store = SegmentStore(
+        backend,
+        StoreOptions(
+            key_prefix=config.key_prefix,
+            fetch_chunk_size=config.fetch_chunk_size,
+            custom_metadata_max_bytes=config.custom_metadata_max_bytes,
+        ),
+    )
+    servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
+    try:
+        server = await start_server(
+            config,
+            lambda s: pb_grpc.add_SegmentStoreServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+            [SERVICE_NAME],
+        )
+    except BaseException:
+        await backend.close()
+        raise
+    return SegmentStoreService(server, store)

@@ -1,0 +1,254 @@
+"""KIP-405's RemoteStorageManager over an ObjectStore: copy, fetch, fetch index, delete.
+
+No grpc here: the servicer turns requests into these calls and errors into
+statuses. A copy streams the log into the backend as it arrives (memory bounded
+by the backend's part buffering), keeps the indexes (small: Kafka caps each at
+`segment.index.bytes`) until the end, then writes `.indexes` and finally the
+manifest. Any failure removes what the copy wrote, so a retried copy starts
+clean and a failed one leaves nothing that a reader could take for a segment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from opentelemetry import metrics, trace
+
+from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
+from remotelog.core.model import RemoteLogSegmentMetadata
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.segmentstore.backend import ObjectStore, Upload
+from remotelog.segmentstore.layout import (
+    INDEX_FILES,
+    REQUIRED_FILES,
+    IndexRange,
+    Manifest,
+    SegmentFile,
+    SegmentKeys,
+)
+
+_tracer = trace.get_tracer("remotelog.segmentstore")
+_meter = metrics.get_meter("remotelog.segmentstore")
+# Kafka's RemoteLogManager metric names, so dashboards built for Kafka read these.
+COPY_BYTES = _meter.create_counter("RemoteCopyBytesPerSec", unit="By")
+COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec")
+COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec")
+FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
+FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec")
+FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentChunk:
+    """A piece of one of a segment's files, at `position` within that file."""
+
+    file: SegmentFile
+    position: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    key_prefix: str = ""
+    fetch_chunk_size: int = 1024 * 1024
+    custom_metadata_max_bytes: int = 128
+    # All indexes of one segment together; Kafka's default segment.index.bytes is 10 MiB each.
+    max_index_bytes: int = 64 * 1024 * 1024
+    manifest_cache_entries: int = 4096
+
+
+class SegmentStore:
+    def __init__(self, objects: ObjectStore, options: StoreOptions) -> None:
+        self.objects = objects
+        self.options = options
+        self._manifests: OrderedDict[str, Manifest] = OrderedDict()
+
+    def keys(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
+        return SegmentKeys.of(self.options.key_prefix, metadata)
+
+    # -- copy ------------------------------------------------------------------
+
+    async def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, chunks: AsyncIterator[SegmentChunk]
+    ) -> bytes | None:
+        """Store the segment; returns KIP-917 custom metadata (or None)."""
+        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidArgumentError(
+                "metadata.state", f"must be COPY_SEGMENT_STARTED, not {metadata.state.name}"
+            )
+        attributes = {"topic": metadata.topic_id_partition.topic}
+        COPY_REQUESTS.add(1, attributes)
+        with _tracer.start_as_current_span(
+            "SegmentStore.copy_log_segment_data",
+            attributes={**attributes, "remote_log_segment_id": str(metadata.remote_log_segment_id)},
+        ):
+            try:
+                size = await self._copy(metadata, self.keys(metadata), chunks)
+            except BaseException:
+                COPY_ERRORS.add(1, attributes)
+                raise
+        COPY_BYTES.add(size, attributes)
+        return self._custom_metadata(size, self.keys(metadata))
+
+    async def _copy(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        keys: SegmentKeys,
+        chunks: AsyncIterator[SegmentChunk],
+    ) -> int:
+        received: dict[SegmentFile, int] = {}
+        indexes: dict[SegmentFile, bytearray] = {}
+        index_bytes = 0
+        upload = self.objects.open_upload(keys.log)
+        written_objects = False
+        try:
+            async for chunk in chunks:
+                expected = received.get(chunk.file, 0)
+                if chunk.position != expected:
+                    raise InvalidArgumentError(
+                        "chunk.position",
+                        f"{chunk.file.value} chunk at {chunk.position}, expected {expected} "
+                        "(chunks of a file must arrive in order without gaps)",
+                    )
+                received[chunk.file] = expected + len(chunk.data)
+                if chunk.file is SegmentFile.LOG:
+                    if received[chunk.file] > metadata.segment_size_in_bytes:
+                        raise InvalidArgumentError(
+                            "chunk.data",
+                            f"log passes segment_size_in_bytes {metadata.segment_size_in_bytes}",
+                        )
+                    await upload.write(chunk.data)
+                    continue
+                index_bytes += len(chunk.data)
+                if index_bytes > self.options.max_index_bytes:
+                    raise InvalidArgumentError(
+                        "chunk.data",
+                        f"indexes exceed {self.options.max_index_bytes} bytes",
+                    )
+                indexes.setdefault(chunk.file, bytearray()).extend(chunk.data)
+            missing = sorted(f.value for f in REQUIRED_FILES - received.keys())
+            if missing:
+                raise InvalidArgumentError("chunk.file", f"missing files: {', '.join(missing)}")
+            if received[SegmentFile.LOG] != metadata.segment_size_in_bytes:
+                raise InvalidArgumentError(
+                    "metadata.segment_size_in_bytes",
+                    f"is {metadata.segment_size_in_bytes} but the log has "
+                    f"{received[SegmentFile.LOG]} bytes",
+                )
+            written_objects = True
+            log_size = await upload.complete()
+            ranges: dict[SegmentFile, IndexRange] = {}
+            body = bytearray()
+            for index in INDEX_FILES:
+                if index in indexes or index in received:
+                    data = indexes.get(index, b"")
+                    ranges[index] = IndexRange(len(body), len(data))
+                    body += data
+            await self.objects.put(keys.indexes, bytes(body))
+            manifest = Manifest(metadata, log_size, ranges)
+            await self.objects.put(keys.manifest, manifest.to_json())
+            self._manifests.pop(keys.base, None)
+            return log_size + len(body)
+        except BaseException:
+            # Shielded: a cancelled call (client gone) is cancelled again by grpc
+            # while cleaning up; the cleanup still runs to its end.
+            await asyncio.shield(self._discard(upload, keys, written_objects))
+            raise
+
+    async def _discard(self, upload: Upload, keys: SegmentKeys, written_objects: bool) -> None:
+        await upload.abort()
+        if written_objects:
+            await self.objects.delete(list(keys.all))
+
+    def _custom_metadata(self, size: int, keys: SegmentKeys) -> bytes | None:
+        """Remote size and object prefix, as many as fit the configured maximum."""
+        fields: dict[str, object] = {"remote_size": size, "object_prefix": keys.base}
+        while fields:
+            encoded = json.dumps(fields, separators=(",", ":")).encode()
+            if len(encoded) <= self.options.custom_metadata_max_bytes:
+                return encoded
+            fields.popitem()  # the object prefix goes first: it can be rebuilt from the id
+        return None
+
+    # -- fetch -----------------------------------------------------------------
+
+    async def fetch_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None
+    ) -> AsyncIterator[bytes]:
+        """Bytes `start`..`end` (inclusive; None or past the end = to the end) of the log."""
+        size = metadata.segment_size_in_bytes
+        if start < 0:
+            raise InvalidArgumentError("start_position", f"{start} is negative")
+        if end is not None and end < start:
+            raise InvalidArgumentError("end_position", f"{end} is below start_position {start}")
+        if start >= size:
+            raise InvalidArgumentError(
+                "start_position", f"{start} is past the end of the {size}-byte segment"
+            )
+        last = size - 1 if end is None else min(end, size - 1)
+        attributes = {"topic": metadata.topic_id_partition.topic}
+        FETCH_REQUESTS.add(1, attributes)
+        with _tracer.start_as_current_span("SegmentStore.fetch_log_segment", attributes=attributes):
+            try:
+                async for chunk in self.objects.read(
+                    self.keys(metadata).log, start, last, self.options.fetch_chunk_size
+                ):
+                    FETCH_BYTES.add(len(chunk), attributes)
+                    yield chunk
+            except Exception:
+                FETCH_ERRORS.add(1, attributes)
+                raise
+
+    async def fetch_index(
+        self, metadata: RemoteLogSegmentMetadata, index: SegmentFile
+    ) -> AsyncIterator[bytes]:
+        if index not in INDEX_FILES:
+            raise InvalidArgumentError("index_type", f"{index.value} is not an index")
+        attributes = {"topic": metadata.topic_id_partition.topic}
+        FETCH_REQUESTS.add(1, attributes)
+        try:
+            keys = self.keys(metadata)
+            manifest = await self._manifest(keys)
+            where = manifest.indexes.get(index)
+            if where is None:
+                raise RemoteResourceNotFoundError(
+                    f"{metadata.remote_log_segment_id}: no {index.value} index"
+                )
+            if where.size:
+                async for chunk in self.objects.read(
+                    keys.indexes,
+                    where.position,
+                    where.position + where.size - 1,
+                    self.options.fetch_chunk_size,
+                ):
+                    FETCH_BYTES.add(len(chunk), attributes)
+                    yield chunk
+        except Exception:
+            FETCH_ERRORS.add(1, attributes)
+            raise
+
+    async def _manifest(self, keys: SegmentKeys) -> Manifest:
+        manifest = self._manifests.get(keys.base)
+        if manifest is None:
+            manifest = Manifest.from_json(await self.objects.get(keys.manifest), keys.manifest)
+            self._manifests[keys.base] = manifest
+            while len(self._manifests) > self.options.manifest_cache_entries:
+                self._manifests.popitem(last=False)
+        else:
+            self._manifests.move_to_end(keys.base)
+        return manifest
+
+    # -- delete ----------------------------------------------------------------
+
+    async def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        keys = self.keys(metadata)
+        self._manifests.pop(keys.base, None)
+        with _tracer.start_as_current_span(
+            "SegmentStore.delete_log_segment_data",
+            attributes={"topic": metadata.topic_id_partition.topic},
+        ):
+            await self.objects.delete(list(keys.all))

@@ -1,0 +1,246 @@
+"""The segment store's contract, run against the filesystem and the S3 (moto) backends alike."""
+
+import asyncio
+import json
+import os
+import re
+
+import grpc
+import pytest
+
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
+from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.client import IndexType
+from remotelog.core.convert import segment_metadata_to_proto
+from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
+from remotelog.core.model import kafka_uuid_str
+from remotelog.segmentstore.layout import Manifest
+
+from .segments import segment_files, segment_metadata, synthetic_files
+
+MIB = 1024 * 1024
+
+
+async def fetch(store, metadata, start=0, end=None) -> bytes:
+    return b"".join([c async for c in store.client.fetch_log_segment(metadata, start, end)])
+
+
+@pytest.mark.parametrize("directory", ["test_topic_a-0", "timeindex_test"])
+async def test_real_segments_round_trip_byte_for_byte(store, kafka_logs, directory):
+    logs = sorted((kafka_logs / directory).glob("*.log"))
+    for log in logs:
+        metadata = segment_metadata(log, topic=directory.removesuffix("-0"))
+        files = segment_files(log)
+        custom = await store.client.copy_log_segment_data(metadata, files)
+        assert json.loads(custom)["remote_size"] >= log.stat().st_size
+        assert await fetch(store, metadata) == log.read_bytes()
+        for index_type, source in [
+            (IndexType.INDEX_TYPE_OFFSET, files.offset_index),
+            (IndexType.INDEX_TYPE_TIMESTAMP, files.time_index),
+            (IndexType.INDEX_TYPE_PRODUCER_SNAPSHOT, files.producer_snapshot_index),
+            (IndexType.INDEX_TYPE_LEADER_EPOCH, files.leader_epoch_index),
+        ]:
+            expected = source.read_bytes() if hasattr(source, "read_bytes") else source
+            assert await store.client.fetch_index(metadata, index_type) == expected
+        with pytest.raises(RemoteResourceNotFoundError, match="no transaction index"):
+            await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION)
+
+
+async def test_object_layout_and_manifest(store):
+    metadata = segment_metadata(size=3000, start_offset=4242)
+    await store.client.copy_log_segment_data(metadata, synthetic_files(b"L" * 3000, txn=b"T" * 34))
+    tip = metadata.topic_id_partition
+    base = (
+        f"orders-{kafka_uuid_str(tip.topic_id)}/0/00000000000000004242-"
+        f"{kafka_uuid_str(metadata.remote_log_segment_id.id)}"
+    )
+    objects = store.objects()
+    assert set(objects) == {f"{base}.log", f"{base}.indexes", f"{base}.rsm-manifest"}
+    assert objects[f"{base}.log"] == 3000
+    assert objects[f"{base}.indexes"] == 16 + 24 + 34 + 4 + len(b"0\n1\n0 0\n")
+    manifest = Manifest.from_json(await store.service.store.objects.get(f"{base}.rsm-manifest"), "")
+    assert manifest.metadata == metadata
+    assert manifest.log_size == 3000
+    assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION) == b"T" * 34
+    assert re.fullmatch(r"[0-9]{20}-[A-Za-z0-9_-]{22}\.log", f"{base}.log".split("/")[-1])
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (0, 0, slice(0, 1)),
+        (0, 9_999, slice(0, 10_000)),
+        (9_999, None, slice(9_999, 10_000)),
+        (123, 5_000_000, slice(123, 10_000)),
+        (500, 700, slice(500, 701)),
+    ],
+)
+async def test_ranges(store, start, end, expected):
+    data = os.urandom(10_000)
+    metadata = segment_metadata(size=len(data))
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    assert await fetch(store, metadata, start, end) == data[expected]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "field"),
+    [
+        (10_000, None, "start_position"),
+        (20_000, 30_000, "start_position"),
+        (-1, None, "start_position"),
+        (50, 10, "end_position"),
+    ],
+)
+async def test_bad_ranges_name_the_field(store, start, end, field):
+    metadata = segment_metadata(size=10_000)
+    await store.client.copy_log_segment_data(metadata, synthetic_files(bytes(10_000)))
+    with pytest.raises(InvalidArgumentError) as caught:
+        await fetch(store, metadata, start, end)
+    assert caught.value.field == field
+
+
+async def test_multipart_sized_segment_round_trips(store):
+    data = os.urandom(12 * MIB + 12345)  # three 5 MiB parts on S3
+    metadata = segment_metadata(size=len(data))
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    assert await fetch(store, metadata) == data
+    assert (
+        await fetch(store, metadata, 5 * MIB - 10, 5 * MIB + 10)
+        == data[5 * MIB - 10 : 5 * MIB + 11]
+    )
+
+
+async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(store):
+    data = os.urandom(12 * MIB)
+    metadata = segment_metadata(size=len(data))
+    stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
+    sent = asyncio.Event()
+
+    async def half_then_stall():
+        yield pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(metadata))
+        for position in range(0, 7 * MIB, MIB):
+            yield pb.CopyLogSegmentDataRequest(
+                chunk=pb.SegmentDataChunk(
+                    file=pb.SEGMENT_FILE_LOG,
+                    position=position,
+                    data=data[position : position + MIB],
+                )
+            )
+        sent.set()
+        await asyncio.sleep(3600)
+
+    call = stub.CopyLogSegmentData(half_then_stall(), timeout=30)
+    await sent.wait()
+    await asyncio.sleep(0.5)  # the server has parts of it in flight
+    call.cancel()
+    prefix = metadata.topic_id_partition.topic
+    for _ in range(100):  # the server aborts asynchronously after the cancellation
+        if not store.objects(prefix) and store.incomplete_uploads() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert store.objects(prefix) == {}
+    assert store.incomplete_uploads() == 0
+
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    assert len(store.objects(prefix)) == 3
+    assert await fetch(store, metadata) == data
+
+
+async def test_delete_twice_then_fetch_is_not_found(store):
+    metadata = segment_metadata(size=100)
+    await store.client.copy_log_segment_data(metadata, synthetic_files(bytes(100)))
+    await store.client.delete_log_segment_data(metadata)
+    await store.client.delete_log_segment_data(metadata)
+    assert store.objects(metadata.topic_id_partition.topic) == {}
+    with pytest.raises(RemoteResourceNotFoundError) as caught:
+        await fetch(store, metadata)
+    assert caught.value.grpc_code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(RemoteResourceNotFoundError):
+        await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_OFFSET)
+
+
+def chunk(file, position, data):
+    return pb.CopyLogSegmentDataRequest(
+        chunk=pb.SegmentDataChunk(file=file, position=position, data=data)
+    )
+
+
+def valid_chunks(log: bytes):
+    return [
+        chunk(pb.SEGMENT_FILE_LOG, 0, log),
+        chunk(pb.SEGMENT_FILE_OFFSET_INDEX, 0, b""),
+        chunk(pb.SEGMENT_FILE_TIME_INDEX, 0, b""),
+        chunk(pb.SEGMENT_FILE_PRODUCER_SNAPSHOT, 0, b""),
+        chunk(pb.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, 0, b""),
+    ]
+
+
+def with_topic(metadata, topic):
+    proto = segment_metadata_to_proto(metadata)
+    proto.remote_log_segment_id.topic_id_partition.topic = topic
+    return proto
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda m, c: (with_topic(m, "../../etc"), c), "metadata.remote_log_segment_id"),
+        (lambda m, c: (with_topic(m, "a/b"), c), "metadata.remote_log_segment_id"),
+        (lambda m, c: (with_topic(m, ".."), c), "metadata.remote_log_segment_id"),
+        (lambda m, c: (segment_metadata_to_proto(m), c[1:]), "chunk.file"),
+        (
+            lambda m, c: (
+                segment_metadata_to_proto(m),
+                [chunk(pb.SEGMENT_FILE_LOG, 0, b"x" * 5 * MIB)],
+            ),
+            "chunk.data",
+        ),
+        (
+            lambda m, c: (segment_metadata_to_proto(m), [chunk(pb.SEGMENT_FILE_LOG, 1, b"x"), *c]),
+            "chunk.position",
+        ),
+        (lambda m, c: (segment_metadata_to_proto(m), [chunk(0, 0, b"x")]), "chunk.file"),
+        (
+            lambda m, c: (
+                segment_metadata_to_proto(m),
+                [chunk(pb.SEGMENT_FILE_LOG, 0, b"y" * 20), *c[1:]],
+            ),
+            "chunk.data",
+        ),
+        (
+            lambda m, c: (
+                segment_metadata_to_proto(m),
+                [chunk(pb.SEGMENT_FILE_LOG, 0, b"y" * 5), *c[1:]],
+            ),
+            "metadata.segment_size_in_bytes",
+        ),
+    ],
+)
+async def test_bad_copies_are_invalid_argument_and_write_nothing(store, mutate, field):
+    metadata = segment_metadata(size=10)
+    proto, chunks = mutate(metadata, valid_chunks(b"z" * 10))
+    stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
+
+    async def requests():
+        yield pb.CopyLogSegmentDataRequest(metadata=proto)
+        for c in chunks:
+            yield c
+
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.CopyLogSegmentData(requests(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in caught.value.details()
+    assert store.objects() == {}
+    assert store.incomplete_uploads() == 0
+
+
+async def test_first_message_must_be_metadata(store):
+    stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
+
+    async def requests():
+        yield chunk(pb.SEGMENT_FILE_LOG, 0, b"x")
+
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.CopyLogSegmentData(requests(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details().startswith("metadata:")

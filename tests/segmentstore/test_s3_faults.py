@@ -1,0 +1,98 @@
+"""S3 faults (throttling, 5xx, dropped and cut-off connections) through a real moto server."""
+
+import asyncio
+import os
+import uuid
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
+from remotelog.core.errors import RetriableRemoteStorageError
+
+from .conftest import s3_client, start_running
+from .segments import segment_metadata, synthetic_files
+
+MIB = 1024 * 1024
+
+
+@pytest_asyncio.fixture
+async def s3_store(tmp_path, s3_endpoint, s3_faults):
+    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    running = await start_running("s3", tmp_path, s3_endpoint, bucket)
+    yield running
+    s3_faults(None)
+    await running.client.close()
+    await running.service.stop(1)
+
+
+async def fetch(client, metadata, start=0, end=None):
+    return b"".join([c async for c in client.fetch_log_segment(metadata, start, end)])
+
+
+@pytest.mark.parametrize("mode", ["503", "500", "drop"])
+async def test_copy_is_retried_through_faults(s3_store, s3_faults, mode):
+    data = os.urandom(11 * MIB)  # multipart: create, three parts, complete
+    metadata = segment_metadata(size=len(data))
+    s3_faults(mode, count=3, method="PUT")
+    await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    s3_faults(None)
+    assert await fetch(s3_store.client, metadata) == data
+    assert s3_store.incomplete_uploads() == 0
+
+
+@pytest.mark.parametrize("mode", ["503", "500", "drop", "truncate"])
+async def test_fetch_is_retried_through_faults(s3_store, s3_faults, mode):
+    data = os.urandom(3 * MIB)
+    metadata = segment_metadata(size=len(data))
+    await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data, txn=b"t" * 9))
+    s3_faults(mode, count=2, method="GET")
+    assert await fetch(s3_store.client, metadata, 100) == data[100:]
+    s3_faults(mode, count=2, method="GET")
+    assert await s3_store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION) == b"t" * 9
+
+
+async def test_outage_longer_than_the_deadline_is_unavailable(s3_store, s3_faults):
+    data = os.urandom(1000)
+    metadata = segment_metadata(size=len(data))
+    await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    s3_faults("503", count=10_000, method="GET")
+    client = SegmentStoreClient(
+        f"127.0.0.1:{s3_store.service.port}", options=ClientOptions(timeout_s=1.5)
+    )
+    try:
+        with pytest.raises(RetriableRemoteStorageError) as caught:
+            await fetch(client, metadata)
+        assert caught.value.grpc_code == grpc.StatusCode.UNAVAILABLE
+        assert "SlowDown" in str(caught.value)
+    finally:
+        await client.close()
+    s3_faults(None)
+    assert await fetch(s3_store.client, metadata) == data  # and it recovers
+
+
+async def test_failed_multipart_copy_is_aborted(s3_store, s3_faults):
+    data = os.urandom(11 * MIB)
+    metadata = segment_metadata(size=len(data))
+    s3_faults("500", count=10_000, method="PUT")
+    client = SegmentStoreClient(
+        f"127.0.0.1:{s3_store.service.port}", options=ClientOptions(timeout_s=1.5)
+    )
+    try:
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - UNAVAILABLE or DEADLINE_EXCEEDED
+            await client.copy_log_segment_data(metadata, synthetic_files(data))
+        assert caught.value.grpc_code in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+    finally:
+        await client.close()
+    s3_faults(None)
+    for _ in range(100):  # the server aborts once its own deadline has passed
+        if s3_store.incomplete_uploads() == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert s3_store.objects(metadata.topic_id_partition.topic) == {}
+    assert s3_store.incomplete_uploads() == 0
