@@ -3,7 +3,6 @@
 import os
 import signal
 import subprocess
-import sys
 import uuid
 
 import grpc
@@ -15,6 +14,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from remotelog.rpc.serve import serve_command
 
 from .conftest import start_running
 from .segments import segment_metadata, synthetic_files
@@ -76,23 +77,11 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
     assert "SegmentStore.fetch_log_segment" in names
 
 
-def serve_command(config):
-    return [
-        sys.executable,
-        "-m",
-        "remotelog.cli.main",
-        "serve",
-        "segment-store",
-        "--config",
-        str(config),
-    ]
-
-
 def test_serve_reports_health_and_stops_on_sigterm(tmp_path):
     config = tmp_path / "store.properties"
     config.write_text(f"listen.address=127.0.0.1:0\nstorage.root={tmp_path / 'data'}\n")
     process = subprocess.Popen(
-        serve_command(config),
+        serve_command("segment-store", config),
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -123,7 +112,7 @@ def test_serve_refuses_bad_config_in_one_line(tmp_path, properties, message):
     config = tmp_path / "bad.properties"
     config.write_text("listen.address=127.0.0.1:0\n" + properties)
     result = subprocess.run(
-        serve_command(config),
+        serve_command("segment-store", config),
         capture_output=True,
         text=True,
         timeout=60,

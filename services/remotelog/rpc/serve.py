@@ -11,6 +11,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Protocol
 
 from remotelog.core.settings import ServerSettings
@@ -42,3 +43,12 @@ async def serve_until_signal(
         await service.stop(settings.shutdown_grace_ms / 1000)
         if tracer_provider is not None:
             tracer_provider.shutdown()
+
+
+def serve_command(service: str, config: Path) -> list[str]:
+    """The command line that serves `service` with `config` under this interpreter.
+
+    For whatever starts services as child processes (the dev stack, tests,
+    benchmarks); they print `remotelog <service> serving on <host>:<port>`.
+    """
+    return [sys.executable, "-m", "remotelog.cli.main", "serve", service, "--config", str(config)]

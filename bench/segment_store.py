@@ -1,0 +1,207 @@
+"""Segment store: copy and sequential fetch MB/s through the service vs the bare backend.
+
+Each backend is measured against a bare transfer of the same bytes in the same
+run: for filesystem, a file copy (with fsync, as the store does) and a file
+read; for S3, aioboto3 uploading (same part size, same concurrency) and
+downloading straight to the same moto server. The service runs in its own
+process (`remotelog serve segment-store`), as in production; moto in another.
+Targets (issue 4): copy >= 0.8x, fetch >= 0.8x.
+Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import aioboto3
+from aiobotocore.config import AioConfig
+from common import Report
+
+from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
+from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.rpc.serve import serve_command
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1024 * 1024
+PART = 8 * MIB
+CONCURRENCY = 4
+ROUNDS = 3
+
+
+def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
+    """Start a process and return it with the first line of its output containing `marker`."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if marker in line:
+            return process, line.strip()
+    raise RuntimeError(f"{command[0]} exited before printing {marker!r}")
+
+
+def metadata(size: int) -> RemoteLogSegmentMetadata:
+    tip = TopicIdPartition(uuid.uuid4(), "bench", 0)
+    return RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId(tip, uuid.uuid4()),
+        start_offset=0,
+        end_offset=1000,
+        max_timestamp_ms=0,
+        broker_id=0,
+        event_timestamp_ms=0,
+        segment_size_in_bytes=size,
+        segment_leader_epochs=((0, 0),),
+    )
+
+
+async def best(rounds: int, fn: Callable[[], Awaitable[object]]) -> float:
+    times = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        await fn()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+async def through_service(
+    port: int, log: Path, files: LogSegmentData, size: int
+) -> tuple[float, float]:
+    client = SegmentStoreClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300))
+    try:
+        copied: list[RemoteLogSegmentMetadata] = []
+
+        async def copy() -> None:
+            m = metadata(size)
+            await client.copy_log_segment_data(m, files)
+            copied.append(m)
+
+        async def fetch() -> None:
+            n = 0
+            async for chunk in client.fetch_log_segment(copied[-1], 0):
+                n += len(chunk)
+            assert n == size
+
+        t_copy = await best(ROUNDS, copy)
+        await fetch()  # warm
+        t_fetch = await best(ROUNDS, fetch)
+        return t_copy, t_fetch
+    finally:
+        await client.close()
+
+
+async def bare_filesystem(log: Path, target: Path) -> tuple[float, float]:
+    def copy() -> None:
+        shutil.copyfile(log, target)
+        fd = os.open(target, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+
+    def read() -> None:
+        with target.open("rb") as handle:
+            while handle.read(MIB):
+                pass
+
+    async def in_thread(fn: Callable[[], None]) -> None:
+        await asyncio.to_thread(fn)
+
+    t_copy = await best(ROUNDS, lambda: in_thread(copy))
+    t_read = await best(ROUNDS, lambda: in_thread(read))
+    return t_copy, t_read
+
+
+async def bare_s3(endpoint: str, bucket: str, log: Path) -> tuple[float, float]:
+    session = aioboto3.Session(
+        aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    config = AioConfig(s3={"addressing_style": "path"}, max_pool_connections=16)
+    async with session.client("s3", endpoint_url=endpoint, config=config) as s3:
+        await s3.create_bucket(Bucket=bucket)
+        from boto3.s3.transfer import TransferConfig
+
+        transfer = TransferConfig(
+            multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=CONCURRENCY
+        )
+
+        async def upload() -> None:
+            await s3.upload_file(str(log), bucket, "bare/segment.log", Config=transfer)
+
+        async def download() -> None:
+            response = await s3.get_object(Bucket=bucket, Key="bare/segment.log")
+            async with response["Body"] as body:
+                while await body.content.read(MIB):
+                    pass
+
+        t_up = await best(ROUNDS, upload)
+        await download()
+        t_down = await best(ROUNDS, download)
+        return t_up, t_down
+
+
+def serve(config: Path) -> tuple[subprocess.Popen[str], int]:
+    process, line = start(serve_command("segment-store", config), "serving on")
+    return process, int(line.rsplit(":", 1)[1])
+
+
+async def main() -> None:
+    size = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
+    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-"))
+    log = work / "00000000000000000000.log"
+    log.write_bytes(os.urandom(size))
+    files = LogSegmentData(log, b"\0" * 8, b"\0" * 12, b"", b"0\n1\n0 0\n")
+    moto, line = start([sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")], "PORT")
+    endpoint = f"http://127.0.0.1:{line.split()[1]}"
+    processes = [moto]
+    report = Report("segment_store")
+    try:
+        results = {}
+        bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        results["s3_bare"] = await bare_s3(endpoint, bucket, log)
+        for backend in ("filesystem", "s3"):
+            config = work / f"{backend}.properties"
+            config.write_text(
+                "listen.address=127.0.0.1:0\n"
+                f"storage.backend={backend}\nstorage.root={work / 'store'}\n"
+                f"storage.s3.bucket.name={bucket}\nstorage.s3.endpoint.url={endpoint}\n"
+                "storage.s3.path.style.access.enabled=true\n"
+                "storage.aws.access.key.id=test\nstorage.aws.secret.access.key=test\n"
+                f"storage.s3.multipart.upload.part.size={PART}\n"
+                f"storage.s3.upload.concurrency={CONCURRENCY}\n"
+            )
+            process, port = serve(config)
+            processes.append(process)
+            results[backend] = await through_service(port, log, files, size)
+        results["filesystem_bare"] = await bare_filesystem(log, work / "bare-copy.log")
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    mb = size / 1e6
+    for backend in ("filesystem", "s3"):
+        (svc_copy, svc_fetch), (raw_copy, raw_fetch) = results[backend], results[f"{backend}_bare"]
+        report.info(
+            f"{backend}_mb_per_s",
+            copy=round(mb / svc_copy),
+            bare_copy=round(mb / raw_copy),
+            fetch=round(mb / svc_fetch),
+            bare_fetch=round(mb / raw_fetch),
+            segment_mib=size // MIB,
+        )
+    for backend in ("filesystem", "s3"):
+        (svc_copy, svc_fetch), (raw_copy, raw_fetch) = results[backend], results[f"{backend}_bare"]
+        report.ratio(f"{backend}_copy_vs_bare", raw_copy / svc_copy, 0.8)
+        report.ratio(f"{backend}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
+    for figure in report.figures[:2]:
+        print(figure)
+    report.finish()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
