@@ -24,6 +24,7 @@ from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
+from boto3.s3.transfer import TransferConfig
 from common import Report
 
 from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
@@ -96,7 +97,7 @@ async def through_service(
         await client.close()
 
 
-async def bare_filesystem(log: Path, target: Path) -> tuple[float, float]:
+async def bare_filesystem(log: Path, target: Path, size: int) -> tuple[float, float]:
     def copy() -> None:
         shutil.copyfile(log, target)
         fd = os.open(target, os.O_RDONLY)
@@ -104,9 +105,11 @@ async def bare_filesystem(log: Path, target: Path) -> tuple[float, float]:
         os.close(fd)
 
     def read() -> None:
+        n = 0
         with target.open("rb") as handle:
-            while handle.read(MIB):
-                pass
+            while chunk := handle.read(MIB):
+                n += len(chunk)
+        assert n == size
 
     async def in_thread(fn: Callable[[], None]) -> None:
         await asyncio.to_thread(fn)
@@ -116,15 +119,13 @@ async def bare_filesystem(log: Path, target: Path) -> tuple[float, float]:
     return t_copy, t_read
 
 
-async def bare_s3(endpoint: str, bucket: str, log: Path) -> tuple[float, float]:
+async def bare_s3(endpoint: str, bucket: str, log: Path, size: int) -> tuple[float, float]:
     session = aioboto3.Session(
         aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
     )
     config = AioConfig(s3={"addressing_style": "path"}, max_pool_connections=16)
     async with session.client("s3", endpoint_url=endpoint, config=config) as s3:
         await s3.create_bucket(Bucket=bucket)
-        from boto3.s3.transfer import TransferConfig
-
         transfer = TransferConfig(
             multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=CONCURRENCY
         )
@@ -134,9 +135,11 @@ async def bare_s3(endpoint: str, bucket: str, log: Path) -> tuple[float, float]:
 
         async def download() -> None:
             response = await s3.get_object(Bucket=bucket, Key="bare/segment.log")
+            n = 0
             async with response["Body"] as body:
-                while await body.content.read(MIB):
-                    pass
+                while chunk := await body.content.read(MIB):
+                    n += len(chunk)
+            assert n == size
 
         t_up = await best(ROUNDS, upload)
         await download()
@@ -162,7 +165,7 @@ async def main() -> None:
     try:
         results = {}
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        results["s3_bare"] = await bare_s3(endpoint, bucket, log)
+        results["s3_bare"] = await bare_s3(endpoint, bucket, log, size)
         for backend in ("filesystem", "s3"):
             config = work / f"{backend}.properties"
             config.write_text(
@@ -177,7 +180,7 @@ async def main() -> None:
             process, port = serve(config)
             processes.append(process)
             results[backend] = await through_service(port, log, files, size)
-        results["filesystem_bare"] = await bare_filesystem(log, work / "bare-copy.log")
+        results["filesystem_bare"] = await bare_filesystem(log, work / "bare-copy.log", size)
     finally:
         for process in processes:
             process.terminate()

@@ -124,11 +124,13 @@ class S3Store:
     async def close(self) -> None:
         await self._client_cm.__aexit__(None, None, None)
 
+    def _deadline(self) -> float:
+        """The caller's deadline, or default_retry_s from now when it set none."""
+        return current_deadline() or time.monotonic() + self.settings.default_retry_s
+
     async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run one S3 call with the retry policy; failures come out translated."""
-        deadline = current_deadline()
-        if deadline is None:
-            deadline = time.monotonic() + self.settings.default_retry_s
+        deadline = self._deadline()
         try:
             return await retry_async(
                 operation,
@@ -168,7 +170,7 @@ class S3Store:
         self, key: str, start: int, end: int | None, chunk_size: int
     ) -> AsyncIterator[bytes]:
         position = start
-        deadline = current_deadline() or time.monotonic() + self.settings.default_retry_s
+        deadline = self._deadline()
         failures = 0
         while end is None or position <= end:
             byte_range = f"bytes={position}-{'' if end is None else end}"

@@ -81,18 +81,19 @@ class SegmentStore:
                 "metadata.state", f"must be COPY_SEGMENT_STARTED, not {metadata.state.name}"
             )
         attributes = {"topic": metadata.topic_id_partition.topic}
+        keys = self.keys(metadata)
         COPY_REQUESTS.add(1, attributes)
         with _tracer.start_as_current_span(
             "SegmentStore.copy_log_segment_data",
             attributes={**attributes, "remote_log_segment_id": str(metadata.remote_log_segment_id)},
         ):
             try:
-                size = await self._copy(metadata, self.keys(metadata), chunks)
+                size = await self._copy(metadata, keys, chunks)
             except BaseException:
                 COPY_ERRORS.add(1, attributes)
                 raise
         COPY_BYTES.add(size, attributes)
-        return self._custom_metadata(size, self.keys(metadata))
+        return self._custom_metadata(size, keys)
 
     async def _copy(
         self,
