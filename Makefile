@@ -35,7 +35,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore
+	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev
 
 buf-check: setup
 	$(BUF) lint

@@ -1,42 +1,20 @@
 """Segment store fixtures: moto's S3 server (with faults), and the service on each backend."""
 
 import json
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import pytest
 import pytest_asyncio
+from support.s3 import s3_client
 
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import load_config
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.server import start_segment_store
-
-S3_SERVER = Path(__file__).resolve().parents[1] / "support" / "s3_server.py"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """moto's S3 server on a free loopback port, in its own process."""
-    process = subprocess.Popen(
-        [sys.executable, str(S3_SERVER)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        pytest.fail(f"moto server did not start: {line!r}")
-    yield f"http://127.0.0.1:{int(line.split()[1])}"
-    process.terminate()
-    process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")
@@ -52,16 +30,6 @@ def s3_faults(s3_endpoint) -> Callable[..., None]:
         urllib.request.urlopen(request, timeout=5).read()
 
     return inject
-
-
-def s3_client(endpoint: str):
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
 
 
 @pytest.fixture

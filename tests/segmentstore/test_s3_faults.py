@@ -7,11 +7,12 @@ import uuid
 import grpc
 import pytest
 import pytest_asyncio
+from support.s3 import s3_client
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import RetriableRemoteStorageError
 
-from .conftest import s3_client, start_running
+from .conftest import start_running
 from .segments import segment_metadata, synthetic_files
 
 MIB = 1024 * 1024

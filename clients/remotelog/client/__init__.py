@@ -2,12 +2,14 @@
 
 from remotelog.client.base import ClientOptions, ServiceClient
 from remotelog.client.errors import from_rpc_error
+from remotelog.client.metadata import MetadataClient
 from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
 
 __all__ = [
     "ClientOptions",
     "IndexType",
     "LogSegmentData",
+    "MetadataClient",
     "SegmentStoreClient",
     "ServiceClient",
     "from_rpc_error",

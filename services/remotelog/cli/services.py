@@ -8,6 +8,7 @@ from typing import Any
 from remotelog.core.config import config_fields
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.metadata.config import MetadataManagerConfig
+from remotelog.metadata.server import start_metadata_manager
 from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
@@ -25,6 +26,7 @@ SERVICE_CONFIGS: dict[str, type] = {
 # How `remotelog serve <name>` starts each service from its config.
 SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
     "segment-store": start_segment_store,
+    "metadata-manager": start_metadata_manager,
 }
 
 

@@ -56,7 +56,8 @@ def field_path(prefix: str) -> Iterator[None]:
         raise exc.at(prefix) from None
 
 
-def _require(msg: object, name: str, field: str) -> None:
+def require(msg: object, name: str, field: str) -> None:
+    """Refuse a request whose message field `name` is unset (proto3 has no `required`)."""
     has_field = getattr(msg, "HasField")  # noqa: B009 - protobuf messages only
     if not has_field(name):
         raise InvalidArgumentError(field, "is required")
@@ -112,7 +113,7 @@ def topic_id_partition_to_proto(tip: TopicIdPartition) -> pb.TopicIdPartition:
 def segment_id_from_proto(
     msg: pb.RemoteLogSegmentId, field: str = "remote_log_segment_id"
 ) -> RemoteLogSegmentId:
-    _require(msg, "topic_id_partition", f"{field}.topic_id_partition")
+    require(msg, "topic_id_partition", f"{field}.topic_id_partition")
     tip = topic_id_partition_from_proto(msg.topic_id_partition, f"{field}.topic_id_partition")
     return RemoteLogSegmentId(tip, uuid_from_bytes(msg.id, f"{field}.id"))
 
@@ -127,7 +128,7 @@ def segment_id_to_proto(segment_id: RemoteLogSegmentId) -> pb.RemoteLogSegmentId
 def segment_metadata_from_proto(
     msg: pb.RemoteLogSegmentMetadata, field: str = "remote_log_segment_metadata"
 ) -> RemoteLogSegmentMetadata:
-    _require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
+    require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
     segment_id = segment_id_from_proto(msg.remote_log_segment_id, f"{field}.remote_log_segment_id")
     state = segment_state_from_proto(msg.state, f"{field}.state")
     with field_path(field):
@@ -170,7 +171,7 @@ def segment_metadata_to_proto(metadata: RemoteLogSegmentMetadata) -> pb.RemoteLo
 def segment_update_from_proto(
     msg: pb.RemoteLogSegmentMetadataUpdate, field: str = "remote_log_segment_metadata_update"
 ) -> RemoteLogSegmentMetadataUpdate:
-    _require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
+    require(msg, "remote_log_segment_id", f"{field}.remote_log_segment_id")
     segment_id = segment_id_from_proto(msg.remote_log_segment_id, f"{field}.remote_log_segment_id")
     state = segment_state_from_proto(msg.state, f"{field}.state")
     with field_path(field):
@@ -198,7 +199,7 @@ def segment_update_to_proto(
 def partition_delete_from_proto(
     msg: pb.RemotePartitionDeleteMetadata, field: str = "remote_partition_delete_metadata"
 ) -> RemotePartitionDeleteMetadata:
-    _require(msg, "topic_id_partition", f"{field}.topic_id_partition")
+    require(msg, "topic_id_partition", f"{field}.topic_id_partition")
     tip = topic_id_partition_from_proto(msg.topic_id_partition, f"{field}.topic_id_partition")
     state = partition_delete_state_from_proto(msg.state, f"{field}.state")
     with field_path(field):

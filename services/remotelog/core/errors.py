@@ -139,6 +139,14 @@ class MetadataNotReadyError(RemoteLogError):
     retriable = True
 
 
+class MetadataTopicUnavailableError(RemoteLogError):
+    """The metadata topic did not confirm a write in time; the write is idempotent: retry."""
+
+    reason = "METADATA_TOPIC_UNAVAILABLE"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
 class ReaderQueueFullError(RemoteLogError):
     """The remote-fetch reader queue is full: retry later."""
 

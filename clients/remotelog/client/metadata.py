@@ -1,0 +1,174 @@
+"""MetadataClient: what a broker (or the copy scheduler) calls as its RemoteLogMetadataManager.
+
+Reads of a partition that is still loading answer METADATA_NOT_READY, which
+the client retries within the call's deadline; metadata writes are idempotent
+(Kafka allows every state to move to itself), so they are retried too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+from remotelog.api.metadata.v1 import metadata_pb2 as pb
+from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
+from remotelog.client.base import ServiceClient
+from remotelog.core.convert import (
+    partition_delete_to_proto,
+    segment_metadata_from_proto,
+    segment_metadata_to_proto,
+    segment_update_to_proto,
+    topic_id_partition_to_proto,
+)
+from remotelog.core.model import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    TopicIdPartition,
+)
+
+
+class MetadataClient(ServiceClient):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._stub = pb_grpc.RemoteLogMetadataServiceStub(self.channel)
+
+    # -- writes: return once the event is durable and visible to reads -------------
+
+    async def add_remote_log_segment_metadata(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> None:
+        request = pb.AddRemoteLogSegmentMetadataRequest(
+            remote_log_segment_metadata=segment_metadata_to_proto(metadata)
+        )
+        await self.call_unary(self._stub.AddRemoteLogSegmentMetadata, request, timeout_s=timeout_s)
+
+    async def update_remote_log_segment_metadata(
+        self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
+    ) -> None:
+        request = pb.UpdateRemoteLogSegmentMetadataRequest(
+            remote_log_segment_metadata_update=segment_update_to_proto(update)
+        )
+        await self.call_unary(
+            self._stub.UpdateRemoteLogSegmentMetadata, request, timeout_s=timeout_s
+        )
+
+    async def put_remote_partition_delete_metadata(
+        self, delete: RemotePartitionDeleteMetadata, *, timeout_s: float | None = None
+    ) -> None:
+        request = pb.PutRemotePartitionDeleteMetadataRequest(
+            remote_partition_delete_metadata=partition_delete_to_proto(delete)
+        )
+        await self.call_unary(
+            self._stub.PutRemotePartitionDeleteMetadata, request, timeout_s=timeout_s
+        )
+
+    # -- reads ------------------------------------------------------------------------
+
+    async def remote_log_segment_metadata(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> RemoteLogSegmentMetadata | None:
+        request = pb.GetRemoteLogSegmentMetadataRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition),
+            leader_epoch=leader_epoch,
+            offset=offset,
+        )
+        response = await self.call_unary(
+            self._stub.GetRemoteLogSegmentMetadata, request, timeout_s=timeout_s
+        )
+        return _optional_segment(response)
+
+    async def highest_offset_for_epoch(
+        self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
+    ) -> int | None:
+        request = pb.GetHighestOffsetForEpochRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition), leader_epoch=leader_epoch
+        )
+        response = await self.call_unary(
+            self._stub.GetHighestOffsetForEpoch, request, timeout_s=timeout_s
+        )
+        return response.offset if response.HasField("offset") else None
+
+    async def list_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[RemoteLogSegmentMetadata]:
+        """Every segment (of one epoch, or all) ascending by start offset, streamed."""
+        request = pb.ListRemoteLogSegmentsRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition), leader_epoch=leader_epoch
+        )
+        async for response in self.call_server_stream(
+            self._stub.ListRemoteLogSegments, request, timeout_s=timeout_s
+        ):
+            for segment in response.remote_log_segment_metadata:
+                yield segment_metadata_from_proto(segment)
+
+    async def remote_log_size(
+        self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
+    ) -> int:
+        request = pb.GetRemoteLogSizeRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition), leader_epoch=leader_epoch
+        )
+        response = await self.call_unary(self._stub.GetRemoteLogSize, request, timeout_s=timeout_s)
+        return int(response.remote_log_size_bytes)
+
+    async def next_segment_with_txn_index(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> RemoteLogSegmentMetadata | None:
+        request = pb.GetNextSegmentWithTxnIndexRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition),
+            leader_epoch=leader_epoch,
+            offset=offset,
+        )
+        response = await self.call_unary(
+            self._stub.GetNextSegmentWithTxnIndex, request, timeout_s=timeout_s
+        )
+        return _optional_segment(response)
+
+    # -- partitions served ---------------------------------------------------------------
+
+    async def on_partition_leadership_changes(
+        self,
+        leaders: Iterable[TopicIdPartition],
+        followers: Iterable[TopicIdPartition] = (),
+        *,
+        timeout_s: float | None = None,
+    ) -> None:
+        request = pb.OnPartitionLeadershipChangesRequest(
+            leader_partitions=[topic_id_partition_to_proto(p) for p in leaders],
+            follower_partitions=[topic_id_partition_to_proto(p) for p in followers],
+        )
+        await self.call_unary(self._stub.OnPartitionLeadershipChanges, request, timeout_s=timeout_s)
+
+    async def on_stop_partitions(
+        self, partitions: Iterable[TopicIdPartition], *, timeout_s: float | None = None
+    ) -> None:
+        request = pb.OnStopPartitionsRequest(
+            partitions=[topic_id_partition_to_proto(p) for p in partitions]
+        )
+        await self.call_unary(self._stub.OnStopPartitions, request, timeout_s=timeout_s)
+
+    async def is_ready(
+        self, partition: TopicIdPartition, *, timeout_s: float | None = None
+    ) -> bool:
+        request = pb.IsReadyRequest(topic_id_partition=topic_id_partition_to_proto(partition))
+        response = await self.call_unary(self._stub.IsReady, request, timeout_s=timeout_s)
+        return bool(response.ready)
+
+
+def _optional_segment(response: object) -> RemoteLogSegmentMetadata | None:
+    if not response.HasField("remote_log_segment_metadata"):  # type: ignore[attr-defined]
+        return None
+    return segment_metadata_from_proto(response.remote_log_segment_metadata)  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""Real components for development and tests, started from the project's own dependencies."""

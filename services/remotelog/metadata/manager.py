@@ -1,0 +1,510 @@
+"""TopicBasedRemoteLogMetadataManager: Kafka's RLMM over `__remote_log_metadata`, asyncio.
+
+- Registration (`on_partition_leadership_changes`, or the first read or write
+  of a partition) assigns the partition's metadata partition to the consumer,
+  from the snapshot's offset when there is one, else from the beginning.
+- A user partition is ready once its metadata partition reached its end
+  after being assigned; until then reads and writes raise MetadataNotReadyError.
+- Writes are checked against the cache (state transitions, custom metadata
+  size), published, and return only after this instance consumed them back
+  (Kafka's waitTillConsumptionCatchesUp), within `consume.wait.ms`. An event
+  the cache dropped on the way (a concurrent writer won) is reported as
+  INVALID_STATE_TRANSITION, not as success.
+- A snapshot of all materialised state is written every N events or T ms and
+  at close; a restart loads it and consumes only what came after.
+
+All state is touched by the event loop thread alone; the Kafka clients'
+threads hand records over through `call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from remotelog.core.deadline import current_deadline
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    InvalidStateTransitionError,
+    MetadataNotReadyError,
+    MetadataTopicUnavailableError,
+    RemoteResourceNotFoundError,
+)
+from remotelog.core.metadata_serde import serialize
+from remotelog.core.model import (
+    RemoteLogMetadata,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    TopicIdPartition,
+    check_custom_metadata_size,
+)
+from remotelog.core.partitioner import metadata_partition
+from remotelog.core.states import (
+    RemoteLogSegmentState,
+    RemotePartitionDeleteState,
+    is_valid_partition_delete_transition,
+    is_valid_segment_transition,
+)
+from remotelog.metadata import snapshot as snapshots
+from remotelog.metadata.cache import RemoteLogMetadataCache
+from remotelog.metadata.config import MetadataManagerConfig
+from remotelog.metadata.partition_state import MetadataPartitionState
+from remotelog.metadata.topic import (
+    METADATA_TOPIC,
+    OFFSET_BEGINNING,
+    EndOfPartition,
+    MetadataConsumer,
+    MetadataProducer,
+    Record,
+    TopicInfo,
+    ensure_metadata_topic,
+)
+
+log = logging.getLogger(__name__)
+_meter = metrics.get_meter("remotelog.metadata")
+READ_LATENCY = _meter.create_histogram("RemoteLogMetadataReadLatencyMs", unit="ms")
+WRITE_LATENCY = _meter.create_histogram("RemoteLogMetadataWriteLatencyMs", unit="ms")
+
+
+@dataclass
+class _Assigned:
+    """A metadata partition this instance consumes."""
+
+    state: MetadataPartitionState
+    generation: int
+    caught_up: bool = False
+    # offset -> futures of writes waiting to see that offset consumed
+    waiters: dict[int, list[asyncio.Future[str | None]]] = field(default_factory=dict)
+
+
+class TopicBasedRemoteLogMetadataManager:
+    def __init__(self, config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC) -> None:
+        self.config = config
+        self.topic_name = topic
+        self.client_config: dict[str, Any] = {"bootstrap.servers": config.bootstrap_servers}
+        self.topic: TopicInfo | None = None
+        # How the last start went with the snapshot: "none", "loaded", "discarded: <why>".
+        self.snapshot_status = "none"
+        self._assigned: dict[int, _Assigned] = {}
+        # States loaded from the snapshot whose metadata partition is not assigned (yet).
+        self._parked: dict[int, MetadataPartitionState] = {}
+        self._registered: set[TopicIdPartition] = set()
+        self._generations = itertools.count(1)
+        self._events_since_snapshot = 0
+        self._snapshot_due = asyncio.Event()
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._producer: MetadataProducer | None = None
+        self._consumer: MetadataConsumer | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        c = self.config
+        self.topic = await asyncio.to_thread(
+            ensure_metadata_topic,
+            self.client_config,
+            topic=self.topic_name,
+            partitions=c.metadata_topic_num_partitions,
+            replication_factor=c.metadata_topic_replication_factor,
+            retention_ms=c.metadata_topic_retention_ms,
+            retry_interval_ms=c.initialization_retry_interval_ms,
+            max_timeout_ms=c.initialization_retry_max_timeout_ms,
+        )
+        registered = self._load_snapshot(self.topic)
+        self._producer = MetadataProducer(
+            self.client_config, topic=self.topic_name, timeout_ms=c.consume_wait_ms
+        )
+        self._consumer = MetadataConsumer(
+            self.client_config,
+            topic=self.topic_name,
+            loop=asyncio.get_running_loop(),
+            sink=self._on_records,
+            fetch_wait_ms=c.consumer_fetch_wait_ms,
+        )
+        self._consumer.start()
+        for tip in registered:
+            self._register(tip)
+        self._snapshot_task = asyncio.create_task(self._snapshot_loop())
+        _meter.create_observable_gauge(
+            "RemoteLogMetadataCount", callbacks=[self._observe_count], unit="{segment}"
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._snapshot_task is not None:
+            self._snapshot_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._snapshot_task
+        if self._consumer is not None:
+            await asyncio.to_thread(self._consumer.close)
+        if self._producer is not None:
+            await asyncio.to_thread(self._producer.close)
+        if self.topic is not None:
+            await self.write_snapshot()
+        for assigned in self._assigned.values():
+            _fail_waiters(assigned, "the metadata manager is shutting down")
+
+    def _load_snapshot(self, topic: TopicInfo) -> frozenset[TopicIdPartition]:
+        directory = Path(self.config.snapshot_dir)
+        try:
+            loaded = snapshots.load(directory)
+        except snapshots.SnapshotError as exc:
+            return self._discard_snapshot(directory, str(exc))
+        if loaded is None:
+            return frozenset()
+        if loaded.topic_id != topic.topic_id:
+            return self._discard_snapshot(
+                directory,
+                f"it is of topic id {loaded.topic_id}, the topic now has {topic.topic_id} "
+                "(deleted and recreated)",
+            )
+        if loaded.num_partitions != topic.partitions:
+            return self._discard_snapshot(
+                directory,
+                f"it has {loaded.num_partitions} metadata partitions, the topic {topic.partitions}",
+            )
+        self._parked = dict(loaded.states)
+        self.snapshot_status = "loaded"
+        log.info(
+            "loaded metadata snapshot: %d metadata partitions, %d segments",
+            len(loaded.states),
+            sum(state.segment_count() for state in loaded.states.values()),
+        )
+        return loaded.registered
+
+    def _discard_snapshot(self, directory: Path, why: str) -> frozenset[TopicIdPartition]:
+        self.snapshot_status = f"discarded: {why}"
+        log.warning(
+            "discarding metadata snapshot in %s: %s; replaying %s", directory, why, self.topic_name
+        )
+        return frozenset()
+
+    # -- registration and readiness ------------------------------------------------
+
+    def on_partition_leadership_changes(
+        self, leaders: Iterable[TopicIdPartition], followers: Iterable[TopicIdPartition]
+    ) -> None:
+        for tip in itertools.chain(leaders, followers):
+            self._register(tip)
+
+    def on_stop_partitions(self, partitions: Iterable[TopicIdPartition]) -> None:
+        stopped = set(partitions) & self._registered
+        self._registered -= stopped
+        still_served = {self._metadata_partition(tip) for tip in self._registered}
+        for metadata_part in {self._metadata_partition(tip) for tip in stopped} - still_served:
+            assigned = self._assigned.pop(metadata_part, None)
+            if assigned is not None:
+                assert self._consumer is not None
+                self._consumer.unassign(metadata_part)
+                _fail_waiters(assigned, "the partition is no longer served here")
+
+    def is_ready(self, tip: TopicIdPartition) -> bool:
+        return self._assigned_for(tip).caught_up
+
+    def registered_partitions(self) -> frozenset[TopicIdPartition]:
+        return frozenset(self._registered)
+
+    def _metadata_partition(self, tip: TopicIdPartition) -> int:
+        return metadata_partition(tip, self.config.metadata_topic_num_partitions)
+
+    def _register(self, tip: TopicIdPartition) -> _Assigned:
+        if self._closed or self._consumer is None:
+            raise MetadataNotReadyError("the metadata manager is not running")
+        self._registered.add(tip)
+        metadata_part = self._metadata_partition(tip)
+        assigned = self._assigned.get(metadata_part)
+        if assigned is None:
+            state = self._parked.pop(metadata_part, None) or MetadataPartitionState(metadata_part)
+            assigned = _Assigned(state, next(self._generations))
+            self._assigned[metadata_part] = assigned
+            start = state.next_offset if state.next_offset > 0 else OFFSET_BEGINNING
+            self._consumer.assign(metadata_part, start, assigned.generation)
+        return assigned
+
+    def _assigned_for(self, tip: TopicIdPartition) -> _Assigned:
+        if tip in self._registered:
+            return self._assigned[self._metadata_partition(tip)]
+        return self._register(tip)
+
+    def _ready(self, tip: TopicIdPartition) -> MetadataPartitionState:
+        assigned = self._assigned_for(tip)
+        if not assigned.caught_up:
+            raise MetadataNotReadyError(
+                f"metadata of {tip} is loading from {self.topic_name}-{assigned.state.partition}",
+                metadata={"partition": str(tip)},
+            )
+        return assigned.state
+
+    # -- consumption (event loop thread) --------------------------------------------
+
+    def _on_records(self, records: list[Record], ends: list[EndOfPartition]) -> None:
+        touched: set[int] = set()
+        for metadata_part, generation, offset, event in records:
+            assigned = self._assigned.get(metadata_part)
+            if assigned is None or assigned.generation != generation:
+                continue
+            state = assigned.state
+            if offset < state.next_offset:
+                continue
+            if event is None:
+                state.next_offset = offset + 1
+                dropped: str | None = "unreadable record"
+            else:
+                dropped = state.apply(offset, event)
+                if dropped is not None:
+                    log.warning(
+                        "dropped %s at %s-%d@%d: %s",
+                        type(event).__name__,
+                        self.topic_name,
+                        metadata_part,
+                        offset,
+                        dropped,
+                    )
+            waiting = assigned.waiters.pop(offset, None)
+            for future in waiting or ():
+                if not future.done():
+                    future.set_result(dropped)
+            touched.add(metadata_part)
+        for metadata_part, generation, end in ends:
+            assigned = self._assigned.get(metadata_part)
+            if assigned is None or assigned.generation != generation:
+                continue
+            # Past the end, there is nothing more to apply: offsets up to it
+            # (control records, gaps) are consumed too.
+            assigned.state.next_offset = max(assigned.state.next_offset, end)
+            if not assigned.caught_up:
+                assigned.caught_up = True
+                log.info("%s-%d caught up at offset %d", self.topic_name, metadata_part, end)
+            touched.add(metadata_part)
+        for metadata_part in touched:
+            self._release_waiters(self._assigned[metadata_part])
+        self._events_since_snapshot += len(records)
+        if self._events_since_snapshot >= self.config.snapshot_interval_events:
+            self._snapshot_due.set()
+
+    @staticmethod
+    def _release_waiters(assigned: _Assigned) -> None:
+        consumed = assigned.state.next_offset
+        for offset in [o for o in assigned.waiters if o < consumed]:
+            for future in assigned.waiters.pop(offset):
+                if not future.done():
+                    future.set_result(None)
+
+    # -- writes -----------------------------------------------------------------------
+
+    async def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidArgumentError(
+                "remote_log_segment_metadata.state",
+                f"a new segment must be COPY_SEGMENT_STARTED, not {metadata.state.name}",
+            )
+        check_custom_metadata_size(metadata.custom_metadata, self.config.custom_metadata_max_bytes)
+        tip = metadata.topic_id_partition
+        state = self._ready(tip)
+        self._refuse_deleted(state, tip)
+        cache = state.cache(tip)
+        current = (
+            None if cache is None else cache.segment_state(metadata.remote_log_segment_id.id.bytes)
+        )
+        _check_segment_transition(current, metadata.state, metadata)
+        await self._publish(state, metadata)
+
+    async def update_remote_log_segment_metadata(
+        self, update: RemoteLogSegmentMetadataUpdate
+    ) -> None:
+        if update.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidArgumentError(
+                "remote_log_segment_metadata_update.state",
+                "an update can not move a segment to COPY_SEGMENT_STARTED; add it instead",
+            )
+        check_custom_metadata_size(update.custom_metadata, self.config.custom_metadata_max_bytes)
+        tip = update.topic_id_partition
+        state = self._ready(tip)
+        self._refuse_deleted(state, tip)
+        cache = state.cache(tip)
+        current = (
+            None if cache is None else cache.segment_state(update.remote_log_segment_id.id.bytes)
+        )
+        if current is None:
+            raise RemoteResourceNotFoundError(
+                f"no remote log segment metadata for {update.remote_log_segment_id}"
+            )
+        _check_segment_transition(current, update.state, update)
+        await self._publish(state, update)
+
+    async def put_remote_partition_delete_metadata(
+        self, delete: RemotePartitionDeleteMetadata
+    ) -> None:
+        tip = delete.topic_id_partition
+        state = self._ready(tip)
+        if tip in state.deleted:
+            if delete.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+                return  # already finished: idempotent
+            raise InvalidStateTransitionError(
+                f"deletion of {tip} already finished; it can not move to {delete.state.name}"
+            )
+        current = state.deletes.get(tip)
+        source = None if current is None else current.state
+        if not is_valid_partition_delete_transition(source, delete.state):
+            raise InvalidStateTransitionError(
+                f"partition {tip}: {source.name if source else 'no deletion state'} can not "
+                f"move to {delete.state.name}"
+            )
+        await self._publish(state, delete)
+
+    @staticmethod
+    def _refuse_deleted(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
+        if tip in state.deleted:
+            raise RemoteResourceNotFoundError(f"partition {tip} was deleted")
+
+    async def _publish(self, state: MetadataPartitionState, event: RemoteLogMetadata) -> None:
+        started = time.perf_counter()
+        assert self._producer is not None
+        wait_s = self.config.consume_wait_ms / 1000
+        deadline = current_deadline()
+        if deadline is not None:
+            wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
+        value = serialize(event)
+        metadata_part = state.partition
+        try:
+            async with asyncio.timeout(wait_s):
+                offset = await self._producer.publish(metadata_part, value)
+                dropped = await self._consumed(metadata_part, offset)
+        except TimeoutError:
+            raise MetadataTopicUnavailableError(
+                f"{self.topic_name}-{metadata_part} did not confirm the write within "
+                f"{wait_s * 1000:.0f} ms (remote.log.metadata.consume.wait.ms); it may still "
+                "land: retry"
+            ) from None
+        finally:
+            WRITE_LATENCY.record((time.perf_counter() - started) * 1000)
+        if dropped is not None:
+            raise InvalidStateTransitionError(f"the event was not applied: {dropped}")
+
+    async def _consumed(self, metadata_part: int, offset: int) -> str | None:
+        assigned = self._assigned.get(metadata_part)
+        if assigned is None:
+            raise MetadataNotReadyError("the partition is no longer served here")
+        if offset < assigned.state.next_offset:
+            return None
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        assigned.waiters.setdefault(offset, []).append(future)
+        return await future
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _read_cache(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
+        state = self._ready(tip)
+        self._refuse_deleted(state, tip)
+        return state.cache(tip) or RemoteLogMetadataCache(tip)
+
+    @contextlib.contextmanager
+    def _timed_read(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            READ_LATENCY.record((time.perf_counter() - started) * 1000)
+
+    def remote_log_segment_metadata(
+        self, tip: TopicIdPartition, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        with self._timed_read():
+            return self._read_cache(tip).remote_log_segment_metadata(leader_epoch, offset)
+
+    def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> int | None:
+        with self._timed_read():
+            return self._read_cache(tip).highest_offset_for_epoch(leader_epoch)
+
+    def list_remote_log_segments(
+        self, tip: TopicIdPartition, leader_epoch: int | None = None
+    ) -> list[RemoteLogSegmentMetadata]:
+        with self._timed_read():
+            return self._read_cache(tip).list_remote_log_segments(leader_epoch)
+
+    def remote_log_size(self, tip: TopicIdPartition, leader_epoch: int) -> int:
+        with self._timed_read():
+            return self._read_cache(tip).remote_log_size(leader_epoch)
+
+    def next_segment_with_txn_index(
+        self, tip: TopicIdPartition, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        with self._timed_read():
+            return self._read_cache(tip).next_segment_with_txn_index(leader_epoch, offset)
+
+    def partition_delete_state(self, tip: TopicIdPartition) -> RemotePartitionDeleteState | None:
+        """The partition's deletion state; FINISHED once its cache is dropped."""
+        state = self._ready(tip)
+        if tip in state.deleted:
+            return RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+        current = state.deletes.get(tip)
+        return None if current is None else current.state
+
+    def segment_count(self) -> int:
+        return sum(a.state.segment_count() for a in self._assigned.values())
+
+    def _observe_count(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(self.segment_count())]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    async def _snapshot_loop(self) -> None:
+        interval_s = self.config.snapshot_interval_ms / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval_s):
+                    await self._snapshot_due.wait()
+            self._snapshot_due.clear()
+            if self._events_since_snapshot:
+                try:
+                    await self.write_snapshot()
+                except OSError as exc:
+                    log.error("could not write the metadata snapshot: %s", exc)
+
+    async def write_snapshot(self) -> Path:
+        """Write the snapshot now (also every N events / T ms, and at close)."""
+        assert self.topic is not None
+        self._events_since_snapshot = 0
+        states = snapshots.copy_states(
+            itertools.chain((a.state for a in self._assigned.values()), self._parked.values())
+        )
+        snapshot = snapshots.Snapshot(
+            topic_id=self.topic.topic_id,
+            num_partitions=self.topic.partitions,
+            registered=frozenset(self._registered),
+            states=states,
+        )
+        return await asyncio.to_thread(snapshots.write, Path(self.config.snapshot_dir), snapshot)
+
+
+def _check_segment_transition(
+    current: RemoteLogSegmentState | None, target: RemoteLogSegmentState, event: object
+) -> None:
+    if not is_valid_segment_transition(current, target):
+        segment = getattr(event, "remote_log_segment_id", "")
+        raise InvalidStateTransitionError(
+            f"segment {segment}: {current.name if current else 'no state'} can not move to "
+            f"{target.name}"
+        )
+
+
+def _fail_waiters(assigned: _Assigned, why: str) -> None:
+    for futures in assigned.waiters.values():
+        for future in futures:
+            if not future.done():
+                future.set_exception(MetadataNotReadyError(why))
+    assigned.waiters.clear()

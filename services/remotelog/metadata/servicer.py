@@ -1,0 +1,167 @@
+"""RemoteLogMetadataService: protobuf in, manager calls, protobuf out. Nothing else.
+
+Errors are domain exceptions; the server's interceptor maps them to statuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from remotelog.api.metadata.v1 import metadata_pb2 as pb
+from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
+from remotelog.core.convert import (
+    partition_delete_from_proto,
+    require,
+    segment_metadata_from_proto,
+    segment_metadata_to_proto,
+    segment_update_from_proto,
+    topic_id_partition_from_proto,
+)
+from remotelog.core.deadline import deadline_after
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import TopicIdPartition
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+
+# Segments per ListRemoteLogSegments message: large enough to amortise a
+# message, small enough to stay far below the 4 MiB default message limit.
+LIST_BATCH = 500
+
+
+def _tip(request: object, field: str = "topic_id_partition") -> TopicIdPartition:
+    require(request, field, field)
+    return topic_id_partition_from_proto(getattr(request, field), field)
+
+
+def _non_negative(name: str, value: int) -> int:
+    if value < 0:
+        raise InvalidArgumentError(name, f"must be >= 0, got {value}")
+    return value
+
+
+class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
+    def __init__(self, manager: TopicBasedRemoteLogMetadataManager) -> None:
+        self.manager = manager
+
+    async def AddRemoteLogSegmentMetadata(
+        self, request: pb.AddRemoteLogSegmentMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AddRemoteLogSegmentMetadataResponse:
+        require(request, "remote_log_segment_metadata", "remote_log_segment_metadata")
+        metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
+        with deadline_after(context.time_remaining()):
+            await self.manager.add_remote_log_segment_metadata(metadata)
+        return pb.AddRemoteLogSegmentMetadataResponse()
+
+    async def UpdateRemoteLogSegmentMetadata(
+        self,
+        request: pb.UpdateRemoteLogSegmentMetadataRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> pb.UpdateRemoteLogSegmentMetadataResponse:
+        field = "remote_log_segment_metadata_update"
+        require(request, field, field)
+        update = segment_update_from_proto(request.remote_log_segment_metadata_update)
+        with deadline_after(context.time_remaining()):
+            await self.manager.update_remote_log_segment_metadata(update)
+        return pb.UpdateRemoteLogSegmentMetadataResponse()
+
+    async def PutRemotePartitionDeleteMetadata(
+        self,
+        request: pb.PutRemotePartitionDeleteMetadataRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> pb.PutRemotePartitionDeleteMetadataResponse:
+        field = "remote_partition_delete_metadata"
+        require(request, field, field)
+        delete = partition_delete_from_proto(request.remote_partition_delete_metadata)
+        with deadline_after(context.time_remaining()):
+            await self.manager.put_remote_partition_delete_metadata(delete)
+        return pb.PutRemotePartitionDeleteMetadataResponse()
+
+    async def GetRemoteLogSegmentMetadata(
+        self, request: pb.GetRemoteLogSegmentMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetRemoteLogSegmentMetadataResponse:
+        found = self.manager.remote_log_segment_metadata(
+            _tip(request),
+            _non_negative("leader_epoch", request.leader_epoch),
+            _non_negative("offset", request.offset),
+        )
+        if found is None:
+            return pb.GetRemoteLogSegmentMetadataResponse()
+        return pb.GetRemoteLogSegmentMetadataResponse(
+            remote_log_segment_metadata=segment_metadata_to_proto(found)
+        )
+
+    async def GetHighestOffsetForEpoch(
+        self, request: pb.GetHighestOffsetForEpochRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetHighestOffsetForEpochResponse:
+        offset = self.manager.highest_offset_for_epoch(
+            _tip(request), _non_negative("leader_epoch", request.leader_epoch)
+        )
+        return pb.GetHighestOffsetForEpochResponse(offset=offset)
+
+    async def ListRemoteLogSegments(
+        self, request: pb.ListRemoteLogSegmentsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ListRemoteLogSegmentsResponse]:
+        epoch = (
+            _non_negative("leader_epoch", request.leader_epoch)
+            if request.HasField("leader_epoch")
+            else None
+        )
+        segments = self.manager.list_remote_log_segments(_tip(request), epoch)
+        for start in range(0, len(segments), LIST_BATCH):
+            yield pb.ListRemoteLogSegmentsResponse(
+                remote_log_segment_metadata=[
+                    segment_metadata_to_proto(m) for m in segments[start : start + LIST_BATCH]
+                ]
+            )
+
+    async def GetRemoteLogSize(
+        self, request: pb.GetRemoteLogSizeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetRemoteLogSizeResponse:
+        size = self.manager.remote_log_size(
+            _tip(request), _non_negative("leader_epoch", request.leader_epoch)
+        )
+        return pb.GetRemoteLogSizeResponse(remote_log_size_bytes=size)
+
+    async def GetNextSegmentWithTxnIndex(
+        self, request: pb.GetNextSegmentWithTxnIndexRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetNextSegmentWithTxnIndexResponse:
+        found = self.manager.next_segment_with_txn_index(
+            _tip(request),
+            _non_negative("leader_epoch", request.leader_epoch),
+            _non_negative("offset", request.offset),
+        )
+        if found is None:
+            return pb.GetNextSegmentWithTxnIndexResponse()
+        return pb.GetNextSegmentWithTxnIndexResponse(
+            remote_log_segment_metadata=segment_metadata_to_proto(found)
+        )
+
+    async def OnPartitionLeadershipChanges(
+        self, request: pb.OnPartitionLeadershipChangesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OnPartitionLeadershipChangesResponse:
+        leaders = [
+            topic_id_partition_from_proto(p, f"leader_partitions[{i}]")
+            for i, p in enumerate(request.leader_partitions)
+        ]
+        followers = [
+            topic_id_partition_from_proto(p, f"follower_partitions[{i}]")
+            for i, p in enumerate(request.follower_partitions)
+        ]
+        self.manager.on_partition_leadership_changes(leaders, followers)
+        return pb.OnPartitionLeadershipChangesResponse()
+
+    async def OnStopPartitions(
+        self, request: pb.OnStopPartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OnStopPartitionsResponse:
+        partitions = [
+            topic_id_partition_from_proto(p, f"partitions[{i}]")
+            for i, p in enumerate(request.partitions)
+        ]
+        self.manager.on_stop_partitions(partitions)
+        return pb.OnStopPartitionsResponse()
+
+    async def IsReady(
+        self, request: pb.IsReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IsReadyResponse:
+        return pb.IsReadyResponse(ready=self.manager.is_ready(_tip(request)))

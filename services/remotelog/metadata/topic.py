@@ -1,0 +1,294 @@
+"""The `__remote_log_metadata` topic through confluent-kafka: creation, producer, consumer thread.
+
+confluent-kafka's clients block, so each runs in its own thread and talks to
+the event loop only through `call_soon_threadsafe`; the manager's state is
+touched by the loop thread alone. Kafka's ProducerManager / ConsumerTask split.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from remotelog.core.errors import InvalidArgumentError, MetadataTopicUnavailableError
+from remotelog.core.metadata_serde import deserialize
+from remotelog.core.model import RemoteLogMetadata
+
+log = logging.getLogger(__name__)
+
+METADATA_TOPIC = "__remote_log_metadata"
+OFFSET_BEGINNING = -2  # librdkafka's logical offset
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    topic_id: uuid.UUID
+    partitions: int
+
+
+def _uuid_of(kafka_uuid: Any) -> uuid.UUID:
+    high = kafka_uuid.get_most_significant_bits() & (2**64 - 1)
+    low = kafka_uuid.get_least_significant_bits() & (2**64 - 1)
+    return uuid.UUID(int=(high << 64) | low)
+
+
+def ensure_metadata_topic(
+    client_config: dict[str, Any],
+    *,
+    partitions: int,
+    replication_factor: int,
+    retention_ms: int,
+    retry_interval_ms: int,
+    max_timeout_ms: int,
+    topic: str = METADATA_TOPIC,
+) -> TopicInfo:
+    """Create the topic if missing (Kafka's initializeResources), then check its partition count.
+
+    Retries every `retry_interval_ms` until `max_timeout_ms` (the broker may
+    still be starting). Blocking: run it in a thread.
+    """
+    admin = AdminClient(client_config)
+    request = NewTopic(
+        topic,
+        num_partitions=partitions,
+        replication_factor=replication_factor,
+        config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
+    )
+    deadline = time.monotonic() + max_timeout_ms / 1000
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        timeout = max(0.1, min(10.0, deadline - time.monotonic()))
+        try:
+            future = admin.create_topics([request], request_timeout=timeout)[topic]
+            try:
+                future.result()
+                log.info("created %s with %d partitions", topic, partitions)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+            description = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[
+                topic
+            ].result()
+        except KafkaException as exc:
+            last_error = exc
+            time.sleep(retry_interval_ms / 1000)
+            continue
+        found = len(description.partitions)
+        if found != partitions:
+            raise InvalidArgumentError(
+                "remote.log.metadata.topic.num.partitions",
+                f"is {partitions} but the existing topic {topic} has {found} partitions; "
+                "set it to the topic's partition count",
+            )
+        return TopicInfo(_uuid_of(description.topic_id), found)
+    raise MetadataTopicUnavailableError(
+        f"could not create or describe {topic} within {max_timeout_ms} ms: {last_error}"
+    )
+
+
+class MetadataProducer:
+    """Kafka's ProducerManager: acks=all, idempotent, explicit partition, null key."""
+
+    def __init__(self, client_config: dict[str, Any], *, topic: str, timeout_ms: int) -> None:
+        self.topic = topic
+        self._config = {
+            **client_config,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": timeout_ms,
+        }
+        self._producer = Producer(self._config)
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="rlmm-producer", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._closing.is_set():
+            self._producer.poll(0.05)
+
+    async def publish(self, partition: int, value: bytes) -> int:
+        """Returns the record's offset once the broker acknowledged it (acks=all)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+
+        def settle(err: KafkaError | None, offset: int) -> None:
+            if future.done():
+                return
+            if err is not None:
+                future.set_exception(
+                    MetadataTopicUnavailableError(f"metadata record not written: {err.str()}")
+                )
+            else:
+                future.set_result(offset)
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None and err.fatal():
+                log.error("metadata producer hit a fatal error, recreating it: %s", err.str())
+                loop.call_soon_threadsafe(self._recreate)
+            loop.call_soon_threadsafe(settle, err, msg.offset())
+
+        try:
+            self._producer.produce(
+                self.topic, value=value, partition=partition, on_delivery=on_delivery
+            )
+        except (BufferError, KafkaException) as exc:
+            raise MetadataTopicUnavailableError(f"metadata record not queued: {exc}") from None
+        return await future
+
+    def _recreate(self) -> None:
+        # An idempotent producer whose broker lost its producer state fails
+        # fatally; a new producer (new producer id) continues.
+        old, self._producer = self._producer, Producer(self._config)
+        threading.Thread(target=old.flush, args=(0,), daemon=True).start()
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join()
+        self._producer.flush(5)
+
+
+# A consumed record: metadata partition, assignment generation, offset, event
+# (None when the value could not be parsed; the offset still counts).
+Record = tuple[int, int, int, RemoteLogMetadata | None]
+# The end of a partition was reached: partition, generation, end offset.
+EndOfPartition = tuple[int, int, int]
+Sink = Callable[[list[Record], list[EndOfPartition]], None]
+
+
+class MetadataConsumer:
+    """Kafka's ConsumerTask: a thread assigned to metadata partitions, no consumer group.
+
+    Records are parsed in this thread and handed to `sink` on the event loop,
+    at most two batches in flight. Each assignment carries a generation, so a
+    batch polled before a partition was re-assigned is recognisable and dropped.
+    End of partition (librdkafka's PARTITION_EOF, computed from the fetch
+    response, not from ListOffsets) tells the loop a partition is caught up.
+    """
+
+    def __init__(
+        self,
+        client_config: dict[str, Any],
+        *,
+        topic: str,
+        loop: asyncio.AbstractEventLoop,
+        sink: Sink,
+        fetch_wait_ms: int,
+    ) -> None:
+        self.topic = topic
+        self._loop = loop
+        self._sink = sink
+        self._config = {
+            **client_config,
+            # confluent-kafka insists on a group id; it is never joined or committed.
+            "group.id": f"remotelog-rlmm-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": fetch_wait_ms,
+        }
+        self._commands: list[tuple[str, int, int, int]] = []
+        self._generations: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(2)
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rlmm-consumer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def assign(self, partition: int, offset: int, generation: int) -> None:
+        with self._lock:
+            self._commands.append(("assign", partition, offset, generation))
+
+    def unassign(self, partition: int) -> None:
+        with self._lock:
+            self._commands.append(("unassign", partition, 0, 0))
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join()
+
+    def _apply_commands(self, consumer: Consumer) -> None:
+        with self._lock:
+            commands, self._commands = self._commands, []
+        for action, partition, offset, generation in commands:
+            tp = KafkaTopicPartition(self.topic, partition, offset)
+            if action == "assign":
+                if partition in self._generations:
+                    consumer.incremental_unassign([KafkaTopicPartition(self.topic, partition)])
+                consumer.incremental_assign([tp])
+                self._generations[partition] = generation
+            elif self._generations.pop(partition, None) is not None:
+                consumer.incremental_unassign([KafkaTopicPartition(self.topic, partition)])
+
+    def _run(self) -> None:
+        consumer = Consumer(self._config)
+        try:
+            while not self._closing.is_set():
+                self._apply_commands(consumer)
+                if not self._generations:
+                    time.sleep(0.01)
+                    continue
+                messages = consumer.consume(num_messages=1000, timeout=0.05)
+                records: list[Record] = []
+                ends: list[EndOfPartition] = []
+                for message in messages:
+                    partition, offset = message.partition(), message.offset()
+                    generation = self._generations.get(partition) if partition is not None else None
+                    if generation is None or partition is None or offset is None:
+                        continue
+                    error = message.error()
+                    if error is None:
+                        records.append((partition, generation, offset, _parse(message)))
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        ends.append((partition, generation, offset))
+                    else:
+                        log.warning("metadata consumer: %s", error.str())
+                if records or ends:
+                    self._deliver(records, ends)
+        finally:
+            consumer.close()
+
+    def _deliver(self, records: list[Record], ends: list[EndOfPartition]) -> None:
+        while not self._in_flight.acquire(timeout=0.1):
+            if self._closing.is_set():
+                return
+
+        def run() -> None:
+            try:
+                self._sink(records, ends)
+            finally:
+                self._in_flight.release()
+
+        try:
+            self._loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the loop is closed: shutting down
+            self._in_flight.release()
+
+
+def _parse(message: Any) -> RemoteLogMetadata | None:
+    value = message.value()
+    try:
+        return deserialize(value or b"")
+    except ValueError as exc:  # MetadataParseError, or a field out of range
+        log.error(
+            "skipping unreadable record at %s-%d offset %d: %s",
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            exc,
+        )
+        return None
