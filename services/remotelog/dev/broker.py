@@ -8,6 +8,7 @@ last batch's base offset + 1, so nothing here trusts the high watermark.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class BrokerError(RuntimeError):
@@ -108,7 +110,11 @@ class EmbeddedBroker:
         from confluent_kafka.admin import AdminClient
 
         deadline = time.monotonic() + timeout_s
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "logger": logging.getLogger(__name__),
+        }
+        admin = AdminClient(config)
         while time.monotonic() < deadline:
             assert self._process is not None
             if self._process.poll() is not None:

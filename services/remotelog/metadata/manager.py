@@ -102,6 +102,8 @@ class TopicBasedRemoteLogMetadataManager:
         self._registered: set[TopicIdPartition] = set()
         self._generations = itertools.count(1)
         self._events_since_snapshot = 0
+        # Records applied since start (a restart from a snapshot applies only the tail).
+        self.events_applied = 0
         self._snapshot_due = asyncio.Event()
         self._snapshot_task: asyncio.Task[None] | None = None
         self._producer: MetadataProducer | None = None
@@ -253,6 +255,7 @@ class TopicBasedRemoteLogMetadataManager:
 
     def _on_records(self, records: list[Record], ends: list[EndOfPartition]) -> None:
         touched: set[int] = set()
+        applied = 0
         for metadata_part, generation, offset, event in records:
             assigned = self._assigned.get(metadata_part)
             if assigned is None or assigned.generation != generation:
@@ -260,6 +263,7 @@ class TopicBasedRemoteLogMetadataManager:
             state = assigned.state
             if offset < state.next_offset:
                 continue
+            applied += 1
             if event is None:
                 state.next_offset = offset + 1
                 dropped: str | None = "unreadable record"
@@ -292,7 +296,8 @@ class TopicBasedRemoteLogMetadataManager:
             touched.add(metadata_part)
         for metadata_part in touched:
             self._release_waiters(self._assigned[metadata_part])
-        self._events_since_snapshot += len(records)
+        self.events_applied += applied
+        self._events_since_snapshot += applied
         if self._events_since_snapshot >= self.config.snapshot_interval_events:
             self._snapshot_due.set()
 

@@ -26,6 +26,8 @@ from remotelog.core.metadata_serde import deserialize
 from remotelog.core.model import RemoteLogMetadata
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines go through Python logging, not straight to stderr.
+_LIBRDKAFKA_LOG = logging.getLogger("remotelog.metadata.librdkafka")
 
 METADATA_TOPIC = "__remote_log_metadata"
 OFFSET_BEGINNING = -2  # librdkafka's logical offset
@@ -58,7 +60,8 @@ def ensure_metadata_topic(
     Retries every `retry_interval_ms` until `max_timeout_ms` (the broker may
     still be starting). Blocking: run it in a thread.
     """
-    admin = AdminClient(client_config)
+    admin_config: dict[str, Any] = {**client_config, "logger": _LIBRDKAFKA_LOG}
+    admin = AdminClient(admin_config)
     request = NewTopic(
         topic,
         num_partitions=partitions,
@@ -97,8 +100,25 @@ def ensure_metadata_topic(
     )
 
 
+# Errors after which this producer id can never write again: replace the producer.
+_PRODUCER_STATE_LOST = frozenset(
+    {
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+        KafkaError.UNKNOWN_PRODUCER_ID,
+        KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    }
+)
+
+
 class MetadataProducer:
-    """Kafka's ProducerManager: acks=all, idempotent, explicit partition, null key."""
+    """Kafka's ProducerManager: acks=all, idempotent, explicit partition, null key.
+
+    An idempotent producer fails for good ("fatal") when the broker no longer
+    knows its producer id, e.g. after a broker restart that lost producer
+    state (Tansu answers ProducerFenced). The producer is then replaced: the
+    new one has a new producer id, and metadata writes are idempotent anyway.
+    """
 
     def __init__(self, client_config: dict[str, Any], *, topic: str, timeout_ms: int) -> None:
         self.topic = topic
@@ -108,15 +128,31 @@ class MetadataProducer:
             "enable.idempotence": True,
             "linger.ms": 0,
             "message.timeout.ms": timeout_ms,
+            "logger": _LIBRDKAFKA_LOG,
+            "error_cb": self._on_error,
         }
+        self._fatal = threading.Event()
         self._producer = Producer(self._config)
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rlmm-producer", daemon=True)
         self._thread.start()
 
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal.set()
+
     def _poll(self) -> None:
         while not self._closing.is_set():
             self._producer.poll(0.05)
+
+    def _replace_if_failed(self) -> None:
+        if not self._fatal.is_set():
+            return
+        self._fatal.clear()
+        log.warning("the metadata producer's id is no longer valid; replacing the producer")
+        old, self._producer = self._producer, Producer(self._config)
+        # Fail what the old one still holds (their writers time out and retry).
+        threading.Thread(target=old.flush, args=(0,), daemon=True).start()
 
     async def publish(self, partition: int, value: bytes) -> int:
         """Returns the record's offset once the broker acknowledged it (acks=all)."""
@@ -134,29 +170,32 @@ class MetadataProducer:
                 future.set_result(offset)
 
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
-            if err is not None and err.fatal():
-                log.error("metadata producer hit a fatal error, recreating it: %s", err.str())
-                loop.call_soon_threadsafe(self._recreate)
+            if err is not None and (err.fatal() or err.code() in _PRODUCER_STATE_LOST):
+                self._fatal.set()
             loop.call_soon_threadsafe(settle, err, msg.offset())
 
-        try:
-            self._producer.produce(
-                self.topic, value=value, partition=partition, on_delivery=on_delivery
-            )
-        except (BufferError, KafkaException) as exc:
-            raise MetadataTopicUnavailableError(f"metadata record not queued: {exc}") from None
+        for attempt in range(2):
+            self._replace_if_failed()
+            try:
+                self._producer.produce(
+                    self.topic, value=value, partition=partition, on_delivery=on_delivery
+                )
+                break
+            except KafkaException as exc:
+                if attempt == 0 and exc.args[0].fatal():
+                    self._fatal.set()
+                    continue
+                raise MetadataTopicUnavailableError(f"metadata record not queued: {exc}") from None
+            except BufferError as exc:
+                raise MetadataTopicUnavailableError(f"metadata record not queued: {exc}") from None
         return await future
-
-    def _recreate(self) -> None:
-        # An idempotent producer whose broker lost its producer state fails
-        # fatally; a new producer (new producer id) continues.
-        old, self._producer = self._producer, Producer(self._config)
-        threading.Thread(target=old.flush, args=(0,), daemon=True).start()
 
     def close(self) -> None:
         self._closing.set()
         self._thread.join()
         self._producer.flush(5)
+        # librdkafka destroys the client (threads, sockets) with the last reference.
+        del self._producer
 
 
 # A consumed record: metadata partition, assignment generation, offset, event
@@ -198,6 +237,7 @@ class MetadataConsumer:
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": fetch_wait_ms,
+            "logger": _LIBRDKAFKA_LOG,
         }
         self._commands: list[tuple[str, int, int, int]] = []
         self._generations: dict[int, int] = {}

@@ -1,0 +1,102 @@
+"""A broker outage in the middle of writes: UNAVAILABLE within the bound, nothing lost or doubled.
+
+Tansu runs on its S3 storage engine against the test S3 server, so what it
+acknowledged before it stopped is still there after it starts again.
+"""
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from support.s3 import s3_client
+
+from remotelog.core.errors import MetadataTopicUnavailableError
+from remotelog.core.model import TopicIdPartition
+from remotelog.dev.broker import EmbeddedBroker
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+
+from .conftest import metadata_config
+from .scenarios import COPIED, Seg, metadata_of, update_of
+
+
+@pytest.fixture
+def durable_broker(tmp_path, s3_endpoint):
+    bucket = f"tansu-{uuid.uuid4().hex[:10]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    broker = EmbeddedBroker(
+        storage_engine=f"s3://{bucket}/",
+        s3_endpoint=s3_endpoint,
+        s3_access_key_id="test",
+        s3_secret_access_key="test",
+        log_path=tmp_path / "tansu.log",
+    )
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_path, durable_broker):
+    config = metadata_config(
+        tmp_path,
+        durable_broker.bootstrap_servers,
+        "outage",
+        **{"remote.log.metadata.consume.wait.ms": "1500"},
+    )
+    manager = TopicBasedRemoteLogMetadataManager(config)
+    await manager.start()
+    tip = TopicIdPartition(uuid.uuid4(), "durable", 0)
+    manager.on_partition_leadership_changes([tip], [])
+    try:
+        for _ in range(500):
+            if manager.is_ready(tip):
+                break
+            await asyncio.sleep(0.01)
+        acknowledged = []
+        for number in range(3):
+            metadata = metadata_of(tip, Seg(f"k{number}", number * 10, number * 10 + 9, {0: 0}))
+            await manager.add_remote_log_segment_metadata(metadata)
+            await manager.update_remote_log_segment_metadata(update_of(metadata, COPIED))
+            acknowledged.append(metadata)
+
+        durable_broker.stop()
+        during = metadata_of(tip, Seg("k3", 30, 39, {0: 0}))
+        started = time.monotonic()
+        with pytest.raises(MetadataTopicUnavailableError, match="did not confirm the write"):
+            await manager.add_remote_log_segment_metadata(during)
+        assert time.monotonic() - started < 1.5 + 1.0  # the bound, not a hang
+
+        durable_broker.start()
+        # The caller retries; the write is idempotent whether or not the first try landed.
+        for _ in range(100):
+            try:
+                await manager.add_remote_log_segment_metadata(during)
+                break
+            except MetadataTopicUnavailableError:
+                await asyncio.sleep(0.1)
+        await manager.update_remote_log_segment_metadata(update_of(during, COPIED))
+        acknowledged.append(during)
+
+        listed = manager.list_remote_log_segments(tip)
+        assert [m.remote_log_segment_id for m in listed] == [
+            m.remote_log_segment_id for m in acknowledged
+        ]
+        assert {m.state for m in listed} == {COPIED}
+    finally:
+        await manager.close()
+
+    # A fresh instance replaying the topic (no snapshot) finds the same: nothing
+    # acknowledged before the outage was lost by the broker's restart.
+    fresh = TopicBasedRemoteLogMetadataManager(
+        metadata_config(tmp_path, durable_broker.bootstrap_servers, "fresh")
+    )
+    await fresh.start()
+    try:
+        fresh.on_partition_leadership_changes([tip], [])
+        for _ in range(500):
+            if fresh.is_ready(tip):
+                break
+            await asyncio.sleep(0.01)
+        assert fresh.list_remote_log_segments(tip) == listed
+    finally:
+        await fresh.close()

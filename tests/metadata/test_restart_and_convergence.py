@@ -1,0 +1,194 @@
+"""Writers converge; a snapshot restart equals a full replay; bad snapshots are replayed."""
+
+import asyncio
+import random
+import uuid
+
+import pytest_asyncio
+from confluent_kafka.admin import AdminClient
+
+from remotelog.core.errors import InvalidStateTransitionError
+from remotelog.core.model import TopicIdPartition
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+
+from .conftest import metadata_config
+from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
+
+
+def partitions(count: int) -> list[TopicIdPartition]:
+    return [TopicIdPartition(uuid.uuid4(), "events", p) for p in range(count)]
+
+
+@pytest_asyncio.fixture
+async def started(tmp_path, broker):
+    """started(name, topic, **config) -> a running manager; all are closed after the test."""
+    running: list[TopicBasedRemoteLogMetadataManager] = []
+
+    async def start(name: str, topic: str, **extra: str) -> TopicBasedRemoteLogMetadataManager:
+        config = metadata_config(tmp_path, broker.bootstrap_servers, name, **extra)
+        manager = TopicBasedRemoteLogMetadataManager(config, topic=topic)
+        await manager.start()
+        running.append(manager)
+        return manager
+
+    yield start
+    for manager in running:
+        await manager.close()
+
+
+async def until_ready(manager, tips) -> None:
+    """Register `tips` and wait until they are ready (registration by a snapshot counts too)."""
+    manager.on_partition_leadership_changes(tips, [])
+    for _ in range(500):
+        if all(manager.is_ready(tip) for tip in manager.registered_partitions()):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("partitions never became ready")
+
+
+def answers(manager, tips) -> dict:
+    """Everything the manager says about `tips`: listings, lookups, highest offsets, sizes."""
+    result = {}
+    for tip in tips:
+        result[tip, "all"] = manager.list_remote_log_segments(tip)
+        for epoch in range(4):
+            result[tip, "list", epoch] = manager.list_remote_log_segments(tip, epoch)
+            result[tip, "highest", epoch] = manager.highest_offset_for_epoch(tip, epoch)
+            result[tip, "size", epoch] = manager.remote_log_size(tip, epoch)
+            for offset in range(0, 2000, 37):
+                result[tip, epoch, offset] = manager.remote_log_segment_metadata(tip, epoch, offset)
+    return result
+
+
+async def write_history(manager, tip, rng: random.Random, segments: int, salt: str) -> int:
+    """Copy `segments` segments across leader epochs, delete some; returns events written."""
+    events = 0
+    offset = 0
+    for number in range(segments):
+        epoch = number // 4
+        seg = Seg(f"{salt}{number}", offset, offset + rng.randint(5, 40), {epoch: offset})
+        metadata = metadata_of(tip, seg)
+        await manager.add_remote_log_segment_metadata(metadata)
+        await manager.update_remote_log_segment_metadata(update_of(metadata, COPIED))
+        events += 2
+        if rng.random() < 0.3:
+            await manager.update_remote_log_segment_metadata(update_of(metadata, DELETING))
+            events += 1
+            if rng.random() < 0.5:
+                await manager.update_remote_log_segment_metadata(update_of(metadata, DELETED))
+                events += 1
+        offset = seg.end + 1
+    return events
+
+
+def fresh_topic() -> str:
+    return f"__remote_log_metadata_{uuid.uuid4().hex[:8]}"
+
+
+async def test_two_instances_writing_interleaved_events_converge(started):
+    topic = fresh_topic()
+    first = await started("first", topic)
+    second = await started("second", topic)
+    tips = partitions(4)
+    await until_ready(first, tips)
+    await until_ready(second, tips)
+    # Each instance writes its own segments of every partition, concurrently.
+    await asyncio.gather(
+        *(write_history(first, tip, random.Random(n), 8, "a") for n, tip in enumerate(tips)),
+        *(write_history(second, tip, random.Random(-n), 8, "b") for n, tip in enumerate(tips)),
+    )
+    # A race on one segment: COPY_FINISHED from one, DELETE_STARTED from the other.
+    contested = metadata_of(tips[0], Seg("race", 5000, 5010, {9: 5000}))
+    await first.add_remote_log_segment_metadata(contested)
+    for _ in range(500):
+        if second.list_remote_log_segments(tips[0], 9):
+            break
+        await asyncio.sleep(0.01)
+    outcomes = await asyncio.gather(
+        first.update_remote_log_segment_metadata(update_of(contested, COPIED)),
+        second.update_remote_log_segment_metadata(update_of(contested, DELETING)),
+        return_exceptions=True,
+    )
+    # Either order is legal; if DELETE_STARTED won, the copy's event was dropped everywhere
+    # and its writer was told so.
+    assert outcomes[1] is None
+    assert outcomes[0] is None or isinstance(outcomes[0], InvalidStateTransitionError)
+    for _ in range(500):
+        if answers(first, tips) == answers(second, tips):
+            break
+        await asyncio.sleep(0.02)
+    final = answers(first, tips)
+    assert final == answers(second, tips)
+    assert first.list_remote_log_segments(tips[0], 9)[0].state is DELETING
+    assert second.list_remote_log_segments(tips[0], 9)[0].state is DELETING
+    assert sum(len(final[tip, "all"]) for tip in tips) > 40
+
+
+async def test_restart_from_snapshot_answers_like_a_full_replay(started):
+    topic = fresh_topic()
+    tips = partitions(3)
+    extra = {"remote.log.metadata.snapshot.interval.events": "40"}
+    writer = await started("restarting", topic, **extra)
+    await until_ready(writer, tips)
+    for number, tip in enumerate(tips):
+        await write_history(writer, tip, random.Random(number), 12, "s")
+    before = answers(writer, tips)
+    await writer.close()  # writes a final snapshot
+
+    # While it is down, another instance appends a tail.
+    other = await started("other", topic)
+    await until_ready(other, tips)
+    tail = await write_history(other, tips[1], random.Random(99), 3, "t")
+    await other.close()
+
+    restarted = await started("restarting", topic, **extra)
+    replayed = await started("replayed", topic)
+    assert restarted.snapshot_status == "loaded"
+    # The snapshot re-registered the partitions: they load without being asked.
+    assert restarted.registered_partitions() == frozenset(tips)
+    await until_ready(restarted, [])
+    await until_ready(replayed, tips)
+    assert restarted.events_applied == tail  # only the tail was consumed
+    assert replayed.events_applied > tail
+    after = answers(restarted, tips)
+    assert after == answers(replayed, tips)
+    assert after != before  # the tail is there
+    assert len(after[tips[1], "all"]) > len(before[tips[1], "all"])
+
+
+async def test_corrupt_snapshot_is_discarded_and_the_topic_replayed(started):
+    topic = fresh_topic()
+    tips = partitions(2)
+    writer = await started("corrupt", topic)
+    await until_ready(writer, tips)
+    for number, tip in enumerate(tips):
+        await write_history(writer, tip, random.Random(number), 6, "c")
+    expected = answers(writer, tips)
+    snapshot_path = await writer.write_snapshot()
+    await writer.close()
+    data = bytearray(snapshot_path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    snapshot_path.write_bytes(bytes(data))
+
+    restarted = await started("corrupt", topic)
+    assert restarted.snapshot_status == "discarded: CRC mismatch (corrupt)"
+    await until_ready(restarted, tips)
+    assert answers(restarted, tips) == expected
+
+
+async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, broker):
+    topic = fresh_topic()
+    tips = partitions(1)
+    writer = await started("recreated", topic)
+    await until_ready(writer, tips)
+    await write_history(writer, tips[0], random.Random(1), 4, "r")
+    old_topic_id = writer.topic.topic_id
+    await writer.close()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result()
+
+    restarted = await started("recreated", topic)
+    assert restarted.topic.topic_id != old_topic_id
+    assert restarted.snapshot_status.startswith("discarded: it is of topic id")
+    await until_ready(restarted, tips)
+    assert restarted.list_remote_log_segments(tips[0]) == []
