@@ -3,6 +3,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 S3_SERVER = Path(__file__).resolve().parent / "support" / "s3_server.py"
@@ -33,3 +39,15 @@ def s3_endpoint():
     yield f"http://127.0.0.1:{int(line.split()[1])}"
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def telemetry():
+    """In-memory SDK providers, installed once for the process (OpenTelemetry allows one)."""
+    reader = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    return reader, spans

@@ -1,19 +1,11 @@
 """`remotelog serve segment-store`: health, graceful stop; metrics and spans of the store."""
 
 import os
-import signal
 import subprocess
 import uuid
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.serving import serve_until_sigterm
 
 from remotelog.rpc.serve import serve_command
 
@@ -21,18 +13,6 @@ from .conftest import start_running
 from .segments import segment_metadata, synthetic_files
 
 SERVICE = "remotelog.api.segmentstore.v1.SegmentStoreService"
-
-
-@pytest.fixture(scope="session")
-def telemetry():
-    """In-memory SDK providers, installed once for the process (OpenTelemetry allows one)."""
-    reader = InMemoryMetricReader()
-    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    trace.set_tracer_provider(provider)
-    return reader, spans
 
 
 def counter(reader, name, topic):
@@ -80,24 +60,7 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
 def test_serve_reports_health_and_stops_on_sigterm(tmp_path):
     config = tmp_path / "store.properties"
     config.write_text(f"listen.address=127.0.0.1:0\nstorage.root={tmp_path / 'data'}\n")
-    process = subprocess.Popen(
-        serve_command("segment-store", config),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = process.stderr.readline()
-        assert "remotelog segment-store serving on 127.0.0.1:" in line, line
-        port = int(line.rsplit(":", 1)[1])
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            response = health.Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=5)
-            assert response.status == health_pb2.HealthCheckResponse.SERVING
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-        assert "shutting down" in process.stderr.read()
-    finally:
-        process.kill()
+    serve_until_sigterm("segment-store", config, SERVICE)
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import logging
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,17 @@ log = logging.getLogger(__name__)
 _meter = metrics.get_meter("remotelog.metadata")
 READ_LATENCY = _meter.create_histogram("RemoteLogMetadataReadLatencyMs", unit="ms")
 WRITE_LATENCY = _meter.create_histogram("RemoteLogMetadataWriteLatencyMs", unit="ms")
+_RUNNING: weakref.WeakSet[TopicBasedRemoteLogMetadataManager] = weakref.WeakSet()
+
+
+def _observe_count(options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(sum(manager.segment_count() for manager in list(_RUNNING)))]
+
+
+# Live segments materialised by the managers of this process.
+_meter.create_observable_gauge(
+    "RemoteLogMetadataCount", callbacks=[_observe_count], unit="{segment}"
+)
 
 
 @dataclass
@@ -139,14 +151,13 @@ class TopicBasedRemoteLogMetadataManager:
         for tip in registered:
             self._register(tip)
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
-        _meter.create_observable_gauge(
-            "RemoteLogMetadataCount", callbacks=[self._observe_count], unit="{segment}"
-        )
+        _RUNNING.add(self)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        _RUNNING.discard(self)
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -461,9 +472,6 @@ class TopicBasedRemoteLogMetadataManager:
 
     def segment_count(self) -> int:
         return sum(a.state.segment_count() for a in self._assigned.values())
-
-    def _observe_count(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(self.segment_count())]
 
     # -- snapshots ----------------------------------------------------------------------
 

@@ -282,7 +282,12 @@ class MetadataConsumer:
                 if not self._generations:
                     time.sleep(0.01)
                     continue
-                messages = consumer.consume(num_messages=1000, timeout=0.05)
+                # consume() would wait out its whole timeout for a full batch:
+                # wait for the first message only, then take what is already there.
+                first = consumer.poll(0.05)
+                if first is None:
+                    continue
+                messages = [first, *consumer.consume(num_messages=999, timeout=0)]
                 records: list[Record] = []
                 ends: list[EndOfPartition] = []
                 for message in messages:

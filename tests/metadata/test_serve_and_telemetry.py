@@ -1,0 +1,78 @@
+"""`remotelog serve metadata-manager`: health, graceful stop with a snapshot; metrics."""
+
+import subprocess
+import uuid
+
+from support.serving import serve_until_sigterm
+
+from remotelog.core.model import TopicIdPartition
+from remotelog.metadata import snapshot as snapshots
+from remotelog.rpc.serve import serve_command
+
+from .conftest import metadata_config, start_running
+from .scenarios import COPIED, Seg, metadata_of, update_of
+
+SERVICE = "remotelog.api.metadata.v1.RemoteLogMetadataService"
+
+
+def metric_points(reader, name):
+    data = reader.get_metrics_data()
+    points = []
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name.lower():  # the SDK lower-cases instrument names
+                    points.extend(metric.data.data_points)
+    return points
+
+
+async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_path, broker):
+    reader, _ = telemetry
+    running = await start_running(metadata_config(tmp_path, broker.bootstrap_servers))
+    try:
+        reads_before = sum(p.count for p in metric_points(reader, "RemoteLogMetadataReadLatencyMs"))
+        writes_before = sum(
+            p.count for p in metric_points(reader, "RemoteLogMetadataWriteLatencyMs")
+        )
+        tip = TopicIdPartition(uuid.uuid4(), "metered", 0)
+        for number in range(3):
+            metadata = metadata_of(tip, Seg(f"m{number}", number * 10, number * 10 + 9, {0: 0}))
+            await running.client.add_remote_log_segment_metadata(metadata)
+            await running.client.update_remote_log_segment_metadata(update_of(metadata, COPIED))
+        assert await running.client.highest_offset_for_epoch(tip, 0) == 29
+        [gauge] = metric_points(reader, "RemoteLogMetadataCount")
+        assert gauge.value == running.manager.segment_count()
+        assert gauge.value >= 3
+        reads = sum(p.count for p in metric_points(reader, "RemoteLogMetadataReadLatencyMs"))
+        writes = sum(p.count for p in metric_points(reader, "RemoteLogMetadataWriteLatencyMs"))
+        assert reads - reads_before == 1
+        assert writes - writes_before == 6
+    finally:
+        await running.stop()
+
+
+def test_serve_reports_health_and_writes_a_snapshot_on_sigterm(tmp_path, broker):
+    config = metadata_config(tmp_path, broker.bootstrap_servers, "served")
+    properties = tmp_path / "served.properties"
+    serve_until_sigterm("metadata-manager", properties, SERVICE)
+    loaded = snapshots.load(tmp_path / "served" / "snapshots")
+    assert loaded is not None
+    assert loaded.num_partitions == config.metadata_topic_num_partitions
+
+
+def test_serve_refuses_a_metadata_topic_with_another_partition_count(tmp_path, broker):
+    metadata_config(
+        tmp_path,
+        broker.bootstrap_servers,
+        "mismatch",
+        **{"remote.log.metadata.topic.num.partitions": "9"},
+    )
+    result = subprocess.run(
+        serve_command("metadata-manager", tmp_path / "mismatch.properties"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "remote.log.metadata.topic.num.partitions: is 9 but the existing topic" in result.stderr
+    assert "Traceback" not in result.stderr

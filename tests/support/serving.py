@@ -1,0 +1,30 @@
+"""`remotelog serve <service>` in a child process: health SERVING, then a clean SIGTERM stop."""
+
+import signal
+import subprocess
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from remotelog.rpc.serve import serve_command
+
+
+def serve_until_sigterm(service: str, config: Path, grpc_service: str) -> None:
+    """Start the service, check its health answers SERVING, SIGTERM it, expect exit 0."""
+    process = subprocess.Popen(serve_command(service, config), stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert f"remotelog {service} serving on 127.0.0.1:" in line, line
+        port = int(line.rsplit(":", 1)[1])
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            request = health_pb2.HealthCheckRequest(service=grpc_service)
+            response = health.Check(request, timeout=5)
+            assert response.status == health_pb2.HealthCheckResponse.SERVING
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert "shutting down" in process.stderr.read()
+    finally:
+        process.kill()
