@@ -3,12 +3,14 @@
 import asyncio
 import random
 import uuid
+from pathlib import Path
 
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
 
 from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.model import TopicIdPartition
+from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
 from .conftest import metadata_config
@@ -192,3 +194,43 @@ async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, b
     assert restarted.snapshot_status.startswith("discarded: it is of topic id")
     await until_ready(restarted, tips)
     assert restarted.list_remote_log_segments(tips[0]) == []
+
+
+async def snapshot_appears(manager) -> bool:
+    path = manager.config.snapshot_dir
+    for _ in range(300):
+        loaded = snapshots.load(Path(path))
+        if loaded is not None and loaded.states:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_snapshots_are_written_every_n_events_and_every_t_ms(started):
+    topic = fresh_topic()
+    by_count = await started(
+        "by-count",
+        topic,
+        **{
+            "remote.log.metadata.snapshot.interval.events": "4",
+            "remote.log.metadata.snapshot.interval.ms": "3600000",
+        },
+    )
+    by_time = await started(
+        "by-time",
+        topic,
+        **{
+            "remote.log.metadata.snapshot.interval.events": "1000000",
+            "remote.log.metadata.snapshot.interval.ms": "200",
+        },
+    )
+    tips = partitions(1)
+    await until_ready(by_count, tips)
+    await until_ready(by_time, tips)
+    assert snapshots.load(Path(by_count.config.snapshot_dir)) is None
+    await write_history(by_count, tips[0], random.Random(3), 2, "n")  # >= 4 events
+    # Neither manager was closed: the snapshots come from the schedule.
+    assert await snapshot_appears(by_count)
+    assert await snapshot_appears(by_time)
+    loaded = snapshots.load(Path(by_time.config.snapshot_dir))
+    assert loaded.registered == frozenset(tips)
