@@ -54,7 +54,7 @@ class Running:
 
     @property
     def manager(self):
-        return self.service.manager
+        return self.service.app
 
     async def stop(self):
         await self.client.close()

@@ -46,6 +46,10 @@ class Scenario:
     name: str
     steps: list[tuple] = field(default_factory=list)
 
+    @property
+    def expectations(self) -> int:
+        return sum(1 for step in self.steps if step[0] not in ("add", "update"))
+
 
 def add(seg: Seg, then: RemoteLogSegmentState | None = COPIED) -> list[tuple]:
     """Add a segment (COPY_SEGMENT_STARTED) and, by default, finish its copy."""
@@ -275,9 +279,13 @@ def name_of(metadata: RemoteLogSegmentMetadata | None) -> str | None:
     return (metadata.remote_log_segment_id.id.int >> 64).to_bytes(8, "big").rstrip(b"\0").decode()
 
 
-async def run(scenario: Scenario, tip: TopicIdPartition, target) -> None:
-    """Play `scenario` on `target` (async add/update/lookup/highest/list/size/txn) and check."""
+async def run(scenario: Scenario, tip: TopicIdPartition, target) -> int:
+    """Play `scenario` on `target` (async add/update/lookup/highest/list/size/txn) and check.
+
+    Returns how many expectations held (each is asserted as it comes).
+    """
     segments: dict[str, RemoteLogSegmentMetadata] = {}
+    held = 0
     for number, step in enumerate(scenario.steps):
         kind, *args = step
         where = f"{scenario.name}: step {number} {step!r}"
@@ -305,3 +313,5 @@ async def run(scenario: Scenario, tip: TopicIdPartition, target) -> None:
             assert name_of(await target.txn(tip, epoch, offset)) == expected, where
         else:
             raise AssertionError(f"unknown step {kind}")
+        held += kind not in ("add", "update")
+    return held

@@ -50,7 +50,7 @@ class StateTarget:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name[:40])
 async def test_scenario_on_the_cache(scenario: Scenario):
-    await run(scenario, TIP, StateTarget())
+    assert await run(scenario, TIP, StateTarget()) == scenario.expectations
 
 
 async def test_snapshot_round_trip_answers_like_the_original_after_every_scenario(tmp_path):

@@ -3,6 +3,7 @@
 import subprocess
 import uuid
 
+from grpc_health.v1 import health_pb2
 from support.serving import serve_until_sigterm
 
 from remotelog.core.model import TopicIdPartition
@@ -54,7 +55,10 @@ async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_p
 def test_serve_reports_health_and_writes_a_snapshot_on_sigterm(tmp_path, broker):
     config = metadata_config(tmp_path, broker.bootstrap_servers, "served")
     properties = tmp_path / "served.properties"
-    serve_until_sigterm("metadata-manager", properties, SERVICE)
+    status, code, printed = serve_until_sigterm("metadata-manager", properties, SERVICE)
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert code == 0
+    assert "shutting down" in printed
     loaded = snapshots.load(tmp_path / "served" / "snapshots")
     assert loaded is not None
     assert loaded.num_partitions == config.metadata_topic_num_partitions

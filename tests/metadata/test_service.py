@@ -67,7 +67,7 @@ class ClientTarget:
 async def test_scenario_through_the_service(metadata, scenario: Scenario):
     tip = new_partition()
     await metadata.client.on_partition_leadership_changes([tip])
-    await run(scenario, tip, ClientTarget(metadata.client))
+    assert await run(scenario, tip, ClientTarget(metadata.client)) == scenario.expectations
 
 
 async def test_writes_are_readable_at_once_and_metadata_round_trips(metadata):

@@ -58,7 +58,7 @@ async def test_object_layout_and_manifest(store):
     assert set(objects) == {f"{base}.log", f"{base}.indexes", f"{base}.rsm-manifest"}
     assert objects[f"{base}.log"] == 3000
     assert objects[f"{base}.indexes"] == 16 + 24 + 34 + 4 + len(b"0\n1\n0 0\n")
-    manifest = Manifest.from_json(await store.service.store.objects.get(f"{base}.rsm-manifest"), "")
+    manifest = Manifest.from_json(await store.service.app.objects.get(f"{base}.rsm-manifest"), "")
     assert manifest.metadata == metadata
     assert manifest.log_size == 3000
     assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION) == b"T" * 34

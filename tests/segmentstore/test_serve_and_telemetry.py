@@ -5,6 +5,7 @@ import subprocess
 import uuid
 
 import pytest
+from grpc_health.v1 import health_pb2
 from support.serving import serve_until_sigterm
 
 from remotelog.rpc.serve import serve_command
@@ -60,7 +61,10 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
 def test_serve_reports_health_and_stops_on_sigterm(tmp_path):
     config = tmp_path / "store.properties"
     config.write_text(f"listen.address=127.0.0.1:0\nstorage.root={tmp_path / 'data'}\n")
-    serve_until_sigterm("segment-store", config, SERVICE)
+    status, code, printed = serve_until_sigterm("segment-store", config, SERVICE)
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert code == 0
+    assert "shutting down" in printed
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,10 @@ the shutdown order (health NOT_SERVING -> drain -> stop) are the same for all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -16,6 +17,8 @@ from grpc_health.v1.health import aio as health_aio
 
 from remotelog.core.settings import ServerSettings
 from remotelog.rpc.errors import ErrorMappingInterceptor
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,6 +31,42 @@ class RunningServer:
         """Report NOT_SERVING so load balancers move away, then drain and stop."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+
+
+class RunningService(Generic[T]):
+    """A started service: its gRPC server and the core (`app`) it serves.
+
+    `stop` drains the server, then closes the core's backends.
+    """
+
+    def __init__(self, server: RunningServer, app: T, close: Callable[[], Awaitable[None]]):
+        self.server = server
+        self.app = app
+        self._close = close
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def stop(self, grace_s: float) -> None:
+        await self.server.stop(grace_s)
+        await self._close()
+
+
+async def start_service(
+    settings: ServerSettings,
+    app: T,
+    register: Callable[[grpc.aio.Server], None],
+    service_names: Sequence[str],
+    close: Callable[[], Awaitable[None]],
+) -> RunningService[T]:
+    """start_server for `app`; `close` runs after stop(), or at once if the server fails."""
+    try:
+        server = await start_server(settings, register, service_names)
+    except BaseException:
+        await close()
+        raise
+    return RunningService(server, app, close)
 
 
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:

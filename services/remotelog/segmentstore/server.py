@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.rpc.server import RunningServer, start_server
+from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.filesystem import FileSystemStore
@@ -46,23 +45,7 @@ async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
     )
 
 
-@dataclass
-class SegmentStoreService:
-    """A running segment store: its server and what to close after it."""
-
-    server: RunningServer
-    store: SegmentStore
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    async def stop(self, grace_s: float) -> None:
-        await self.server.stop(grace_s)
-        await self.store.objects.close()
-
-
-async def start_segment_store(config: SegmentStoreConfig) -> SegmentStoreService:
+async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
     validate_key_prefix(config.key_prefix)
     if config.storage_backend == "s3" and not config.s3_bucket_name:
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
@@ -76,13 +59,10 @@ async def start_segment_store(config: SegmentStoreConfig) -> SegmentStoreService
         ),
     )
     servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
-    try:
-        server = await start_server(
-            config,
-            lambda s: pb_grpc.add_SegmentStoreServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
-            [SERVICE_NAME],
-        )
-    except BaseException:
-        await backend.close()
-        raise
-    return SegmentStoreService(server, store)
+    return await start_service(
+        config,
+        store,
+        lambda s: pb_grpc.add_SegmentStoreServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        [SERVICE_NAME],
+        backend.close,
+    )
