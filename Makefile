@@ -24,7 +24,19 @@ $(BUF):
 	npm install --silent --no-save --no-package-lock --no-audit --no-fund \
 		--prefix .tools @bufbuild/buf@$(BUF_VERSION)
 
-setup: $(STAMP) $(BUF)
+# Debian packages the tests start as real servers; installed only if missing.
+SYSTEM_TOOLS := .tools/.system-packages
+
+$(SYSTEM_TOOLS):
+	@command -v redis-server >/dev/null || { \
+		echo "installing redis-server (Debian package)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y -q --no-install-recommends redis-server >/dev/null \
+		|| { $$SUDO apt-get update -q >/dev/null && \
+		     $$SUDO apt-get install -y -q --no-install-recommends redis-server >/dev/null; }; }
+	@mkdir -p .tools && touch $@
+
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -35,7 +47,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev
+	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev -p remotelog.coordination
 
 buf-check: setup
 	$(BUF) lint

@@ -1,0 +1,1 @@
+"""Coordination between service instances: leases with fencing tokens (Redis, or in-process)."""

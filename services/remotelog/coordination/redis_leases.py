@@ -1,0 +1,62 @@
+"""Leases in Redis: SET NX PX to take, Lua compare-and-extend to renew, compare-and-delete to free.
+
+The value of `lease:<name>` is `<owner> <fencing token>`; the token comes from
+INCR on `lease:<name>:fence` in the same script as the SET, so every grant of
+a name has a larger token than the one before, across all instances.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from remotelog.coordination.lease import Lease
+
+_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'NX', 'PX', ARGV[2])
+return token
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisLeases:
+    def __init__(self, url: str, *, prefix: str = "remotelog:lease:") -> None:
+        self._redis: Any = aioredis.from_url(url)
+        self._prefix = prefix
+        self._acquire = self._redis.register_script(_ACQUIRE)
+        self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
+
+    def _key(self, name: str) -> str:
+        return self._prefix + name
+
+    async def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
+        key = self._key(name)
+        token = int(await self._acquire(keys=[key, key + ":fence"], args=[owner, ttl_ms]))
+        return Lease(name, owner, token, ttl_ms) if token else None
+
+    async def renew(self, lease: Lease) -> bool:
+        value = f"{lease.owner} {lease.fencing_token}"
+        renewed = bool(await self._renew(keys=[self._key(lease.name)], args=[value, lease.ttl_ms]))
+        if not renewed:
+            lease.lost.set()
+        return renewed
+
+    async def release(self, lease: Lease) -> None:
+        value = f"{lease.owner} {lease.fencing_token}"
+        await self._release(keys=[self._key(lease.name)], args=[value])
+
+    async def close(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,108 @@
+"""Leases: one contract, run against the in-process implementation and a real redis-server."""
+
+import asyncio
+import shutil
+import subprocess
+import time
+
+import pytest
+import pytest_asyncio
+import redis
+
+from remotelog.coordination.lease import InProcessLeases, LeaseLostError, held
+from remotelog.coordination.redis_leases import RedisLeases
+from remotelog.dev.broker import free_port
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """redis-server (Debian's package, installed by `make setup`) on a free loopback port."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; `make setup` installs it")
+    port = free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory)],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.02)
+    yield f"redis://127.0.0.1:{port}/0"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest_asyncio.fixture(params=["in-process", "redis"])
+async def leases(request):
+    if request.param == "redis":
+        implementation = RedisLeases(request.getfixturevalue("redis_url"))
+    else:
+        implementation = InProcessLeases()
+    yield implementation
+    await implementation.close()
+
+
+def name(request) -> str:
+    return f"partition-{request.node.name}-{time.monotonic_ns()}"
+
+
+async def test_one_holder_at_a_time_and_tokens_grow(leases, request):
+    lease_name = name(request)
+    first = await leases.acquire(lease_name, "a", 5000)
+    assert first is not None
+    assert await leases.acquire(lease_name, "b", 5000) is None
+    await leases.release(first)
+    second = await leases.acquire(lease_name, "b", 5000)
+    assert second is not None
+    assert second.fencing_token > first.fencing_token
+
+
+async def test_an_expired_lease_is_taken_over_and_its_holder_learns_it(leases, request):
+    lease_name = name(request)
+    stale = await leases.acquire(lease_name, "paused", 150)
+    await asyncio.sleep(0.3)  # the holder stalls past its ttl
+    fresh = await leases.acquire(lease_name, "other", 5000)
+    assert fresh is not None
+    assert fresh.fencing_token > stale.fencing_token
+    assert await leases.renew(stale) is False
+    with pytest.raises(LeaseLostError, match="no longer held"):
+        stale.check()
+    # The stale holder's release does not free the new holder's lease.
+    await leases.release(stale)
+    assert await leases.acquire(lease_name, "third", 5000) is None
+    assert await leases.renew(fresh) is True
+    fresh.check()
+
+
+async def test_held_renews_while_the_body_runs_and_releases_after(leases, request):
+    lease_name = name(request)
+    async with held(leases, lease_name, "runner", 150) as lease:
+        assert lease is not None
+        for _ in range(6):  # 0.6 s: four times the ttl
+            await asyncio.sleep(0.1)
+            assert await leases.acquire(lease_name, "intruder", 5000) is None
+        lease.check()
+    taken = await leases.acquire(lease_name, "next", 5000)
+    assert taken is not None
+
+
+async def test_held_yields_none_when_another_holds_it(leases, request):
+    lease_name = name(request)
+    owner = await leases.acquire(lease_name, "owner", 5000)
+    async with held(leases, lease_name, "late", 5000) as lease:
+        assert lease is None
+    assert await leases.renew(owner) is True
+
+
+async def test_concurrent_acquirers_get_exactly_one_grant(leases, request):
+    lease_name = name(request)
+    grants = await asyncio.gather(
+        *(leases.acquire(lease_name, f"instance-{n}", 5000) for n in range(20))
+    )
+    assert sum(grant is not None for grant in grants) == 1
