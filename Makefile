@@ -47,7 +47,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev -p remotelog.coordination
+	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev -p remotelog.coordination -p remotelog.scheduler
 
 buf-check: setup
 	$(BUF) lint
