@@ -8,6 +8,7 @@ the client retries within the call's deadline; metadata writes are idempotent
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
@@ -72,15 +73,14 @@ class MetadataClient(ServiceClient):
         *,
         timeout_s: float | None = None,
     ) -> RemoteLogSegmentMetadata | None:
-        request = pb.GetRemoteLogSegmentMetadataRequest(
-            topic_id_partition=topic_id_partition_to_proto(partition),
-            leader_epoch=leader_epoch,
-            offset=offset,
+        return await self._segment_at(
+            self._stub.GetRemoteLogSegmentMetadata,
+            pb.GetRemoteLogSegmentMetadataRequest,
+            partition,
+            leader_epoch,
+            offset,
+            timeout_s,
         )
-        response = await self.call_unary(
-            self._stub.GetRemoteLogSegmentMetadata, request, timeout_s=timeout_s
-        )
-        return _optional_segment(response)
 
     async def highest_offset_for_epoch(
         self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
@@ -127,15 +127,34 @@ class MetadataClient(ServiceClient):
         *,
         timeout_s: float | None = None,
     ) -> RemoteLogSegmentMetadata | None:
-        request = pb.GetNextSegmentWithTxnIndexRequest(
+        return await self._segment_at(
+            self._stub.GetNextSegmentWithTxnIndex,
+            pb.GetNextSegmentWithTxnIndexRequest,
+            partition,
+            leader_epoch,
+            offset,
+            timeout_s,
+        )
+
+    async def _segment_at(
+        self,
+        method: Any,
+        request_type: Any,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        timeout_s: float | None,
+    ) -> RemoteLogSegmentMetadata | None:
+        """The (epoch, offset) lookups: a request of `request_type`, an optional segment back."""
+        request = request_type(
             topic_id_partition=topic_id_partition_to_proto(partition),
             leader_epoch=leader_epoch,
             offset=offset,
         )
-        response = await self.call_unary(
-            self._stub.GetNextSegmentWithTxnIndex, request, timeout_s=timeout_s
-        )
-        return _optional_segment(response)
+        response = await self.call_unary(method, request, timeout_s=timeout_s)
+        if not response.HasField("remote_log_segment_metadata"):
+            return None
+        return segment_metadata_from_proto(response.remote_log_segment_metadata)
 
     # -- partitions served ---------------------------------------------------------------
 
@@ -166,9 +185,3 @@ class MetadataClient(ServiceClient):
         request = pb.IsReadyRequest(topic_id_partition=topic_id_partition_to_proto(partition))
         response = await self.call_unary(self._stub.IsReady, request, timeout_s=timeout_s)
         return bool(response.ready)
-
-
-def _optional_segment(response: object) -> RemoteLogSegmentMetadata | None:
-    if not response.HasField("remote_log_segment_metadata"):  # type: ignore[attr-defined]
-        return None
-    return segment_metadata_from_proto(response.remote_log_segment_metadata)  # type: ignore[attr-defined]
