@@ -1,15 +1,18 @@
 """Typed async clients for the remotelog services."""
 
 from remotelog.client.base import ClientOptions, ServiceClient
+from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
 from remotelog.client.errors import from_rpc_error
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
 
 __all__ = [
     "ClientOptions",
+    "CopySchedulerClient",
     "IndexType",
     "LogSegmentData",
     "MetadataClient",
+    "PartitionAssignment",
     "SegmentStoreClient",
     "ServiceClient",
     "from_rpc_error",

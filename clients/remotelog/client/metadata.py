@@ -7,7 +7,7 @@ the client retries within the call's deadline; metadata writes are idempotent
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
@@ -99,7 +99,7 @@ class MetadataClient(ServiceClient):
         leader_epoch: int | None = None,
         *,
         timeout_s: float | None = None,
-    ) -> AsyncIterator[RemoteLogSegmentMetadata]:
+    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]:
         """Every segment (of one epoch, or all) ascending by start offset, streamed."""
         request = pb.ListRemoteLogSegmentsRequest(
             topic_id_partition=topic_id_partition_to_proto(partition), leader_epoch=leader_epoch

@@ -12,6 +12,7 @@ from remotelog.metadata.server import start_metadata_manager
 from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.server import start_copy_scheduler
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.server import start_segment_store
 
@@ -27,6 +28,7 @@ SERVICE_CONFIGS: dict[str, type] = {
 SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
     "segment-store": start_segment_store,
     "metadata-manager": start_metadata_manager,
+    "copy-scheduler": start_copy_scheduler,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import setting
 
 MIB = 1024 * 1024
@@ -100,3 +101,10 @@ class RetrySettings:
         min=0.0,
         max=1.0,
     )
+
+    def backoff(self) -> ExponentialBackoff:
+        return ExponentialBackoff(
+            initial_ms=self.retry_backoff_ms,
+            max_ms=self.retry_backoff_max_ms,
+            jitter=self.retry_jitter,
+        )

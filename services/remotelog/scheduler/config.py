@@ -64,3 +64,21 @@ class CopySchedulerConfig(
         "local.retention.bytes default; -2 = retention.bytes",
         min=-2,
     )
+    custom_metadata_max_bytes: int = setting(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        128,
+        "Largest custom metadata a copy may return; a larger one stops the partition's copying",
+        min=0,
+    )
+    dangling_segment_grace_ms: int = setting(
+        "remote.log.manager.dangling.segment.grace.ms",
+        300_000,
+        "Age after which a COPY/DELETE_SEGMENT_STARTED left by a crashed run is cleaned up",
+        min=0,
+    )
+    rpc_timeout_ms: int = setting(
+        "remote.log.manager.rpc.timeout.ms",
+        120_000,
+        "Deadline of each call to the segment store and the metadata manager",
+        min=1,
+    )

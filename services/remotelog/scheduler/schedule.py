@@ -28,6 +28,7 @@ class _Entry:
     failures: int = 0
     running: bool = False
     removed: bool = False
+    soon: bool = False
     generation: int = 0
 
 
@@ -56,6 +57,18 @@ class PartitionSchedule(Generic[K]):
             return
         entry = self._entries[key] = _Entry(self.clock())
         self._push(key, entry)
+
+    def run_soon(self, key: K) -> None:
+        """Run `key` at once (added if missing); if it is running, again right after."""
+        entry = self._entries.get(key)
+        if entry is None:
+            self.add(key)
+        elif entry.running:
+            entry.removed = False
+            entry.soon = True
+        else:
+            entry.next_run = self.clock()
+            self._push(key, entry)
 
     def remove(self, key: K) -> None:
         """Unschedule `key`; if it is running, it is dropped when its run ends."""
@@ -113,5 +126,7 @@ class PartitionSchedule(Generic[K]):
         else:
             delay = self.interval_s
             entry.failures = 0
+        if entry.soon:
+            delay, entry.soon = 0.0, False
         entry.next_run = self.clock() + delay
         self._push(key, entry)

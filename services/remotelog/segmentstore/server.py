@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.backend import ObjectStore
@@ -17,14 +16,6 @@ from remotelog.segmentstore.servicer import SegmentStoreServicer
 from remotelog.segmentstore.store import SegmentStore, StoreOptions
 
 SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
-
-
-def backoff_of(config: SegmentStoreConfig) -> ExponentialBackoff:
-    return ExponentialBackoff(
-        initial_ms=config.retry_backoff_ms,
-        max_ms=config.retry_backoff_max_ms,
-        jitter=config.retry_jitter,
-    )
 
 
 async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
@@ -40,7 +31,7 @@ async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
             secret_access_key=config.aws_secret_access_key or None,
             part_size=config.s3_multipart_part_size,
             concurrency=config.s3_upload_concurrency,
-            backoff=backoff_of(config),
+            backoff=config.backoff(),
         )
     )
 

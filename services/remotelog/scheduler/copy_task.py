@@ -1,0 +1,228 @@
+"""RemoteLogManager's RLMCopyTask: tier each rolled, stable segment above the highest tiered offset.
+
+Per segment, as Kafka does: a new segment id, COPY_SEGMENT_STARTED with the
+segment's leader epochs, the log with its indexes, producer snapshot and the
+leader-epoch checkpoint up to the segment's end, then COPY_SEGMENT_FINISHED
+with the store's custom metadata. A failed copy deletes what it wrote (as
+DELETE_SEGMENT_STARTED -> delete -> DELETE_SEGMENT_FINISHED) and leaves the
+segment for the next run. `guard()` is called before every metadata write:
+it raises when this instance lost the partition's lease or the broker no
+longer leads at the assigned epoch, so a stale copier writes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from remotelog.client.segment_store import LogSegmentData
+from remotelog.core.errors import CustomMetadataSizeLimitExceededError, RemoteLogError
+from remotelog.core.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.kafka.state_files import leader_epoch_checkpoint_text, producer_snapshot_bytes
+from remotelog.scheduler import metrics
+from remotelog.scheduler.epochs import end_offset_for, entries_in_range
+from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
+from remotelog.scheduler.partition import PartitionRuntime, TaskContext
+from remotelog.scheduler.remote_delete import delete_remote_segment
+
+log = logging.getLogger(__name__)
+
+Guard = Callable[[], None]
+
+
+async def find_highest_remote_offset(
+    ctx: TaskContext,
+    runtime: PartitionRuntime,
+    lineage: tuple[tuple[int, int], ...],
+    log_end: Callable[[], Awaitable[int]],
+) -> int:
+    """RemoteLogManager.findHighestRemoteOffset: newest epoch first, capped by each epoch's end."""
+    for epoch, _ in reversed(lineage):
+        highest = await ctx.metadata.highest_offset_for_epoch(
+            runtime.tip, epoch, timeout_s=ctx.timeout_s
+        )
+        if highest is None:
+            continue
+        end = end_offset_for(lineage, epoch, await log_end())
+        return end - 1 if end <= highest else highest
+    return -1
+
+
+async def ensure_log_start_offset(
+    ctx: TaskContext, runtime: PartitionRuntime, local: LocalLog
+) -> int:
+    """RemoteLogManager.findLogStartOffset, once per leadership: the first remote segment of
+    the oldest epoch of the lineage that has one, else the local log start offset."""
+    if runtime.log_start_offset is None:
+        found = local.local_log_start_offset
+        for epoch, _ in local.leader_epochs:
+            listing = ctx.metadata.list_remote_log_segments(
+                runtime.tip, epoch, timeout_s=ctx.timeout_s
+            )
+            async with contextlib.aclosing(listing):
+                first = await anext(aiter(listing), None)
+            if first is not None:
+                found = first.start_offset
+                break
+        runtime.log_start_offset = max(found, runtime.requested_log_start_offset)
+    return runtime.log_start_offset
+
+
+def _pending(local: LocalLog, runtime: PartitionRuntime) -> list[LocalSegment]:
+    start = max(runtime.highest_tiered_offset + 1, runtime.log_start_offset or 0)
+    return [s for s in local.rolled if s.end_offset >= start]
+
+
+async def run_copy(
+    ctx: TaskContext, runtime: PartitionRuntime, local: LocalLog, guard: Guard, token: int
+) -> None:
+    """One run of the copy task for a leader."""
+    end_state: tuple[int, int] | None = None
+
+    async def state() -> tuple[int, int]:
+        nonlocal end_state
+        if end_state is None:
+            end_state = await asyncio.to_thread(local.end_state)
+        return end_state
+
+    async def log_end() -> int:
+        return (await state())[0]
+
+    if runtime.copy_token is None or token != runtime.copy_token + 1:
+        # First run, or another instance held the lease since our last run.
+        runtime.highest_tiered_offset = await find_highest_remote_offset(
+            ctx, runtime, local.leader_epochs, log_end
+        )
+    runtime.copy_token = token
+    await ensure_log_start_offset(ctx, runtime, local)
+    if runtime.copy_disabled is not None:
+        runtime.update_lag(local)  # copying stopped for good; local retention still runs
+        return
+    try:
+        candidates = _pending(local, runtime)
+        if candidates:
+            _, stable = await state()
+            for segment in candidates:
+                if segment.next_offset is None or segment.next_offset > stable:
+                    break  # not all of it is stable (or replicated) yet
+                guard()
+                await ctx.quota.acquire(segment.size)
+                await copy_segment(ctx, runtime, local, segment, guard)
+    finally:
+        runtime.update_lag(local)
+
+
+async def copy_segment(
+    ctx: TaskContext,
+    runtime: PartitionRuntime,
+    local: LocalLog,
+    segment: LocalSegment,
+    guard: Guard,
+) -> None:
+    assert segment.next_offset is not None
+    epochs = entries_in_range(local.leader_epochs, segment.base_offset, segment.next_offset)
+    if not epochs:
+        raise RemoteLogError(
+            f"{segment.path('.log')}: no leader epoch covers offsets {segment.base_offset}.."
+            f"{segment.end_offset} in {local.directory / 'leader-epoch-checkpoint'}"
+        )
+    max_timestamp = await asyncio.to_thread(largest_timestamp, segment)
+    txn_index = segment.path(".txnindex")
+    has_txn_index = txn_index.exists() and txn_index.stat().st_size > 0
+    snapshot = local.producer_snapshot(segment.next_offset)
+    if snapshot is None:
+        log.warning("%s: no producer snapshot at %d", local.directory, segment.next_offset)
+    metadata = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(runtime.tip, uuid.uuid4()),
+        segment.base_offset,
+        segment.end_offset,
+        max_timestamp,
+        ctx.config.broker_id,
+        ctx.now_ms(),
+        segment.size,
+        tuple(epochs),
+        txn_index_empty=not has_txn_index,
+    )
+    checkpoint = leader_epoch_checkpoint_text(
+        entries_in_range(local.leader_epochs, -1, segment.next_offset)
+    )
+    data = LogSegmentData(
+        log_segment=segment.path(".log"),
+        offset_index=segment.path(".index"),
+        time_index=segment.path(".timeindex"),
+        producer_snapshot_index=snapshot or producer_snapshot_bytes([]),
+        leader_epoch_index=checkpoint.encode(),
+        transaction_index=txn_index if has_txn_index else None,
+    )
+    guard()
+    await ctx.metadata.add_remote_log_segment_metadata(metadata, timeout_s=ctx.timeout_s)
+    segment_id = metadata.remote_log_segment_id.id
+    runtime.segments_being_copied.add(segment_id)
+    metrics.COPY_REQUESTS.add(1, {"topic": runtime.tip.topic})
+    try:
+        custom = await ctx.store.copy_log_segment_data(metadata, data, timeout_s=ctx.timeout_s)
+        if custom is not None and len(custom) > ctx.config.custom_metadata_max_bytes:
+            error = CustomMetadataSizeLimitExceededError(
+                "custom_metadata",
+                f"the store returned {len(custom)} bytes of custom metadata for "
+                f"{metadata.remote_log_segment_id}, over remote.log.metadata.custom.metadata."
+                f"max.bytes={ctx.config.custom_metadata_max_bytes}: copying of {runtime.tip} stops",
+            )
+            runtime.copy_disabled = error
+            await _clean_up(ctx, runtime, replace(metadata, custom_metadata=custom), guard)
+            raise error
+        guard()
+    except asyncio.CancelledError:
+        await asyncio.shield(_remove_objects(ctx, metadata))
+        raise
+    except RemoteLogError as error:
+        metrics.COPY_ERRORS.add(1, {"topic": runtime.tip.topic})
+        if not isinstance(error, CustomMetadataSizeLimitExceededError):
+            await _clean_up(ctx, runtime, metadata, guard)
+        raise
+    finally:
+        runtime.segments_being_copied.discard(segment_id)
+    await ctx.metadata.update_remote_log_segment_metadata(
+        RemoteLogSegmentMetadataUpdate(
+            metadata.remote_log_segment_id,
+            ctx.now_ms(),
+            custom,
+            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+            ctx.config.broker_id,
+        ),
+        timeout_s=ctx.timeout_s,
+    )
+    metrics.COPY_BYTES.add(segment.size, {"topic": runtime.tip.topic})
+    runtime.highest_tiered_offset = segment.end_offset
+    log.info("copied %s as %s", segment.path(".log"), metadata.remote_log_segment_id)
+
+
+async def _clean_up(
+    ctx: TaskContext, runtime: PartitionRuntime, metadata: RemoteLogSegmentMetadata, guard: Guard
+) -> None:
+    """Delete a failed copy; if that fails too, expiration retries it as a dangling segment."""
+    try:
+        guard()
+        await delete_remote_segment(ctx, runtime, metadata)
+    except RemoteLogError as error:
+        log.info(
+            "clean-up of %s failed, left for expiration: %s", metadata.remote_log_segment_id, error
+        )
+        await _remove_objects(ctx, metadata)
+
+
+async def _remove_objects(ctx: TaskContext, metadata: RemoteLogSegmentMetadata) -> None:
+    """Best-effort delete of the objects alone (no metadata write allowed any more)."""
+    try:
+        await ctx.store.delete_log_segment_data(metadata, timeout_s=ctx.timeout_s)
+    except RemoteLogError as error:
+        log.info("could not delete the objects of %s: %s", metadata.remote_log_segment_id, error)

@@ -1,0 +1,200 @@
+"""A sidecar's view of one partition directory written by the broker beside it.
+
+The scheduler never writes a broker's files except to delete segments local
+retention allows. Each run takes a fresh, cheap look: the segment files and
+their sizes (a directory listing), the leader-epoch checkpoint, and the high
+watermark from the log dir's `replication-offset-checkpoint`. The last stable
+offset and a segment's largest timestamp need the records and are computed
+only when a run needs them, from batch headers only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from remotelog.kafka.partition_log import (
+    HW_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    read_hw_checkpoint,
+    segment_name,
+)
+from remotelog.kafka.records import BatchHeader, CorruptBatchError, iter_batches
+from remotelog.kafka.state_files import (
+    CorruptStateFileError,
+    parse_leader_epoch_checkpoint,
+    parse_producer_snapshot,
+)
+
+SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+
+
+@dataclass(frozen=True)
+class LocalSegment:
+    directory: Path
+    base_offset: int
+    size: int
+    # Base offset of the next segment; None for the active segment.
+    next_offset: int | None
+
+    def path(self, suffix: str) -> Path:
+        return self.directory / f"{segment_name(self.base_offset)}{suffix}"
+
+    @property
+    def end_offset(self) -> int:
+        """Last offset of a rolled segment (Kafka: next segment's base - 1)."""
+        if self.next_offset is None:
+            raise ValueError("the active segment has no end offset yet")
+        return self.next_offset - 1
+
+
+def _headers(path: Path) -> Iterator[BatchHeader]:
+    """Batch headers of a segment file; stops quietly at a torn tail (the broker may be writing)."""
+    with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                yield from iter_batches(view, source=str(path), verify_crc=False)
+            except CorruptBatchError:
+                return
+            finally:
+                view.release()
+
+
+def largest_timestamp(segment: LocalSegment) -> int:
+    """The segment's largest record timestamp (Kafka's LogSegment.largestTimestamp); -1 if empty."""
+    return max((h.max_timestamp for h in _headers(segment.path(".log"))), default=-1)
+
+
+@dataclass(frozen=True)
+class LocalLog:
+    directory: Path
+    segments: tuple[LocalSegment, ...]
+    leader_epochs: tuple[tuple[int, int], ...]
+    high_watermark: int | None
+
+    @classmethod
+    def scan(cls, directory: Path) -> LocalLog:
+        """The directory as it is now; a missing directory has no segments."""
+        bases: list[tuple[int, int]] = []
+        try:
+            entries = list(os.scandir(directory))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            stem, dot, suffix = entry.name.partition(".")
+            if suffix == "log" and dot and stem.isdigit() and len(stem) == 20:
+                try:
+                    bases.append((int(stem), entry.stat().st_size))
+                except FileNotFoundError:
+                    continue  # deleted between the listing and the stat
+        bases.sort()
+        segments = tuple(
+            LocalSegment(directory, base, size, bases[i + 1][0] if i + 1 < len(bases) else None)
+            for i, (base, size) in enumerate(bases)
+        )
+        epochs: list[tuple[int, int]] = []
+        checkpoint = directory / LEADER_EPOCH_CHECKPOINT
+        with contextlib.suppress(FileNotFoundError, CorruptStateFileError):
+            epochs = parse_leader_epoch_checkpoint(checkpoint.read_text(), str(checkpoint))
+        topic, _, partition = directory.name.rpartition("-")
+        high_watermark = None
+        if partition.isdigit():
+            try:
+                checkpoint_hw = read_hw_checkpoint(directory.parent / HW_CHECKPOINT)
+            except (OSError, ValueError):
+                checkpoint_hw = {}
+            high_watermark = checkpoint_hw.get((topic, int(partition)))
+        return cls(directory, segments, tuple(epochs), high_watermark)
+
+    @property
+    def active(self) -> LocalSegment | None:
+        return self.segments[-1] if self.segments else None
+
+    @property
+    def rolled(self) -> tuple[LocalSegment, ...]:
+        return self.segments[:-1]
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def size_above(self, offset: int) -> int:
+        """Bytes of segments holding offsets after `offset` (Kafka's onlyLocalLogSegmentsSize)."""
+        return sum(
+            s.size for s in self.segments if s.next_offset is None or s.next_offset - 1 > offset
+        )
+
+    def producer_snapshot(self, offset: int) -> Path | None:
+        """The producer snapshot taken when the segment ending at offset - 1 was rolled."""
+        path = self.directory / f"{segment_name(offset)}.snapshot"
+        return path if path.exists() else None
+
+    def end_state(self) -> tuple[int, int]:
+        """(log end offset, last stable offset), from batch headers.
+
+        Open transactions come from the newest producer snapshot at or below
+        the active segment's base plus the batches after it; the LSO is the
+        first offset of the oldest open transaction, capped by the high
+        watermark (the broker's checkpoint; the log end when there is none).
+        """
+        if not self.segments:
+            return 0, 0
+        snapshots = sorted(
+            int(p.stem)
+            for p in self.directory.glob("*.snapshot")
+            if p.stem.isdigit() and int(p.stem) <= self.segments[-1].base_offset
+        )
+        open_txns: dict[int, int] = {}
+        replay_from = self.segments[0].base_offset
+        for offset in reversed(snapshots):
+            path = self.directory / f"{segment_name(offset)}.snapshot"
+            try:
+                entries = parse_producer_snapshot(path.read_bytes(), str(path))
+            except (OSError, CorruptStateFileError):
+                continue
+            open_txns = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset >= 0
+            }
+            replay_from = offset
+            break
+        log_end = self.segments[-1].base_offset
+        for segment in self.segments:
+            if segment.next_offset is not None and segment.next_offset <= replay_from:
+                continue
+            for header in _headers(segment.path(".log")):
+                log_end = header.last_offset + 1
+                if header.base_offset < replay_from or header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    open_txns.pop(header.producer_id, None)
+                elif header.is_transactional:
+                    open_txns.setdefault(header.producer_id, header.base_offset)
+            if segment.next_offset is not None:
+                log_end = max(log_end, segment.next_offset)
+        high_watermark = log_end if self.high_watermark is None else self.high_watermark
+        stable = min(high_watermark, log_end)
+        if open_txns:
+            stable = min(stable, min(open_txns.values()))
+        return log_end, stable
+
+    def delete(self, segment: LocalSegment) -> None:
+        """Remove a rolled segment's files, the log first so readers stop seeing it at once."""
+        if segment.next_offset is None:
+            raise ValueError("the active segment is never deleted")
+        for suffix in SEGMENT_SUFFIXES:
+            segment.path(suffix).unlink(missing_ok=True)
+        snapshot = self.directory / f"{segment_name(segment.base_offset)}.snapshot"
+        snapshot.unlink(missing_ok=True)

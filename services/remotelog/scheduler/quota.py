@@ -1,0 +1,71 @@
+"""KIP-956's copy quota: `remote.log.manager.copy.max.bytes.per.second` over all partitions.
+
+Kafka's RLMQuotaManager measures a rate over `...copy.quota.window.num`
+samples of `...copy.quota.window.size.seconds` each; before a segment is
+copied, copiers wait while the measured rate is above the bound, then the
+segment's size is recorded. The first segment always goes, so a quota below
+one segment's size slows copying down without stopping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+
+
+class CopyQuota:
+    def __init__(
+        self,
+        bytes_per_second: float,
+        window_num: int,
+        window_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bound = bytes_per_second
+        self.window_num = window_num
+        self.window_seconds = window_seconds
+        self._clock = clock
+        self._samples: deque[tuple[float, int]] = deque()  # (window start, bytes)
+        self._lock = asyncio.Lock()
+        self.throttled_seconds = 0.0
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self.window_num * self.window_seconds
+        while self._samples and self._samples[0][0] + self.window_seconds <= horizon:
+            self._samples.popleft()
+
+    def record(self, size: int) -> None:
+        now = self._clock()
+        self._expire(now)
+        start = now - (now % self.window_seconds)
+        if self._samples and self._samples[-1][0] == start:
+            self._samples[-1] = (start, self._samples[-1][1] + size)
+        else:
+            self._samples.append((start, size))
+
+    def throttle_seconds(self) -> float:
+        """How long to wait before the measured rate is back under the bound (0 = go)."""
+        now = self._clock()
+        self._expire(now)
+        if not self._samples:
+            return 0.0
+        total = sum(size for _, size in self._samples)
+        # Kafka's elapsed time: the full windows kept, the current one partly.
+        elapsed = (
+            max(now - self._samples[0][0], (self.window_num - 1) * self.window_seconds)
+            or self.window_seconds
+        )
+        rate = total / elapsed
+        if rate <= self.bound:
+            return 0.0
+        return (rate - self.bound) / self.bound * elapsed
+
+    async def acquire(self, size: int) -> None:
+        """Wait until the quota allows a copy, then record `size` bytes for it."""
+        async with self._lock:
+            while (wait := self.throttle_seconds()) > 0:
+                self.throttled_seconds += wait
+                await asyncio.sleep(min(wait, self.window_seconds))
+            self.record(size)

@@ -1,0 +1,43 @@
+"""Assembly of the copy scheduler service from its config: clients, leases, scheduler, server."""
+
+from __future__ import annotations
+
+from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
+from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.coordination.lease import InProcessLeases, Leases
+from remotelog.coordination.redis_leases import RedisLeases
+from remotelog.rpc.server import RunningService, start_service
+from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.scheduler import CopyScheduler
+from remotelog.scheduler.servicer import CopySchedulerServicer
+
+SERVICE_NAME = "remotelog.api.scheduler.v1.CopySchedulerService"
+
+
+def open_leases(redis_url: str) -> Leases:
+    """Redis leases when `redis.url` is set (several instances), else in-process ones."""
+    return RedisLeases(redis_url) if redis_url else InProcessLeases()
+
+
+async def start_copy_scheduler(config: CopySchedulerConfig) -> RunningService[CopyScheduler]:
+    options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
+    store = SegmentStoreClient(config.segment_store_address, options=options)
+    metadata = MetadataClient(config.metadata_manager_address, options=options)
+    leases = open_leases(config.redis_url)
+    scheduler = CopyScheduler(config, store, metadata, leases)
+    await scheduler.start()
+
+    async def close() -> None:
+        await scheduler.close()
+        await leases.close()
+        await store.close()
+        await metadata.close()
+
+    servicer = CopySchedulerServicer(scheduler)
+    return await start_service(
+        config,
+        scheduler,
+        lambda s: pb_grpc.add_CopySchedulerServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        [SERVICE_NAME],
+        close,
+    )
