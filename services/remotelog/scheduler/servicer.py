@@ -93,9 +93,8 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
         error = view.last_error
         reason = error_pb2.ERROR_REASON_UNSPECIFIED
         if error is not None:
-            reason = error_pb2.ErrorReason(
-                error_pb2.ErrorReason.Value(f"ERROR_REASON_{error.reason}")
-            )
+            name = f"ERROR_REASON_{error.reason}"
+            reason = cast("error_pb2.ErrorReason", error_pb2.ErrorReason.Value(name))
         state = pb.PartitionState(
             topic_id_partition=topic_id_partition_to_proto(view.topic_id_partition),
             role=_ROLES[view.role],
