@@ -1,5 +1,8 @@
+import json
 import subprocess
 import sys
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from remotelog.dev.broker import EmbeddedBroker
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 S3_SERVER = Path(__file__).resolve().parent / "support" / "s3_server.py"
@@ -51,3 +56,26 @@ def telemetry():
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
     return reader, spans
+
+
+@pytest.fixture(scope="session")
+def s3_faults(s3_endpoint) -> Callable[..., None]:
+    """s3_faults(mode, count, method=None): the next `count` matching requests fail."""
+
+    def inject(mode: str | None, count: int = 1, method: str | None = None) -> None:
+        if mode is None:
+            request = urllib.request.Request(f"{s3_endpoint}/__faults__", method="DELETE")
+        else:
+            body = json.dumps({"mode": mode, "count": count, "method": method}).encode()
+            request = urllib.request.Request(f"{s3_endpoint}/__faults__", data=body, method="POST")
+        urllib.request.urlopen(request, timeout=5).read()
+
+    return inject
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """Tansu with its memory engine, on a free loopback port."""
+    log = tmp_path_factory.mktemp("tansu") / "broker.log"
+    with EmbeddedBroker(log_path=log) as running:
+        yield running

@@ -10,13 +10,13 @@ import uuid
 
 import pytest
 from support.s3 import s3_client
+from support.services import metadata_config
 
 from remotelog.core.errors import MetadataTopicUnavailableError
 from remotelog.core.model import TopicIdPartition
 from remotelog.dev.broker import EmbeddedBroker
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
-from .conftest import metadata_config
 from .scenarios import COPIED, Seg, metadata_of, update_of
 
 

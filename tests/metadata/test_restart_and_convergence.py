@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
+from support.services import metadata_config
 
 from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
-from .conftest import metadata_config
 from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
 
 

@@ -4,13 +4,13 @@ import subprocess
 import uuid
 
 from grpc_health.v1 import health_pb2
+from support.services import metadata_config, start_metadata
 from support.serving import serve_until_sigterm
 
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.rpc.serve import serve_command
 
-from .conftest import metadata_config, start_running
 from .scenarios import COPIED, Seg, metadata_of, update_of
 
 SERVICE = "remotelog.api.metadata.v1.RemoteLogMetadataService"
@@ -29,7 +29,7 @@ def metric_points(reader, name):
 
 async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_path, broker):
     reader, _ = telemetry
-    running = await start_running(metadata_config(tmp_path, broker.bootstrap_servers))
+    running = await start_metadata(metadata_config(tmp_path, broker.bootstrap_servers))
     try:
         reads_before = sum(p.count for p in metric_points(reader, "RemoteLogMetadataReadLatencyMs"))
         writes_before = sum(

@@ -223,9 +223,9 @@ async def test_stop_partitions_unassigns_and_a_later_read_reloads(metadata):
 
 
 async def test_wrong_partition_count_is_refused(tmp_path, broker):
-    from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+    from support.services import metadata_config
 
-    from .conftest import metadata_config
+    from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
     topic = f"__remote_log_metadata_{uuid.uuid4().hex[:8]}"
     first = TopicBasedRemoteLogMetadataManager(

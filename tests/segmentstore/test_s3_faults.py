@@ -8,11 +8,11 @@ import grpc
 import pytest
 import pytest_asyncio
 from support.s3 import s3_client
+from support.services import start_store
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import RetriableRemoteStorageError
 
-from .conftest import start_running
 from .segments import segment_metadata, synthetic_files
 
 MIB = 1024 * 1024
@@ -22,7 +22,7 @@ MIB = 1024 * 1024
 async def s3_store(tmp_path, s3_endpoint, s3_faults):
     bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
-    running = await start_running("s3", tmp_path, s3_endpoint, bucket)
+    running = await start_store("s3", tmp_path, s3_endpoint, bucket)
     yield running
     s3_faults(None)
     await running.client.close()

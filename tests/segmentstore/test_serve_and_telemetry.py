@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 from grpc_health.v1 import health_pb2
+from support.services import start_store
 from support.serving import serve_until_sigterm
 
 from remotelog.rpc.serve import serve_command
 
-from .conftest import start_running
 from .segments import segment_metadata, synthetic_files
 
 SERVICE = "remotelog.api.segmentstore.v1.SegmentStoreService"
@@ -31,7 +31,7 @@ def counter(reader, name, topic):
 
 async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_endpoint):
     reader, spans = telemetry
-    running = await start_running("filesystem", tmp_path, s3_endpoint, "unused")
+    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused")
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     try:
         metadata = segment_metadata(size=5000, topic=topic)

@@ -1,0 +1,129 @@
+"""Starting the services in tests: configs from properties, the service, a client."""
+
+from pathlib import Path
+
+from support.s3 import s3_client
+
+from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.config import load_config
+from remotelog.metadata.config import MetadataManagerConfig
+from remotelog.metadata.server import start_metadata_manager
+from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.server import start_segment_store
+
+# A small metadata topic keeps the broker's work (and the tests) light.
+PARTITIONS = 5
+
+
+def store_config(backend: str, tmp: Path, endpoint: str, bucket: str, **extra: str):
+    properties = {
+        "listen.address": "127.0.0.1:0",
+        "storage.backend": backend,
+        "storage.root": str(tmp / "segments"),
+        "storage.s3.bucket.name": bucket,
+        "storage.s3.endpoint.url": endpoint,
+        "storage.s3.path.style.access.enabled": "true",
+        "storage.aws.access.key.id": "test",
+        "storage.aws.secret.access.key": "test",
+        "storage.s3.multipart.upload.part.size": str(5 * 1024 * 1024),
+        "fetch.chunk.size": "65536",
+        "remote.log.manager.task.retry.backoff.ms": "20",
+        "remote.log.manager.task.retry.backoff.max.ms": "200",
+        **extra,
+    }
+    path = tmp / f"{backend}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    config, _ = load_config(SegmentStoreConfig, path, {})
+    return config
+
+
+class StoreRunning:
+    """A started segment store with a client, its config, and a way to list its objects."""
+
+    def __init__(self, backend, service, client, config, endpoint):
+        self.backend = backend
+        self.service = service
+        self.client = client
+        self.config = config
+        self.endpoint = endpoint
+
+    def objects(self, prefix: str = "") -> dict[str, int]:
+        if self.backend == "filesystem":
+            root = Path(self.config.storage_root)
+            return {
+                p.relative_to(root).as_posix(): p.stat().st_size
+                for p in root.rglob("*")
+                if p.is_file() and p.relative_to(root).as_posix().startswith(prefix)
+            }
+        listing = s3_client(self.endpoint).list_objects_v2(
+            Bucket=self.config.s3_bucket_name, Prefix=prefix
+        )
+        return {o["Key"]: o["Size"] for o in listing.get("Contents", [])}
+
+    def incomplete_uploads(self) -> int:
+        if self.backend == "filesystem":
+            root = Path(self.config.storage_root)
+            return len(list(root.rglob("*.tmp")))
+        uploads = s3_client(self.endpoint).list_multipart_uploads(Bucket=self.config.s3_bucket_name)
+        return len(uploads.get("Uploads", []))
+
+
+async def start_store(backend, tmp_path, s3_endpoint, bucket, **extra):
+    config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
+    service = await start_segment_store(config)
+    client = SegmentStoreClient(
+        f"127.0.0.1:{service.port}",
+        options=ClientOptions(
+            timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
+        ),
+    )
+    return StoreRunning(backend, service, client, config, s3_endpoint)
+
+
+def metadata_config(
+    tmp: Path, bootstrap: str, name: str = "metadata", **extra: str
+) -> MetadataManagerConfig:
+    properties = {
+        "listen.address": "127.0.0.1:0",
+        "bootstrap.servers": bootstrap,
+        "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
+        "remote.log.metadata.topic.replication.factor": "1",
+        "remote.log.metadata.consume.wait.ms": "10000",
+        "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
+        "remote.log.metadata.initialization.retry.max.timeout.ms": "20000",
+        "remote.log.metadata.snapshot.dir": str(tmp / name / "snapshots"),
+        **extra,
+    }
+    path = tmp / f"{name}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    config, _ = load_config(MetadataManagerConfig, path, {})
+    return config
+
+
+class MetadataRunning:
+    """A started metadata manager service with a client."""
+
+    def __init__(self, service, client, config):
+        self.service = service
+        self.client = client
+        self.config = config
+
+    @property
+    def manager(self):
+        return self.service.app
+
+    async def stop(self):
+        await self.client.close()
+        await self.service.stop(1.0)
+
+
+async def start_metadata(config: MetadataManagerConfig) -> MetadataRunning:
+    service = await start_metadata_manager(config)
+    client = MetadataClient(
+        f"127.0.0.1:{service.port}",
+        options=ClientOptions(
+            timeout_s=20, backoff=ExponentialBackoff(initial_ms=10, max_ms=100, jitter=0.2)
+        ),
+    )
+    return MetadataRunning(service, client, config)
