@@ -32,8 +32,8 @@ class CopyQuota:
         self.throttled_seconds = 0.0
 
     def _expire(self, now: float) -> None:
-        horizon = now - self.window_num * self.window_seconds
-        while self._samples and self._samples[0][0] + self.window_seconds <= horizon:
+        # Kafka's SampledStat.purgeObsoleteSamples: a sample older than all windows goes.
+        while self._samples and now - self._samples[0][0] >= self.window_num * self.window_seconds:
             self._samples.popleft()
 
     def record(self, size: int) -> None:
