@@ -1,11 +1,14 @@
 import json
+import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -13,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from remotelog.dev.broker import EmbeddedBroker
+from remotelog.dev.broker import EmbeddedBroker, free_port
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 S3_SERVER = Path(__file__).resolve().parent / "support" / "s3_server.py"
@@ -79,3 +82,27 @@ def broker(tmp_path_factory):
     log = tmp_path_factory.mktemp("tansu") / "broker.log"
     with EmbeddedBroker(log_path=log) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """redis-server (Debian's package, installed by `make setup`) on a free loopback port."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed; `make setup` installs it")
+    port = free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory)],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(200):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.02)
+    yield f"redis://127.0.0.1:{port}/0"
+    process.terminate()
+    process.wait(timeout=10)

@@ -1,41 +1,13 @@
 """Leases: one contract, run against the in-process implementation and a real redis-server."""
 
 import asyncio
-import shutil
-import subprocess
 import time
 
 import pytest
 import pytest_asyncio
-import redis
 
 from remotelog.coordination.lease import InProcessLeases, LeaseLostError, held
 from remotelog.coordination.redis_leases import RedisLeases
-from remotelog.dev.broker import free_port
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory):
-    """redis-server (Debian's package, installed by `make setup`) on a free loopback port."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed; `make setup` installs it")
-    port = free_port()
-    directory = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    yield f"redis://127.0.0.1:{port}/0"
-    process.terminate()
-    process.wait(timeout=10)
 
 
 @pytest_asyncio.fixture(params=["in-process", "redis"])

@@ -7,6 +7,7 @@ marks idempotent; every failure surfaces as a remotelog.core.errors exception.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -126,12 +127,28 @@ class ServiceClient:
     async def call_server_stream(
         self, method: Callable[..., Any], request: Any, *, timeout_s: float | None = None
     ) -> AsyncIterator[Any]:
-        """Iterate a server-streaming call; a failure mid-stream raises the typed error."""
-        call = method(request, timeout=timeout_s or self.options.timeout_s)
-        try:
-            async for response in call:
-                yield response
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        finally:
-            call.cancel()
+        """Iterate a server-streaming call; a failure mid-stream raises the typed error.
+
+        A retriable failure before the first response (METADATA_NOT_READY, an
+        unreachable server) is retried with backoff within the deadline: nothing
+        was delivered yet, so the stream simply starts over.
+        """
+        deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
+        attempts = 0
+        while True:
+            call = method(request, timeout=max(deadline - time.monotonic(), 0.001))
+            delivered = False
+            try:
+                async for response in call:
+                    delivered = True
+                    yield response
+                return
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                pause = self.options.backoff.backoff_ms(attempts) / 1000
+                if delivered or not _is_retriable(error) or time.monotonic() + pause >= deadline:
+                    raise error from exc
+            finally:
+                call.cancel()
+            attempts += 1
+            await asyncio.sleep(pause)

@@ -22,6 +22,7 @@ from pathlib import Path
 from remotelog.coordination.lease import Lease, LeaseLostError, Leases, held
 from remotelog.core.errors import (
     InvalidArgumentError,
+    MetadataNotReadyError,
     RemoteLogError,
     UnknownTopicOrPartitionError,
 )
@@ -333,14 +334,15 @@ class CopyScheduler:
         try:
             if runtime is not None:
                 await self._run_task(kind, runtime)
-                if runtime.copy_disabled is not None and kind is Kind.COPY:
-                    runtime.last_error = runtime.copy_disabled
-                else:
-                    runtime.last_error = None
+                # Copying stopped for good (custom metadata over the cap) stays the error.
+                runtime.last_error = runtime.copy_disabled
         except asyncio.CancelledError:
             raise
         except (StaleLeaderError, LeaseLostError) as error:
             log.info("%s run of %s stopped: %s", kind.value, tip, error)
+        except MetadataNotReadyError as error:
+            # The metadata manager is still loading the partition: try at the next interval.
+            log.info("%s run of %s waits: %s", kind.value, tip, error)
         except RemoteLogError as error:
             failed = True
             if runtime is not None:

@@ -1,0 +1,199 @@
+"""The copy task and local retention against real services (Kafka's tiered-storage integration
+tests, where they apply): offload, local deletion, reading everything back, restarts."""
+
+import pytest
+
+from remotelog.client import PartitionAssignment
+from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionError
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.scheduler.scheduler import Kind
+
+from .conftest import FINISHED, Broker, eventually, new_partition
+
+STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+
+
+async def state_of(running, tip):
+    return await running.client.partition_state(tip)
+
+
+async def test_offload_local_deletion_and_every_record_from_remote_after_a_restart(stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(4)  # tiering enabled on a partition that already has segments
+    scheduler = await stack.start_scheduler(**{"log.local.retention.ms": "1"})
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    async def offloaded():
+        state = await state_of(scheduler, tip)
+        return state.highest_tiered_offset == broker.rolled_end and state.copy_lag_segments == 0
+
+    await eventually(offloaded)
+    # Local retention freed every tiered segment; the active one stays.
+    await eventually(lambda: len(list(broker.directory.glob("*.log"))) == 1)
+    state = await state_of(scheduler, tip)
+    assert state.local_log_start_offset == broker.log.active_segment.base_offset
+    assert state.log_start_offset == 0
+    assert state.last_error_message == ""
+
+    segments = await stack.segments(tip)
+    assert [(s.start_offset, s.end_offset) for s in segments] == [
+        (0, 29),
+        (30, 59),
+        (60, 89),
+        (90, 119),
+    ]
+    assert all(s.state is FINISHED for s in segments)
+    assert segments[0].segment_leader_epochs == ((0, 0),)
+    assert segments[0].max_timestamp_ms > 0
+
+    # More data after tiering started; then every service restarts.
+    broker.segments(1)
+    await eventually(offloaded)
+    await stack.stop()
+    await stack.start_store()
+    await stack.start_metadata()
+    scheduler = await stack.start_scheduler(**{"log.local.retention.ms": "1"})
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+    await eventually(offloaded)
+
+    remote = await stack.remote_records(tip)
+    assert remote == {o: kv for o, kv in broker.records.items() if o <= broker.rolled_end}
+    # The restarted scheduler found the highest tiered offset and copied nothing twice.
+    segments = await stack.segments(tip)
+    assert len(segments) == 5
+    assert len({s.start_offset for s in segments}) == 5
+
+
+async def test_local_retention_ms_1_rolls_and_offloads_as_segments_age(fs_stack, tmp_path):
+    clock = Clock()
+    tip = new_partition("clicks")
+    broker = Broker(tmp_path / "broker-0", tip, clock=clock, segment_ms=1000)
+    scheduler = await fs_stack.start_scheduler(**{"log.local.retention.ms": "1"})
+    # The simulated clock is in 2023: unlimited retention keeps the remote copies.
+    await scheduler.client.on_partition_leadership_changes([broker.assignment(retention_ms=-1)])
+    for _ in range(4):
+        broker.produce(2)
+        clock.now += 2  # segment.ms passed: the next append rolls
+    broker.produce(1)
+    assert len(list(broker.directory.glob("*.log"))) == 5
+
+    await eventually(lambda: len(list(broker.directory.glob("*.log"))) == 1)
+    segments = await fs_stack.segments(tip)
+    assert [(s.start_offset, s.end_offset) for s in segments] == [
+        (0, 19),
+        (20, 39),
+        (40, 59),
+        (60, 79),
+    ]
+    remote = await fs_stack.remote_records(tip)
+    assert remote == {o: kv for o, kv in broker.records.items() if o < 80}
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_700_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+async def test_untiered_and_unstable_segments_stay_local(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(3)
+    broker.log.set_high_watermark(45)  # segment 30..59 is not fully replicated yet
+    scheduler = await fs_stack.start_scheduler(**{"log.local.retention.ms": "1"})
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    await eventually(lambda: _highest(scheduler, tip, 29))
+    state = await state_of(scheduler, tip)
+    assert state.copy_lag_segments == 2
+    assert state.local_log_start_offset == 30
+    assert sorted(p.name for p in broker.directory.glob("*.log")) == [
+        "00000000000000000030.log",
+        "00000000000000000060.log",
+        "00000000000000000090.log",
+    ]
+    broker.log.set_high_watermark(broker.log.log_end_offset)
+    await eventually(lambda: _highest(scheduler, tip, 89))
+
+
+async def _highest(scheduler, tip, offset):
+    return (await state_of(scheduler, tip)).highest_tiered_offset == offset
+
+
+async def test_list_offsets_answers_kafkas_tiered_sentinels(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(2)
+    broker.produce(1, epoch=3)
+    scheduler = await fs_stack.start_scheduler()
+    client = scheduler.client
+    await client.on_partition_leadership_changes([broker.assignment(epoch=3)])
+    await eventually(lambda: _highest(scheduler, tip, 59))
+
+    assert await client.list_offsets(tip, -4) == (0, 0)  # nothing deleted locally
+    assert await client.list_offsets(tip, -5) == (59, 0)
+    assert await client.list_offsets(tip, -6) == (60, 3)
+    with pytest.raises(Exception, match="timestamp"):
+        await client.list_offsets(tip, -1)
+
+
+async def test_custom_metadata_over_the_cap_deletes_the_copy_and_stops_copying(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(2)
+    scheduler = await fs_stack.start_scheduler(
+        **{"remote.log.metadata.custom.metadata.max.bytes": "1"}
+    )
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    async def stopped():
+        state = await state_of(scheduler, tip)
+        return state.last_error_message and state
+
+    state = await eventually(stopped)
+    assert "custom metadata" in state.last_error_message
+    assert state.highest_tiered_offset == -1
+    segments = await fs_stack.segments(tip)
+    assert segments == []  # DELETE_SEGMENT_FINISHED: forgotten, as Kafka does
+    assert fs_stack.store.objects() == {}
+    assert len(list(broker.directory.glob("*.log"))) == 3  # nothing deleted locally
+
+
+async def test_a_stale_leader_copies_nothing(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(2, epoch=0)
+    broker.produce(1, epoch=4)  # another broker led at epoch 4 since
+    scheduler = await fs_stack.start_scheduler()
+    await scheduler.client.on_partition_leadership_changes([broker.assignment(epoch=2)])
+    await eventually(lambda: scheduler.scheduler.runs[Kind.COPY] >= 3)
+    assert await fs_stack.segments(tip) == []
+    assert (await state_of(scheduler, tip)).highest_tiered_offset == -1
+
+
+async def test_bad_assignments_are_refused_naming_the_field(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    scheduler = await fs_stack.start_scheduler()
+    client = scheduler.client
+    cases = [
+        (PartitionAssignment(tip, tmp_path / "missing", 0), "leaders[0].log_dir"),
+        (PartitionAssignment(tip, broker.directory, -1), "leaders[0].leader_epoch"),
+        (
+            PartitionAssignment(new_partition(), broker.directory, 0),
+            "leaders[0].topic_id_partition.topic_id",
+        ),
+        (PartitionAssignment(tip, broker.directory, 0, retention_ms=-5), "retention_ms"),
+    ]
+    for assignment, field in cases:
+        with pytest.raises(InvalidArgumentError) as caught:
+            await client.on_partition_leadership_changes([assignment])
+        assert field in str(caught.value)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await client.partition_state(tip)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await client.update_log_start_offset(tip, 5)
+    assert scheduler.scheduler.partitions == {}
