@@ -30,6 +30,7 @@ class _Entry:
     removed: bool = False
     soon: bool = False
     generation: int = 0
+    last_delay: float | None = None
 
 
 @dataclass
@@ -84,6 +85,11 @@ class PartitionSchedule(Generic[K]):
         entry = self._entries.get(key)
         return None if entry is None or entry.removed else entry.next_run
 
+    def last_delay(self, key: K) -> float | None:
+        """Seconds from the end of `key`'s last run to its next one (None before any run)."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.last_delay
+
     def failures(self, key: K) -> int:
         entry = self._entries.get(key)
         return 0 if entry is None else entry.failures
@@ -128,5 +134,6 @@ class PartitionSchedule(Generic[K]):
             entry.failures = 0
         if entry.soon:
             delay, entry.soon = 0.0, False
+        entry.last_delay = delay
         entry.next_run = self.clock() + delay
         self._push(key, entry)
