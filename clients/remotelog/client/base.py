@@ -33,6 +33,9 @@ class ClientOptions:
     backoff: ExponentialBackoff = field(
         default_factory=lambda: ExponentialBackoff(initial_ms=50, max_ms=2_000, jitter=0.2)
     )
+    # gRPC's own reconnect backoff grows to 120 s; a service a restart brought
+    # back should be found within seconds, so it is capped here.
+    reconnect_backoff_max_ms: int = 2_000
     tls_root_certs_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -46,6 +49,9 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
     channel_options = [
         ("grpc.max_send_message_length", options.max_message_bytes),
         ("grpc.max_receive_message_length", options.max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", min(100, options.reconnect_backoff_max_ms)),
+        ("grpc.min_reconnect_backoff_ms", min(100, options.reconnect_backoff_max_ms)),
+        ("grpc.max_reconnect_backoff_ms", options.reconnect_backoff_max_ms),
     ]
     if options.tls_root_certs_file or options.tls_cert_file:
         credentials = grpc.ssl_channel_credentials(
