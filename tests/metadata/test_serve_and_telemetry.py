@@ -6,6 +6,7 @@ import uuid
 from grpc_health.v1 import health_pb2
 from support.services import metadata_config, start_metadata
 from support.serving import serve_until_sigterm
+from support.telemetry import metric_points
 
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
@@ -14,17 +15,6 @@ from remotelog.rpc.serve import serve_command
 from .scenarios import COPIED, Seg, metadata_of, update_of
 
 SERVICE = "remotelog.api.metadata.v1.RemoteLogMetadataService"
-
-
-def metric_points(reader, name):
-    data = reader.get_metrics_data()
-    points = []
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name.lower():  # the SDK lower-cases instrument names
-                    points.extend(metric.data.data_points)
-    return points
 
 
 async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_path, broker):

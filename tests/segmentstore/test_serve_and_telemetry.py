@@ -8,25 +8,13 @@ import pytest
 from grpc_health.v1 import health_pb2
 from support.services import start_store
 from support.serving import serve_until_sigterm
+from support.telemetry import counter
 
 from remotelog.rpc.serve import serve_command
 
 from .segments import segment_metadata, synthetic_files
 
 SERVICE = "remotelog.api.segmentstore.v1.SegmentStoreService"
-
-
-def counter(reader, name, topic):
-    data = reader.get_metrics_data()
-    total = 0
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name.lower():  # the SDK lower-cases instrument names
-                    total += sum(
-                        p.value for p in metric.data.data_points if p.attributes["topic"] == topic
-                    )
-    return total
 
 
 async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_endpoint):

@@ -1,0 +1,57 @@
+"""`remotelog serve copy-scheduler` and the scheduler's metrics."""
+
+from grpc_health.v1 import health_pb2
+from support.serving import serve_until_sigterm
+from support.telemetry import counter, metric_points
+
+from .conftest import Broker, eventually, new_partition, scheduler_config
+
+SERVICE = "remotelog.api.scheduler.v1.CopySchedulerService"
+SCOPE = "remotelog.scheduler"
+
+
+async def test_metrics_report_copies_deletes_lag_and_idle_time(telemetry, fs_stack, tmp_path):
+    reader, _ = telemetry
+    tip = new_partition("metered")
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(3)
+    scheduler = await fs_stack.start_scheduler()
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    async def tiered():
+        return (await scheduler.client.partition_state(tip)).highest_tiered_offset == 89
+
+    await eventually(tiered)
+    sizes = sum(s.size for s in broker.log.segments)
+    assert counter(reader, "RemoteCopyBytesPerSec", "metered", SCOPE) == sizes
+    assert counter(reader, "RemoteCopyRequestsPerSec", "metered", SCOPE) == 3
+    await scheduler.client.update_log_start_offset(tip, 30)
+
+    async def deleted():
+        return counter(reader, "RemoteDeleteRequestsPerSec", "metered", SCOPE) == 1
+
+    await eventually(deleted)
+    lag = [
+        p
+        for p in metric_points(reader, "RemoteCopyLagSegments")
+        if p.attributes["topic"] == "metered"
+    ]
+    assert [p.value for p in lag] == [0]
+    size = [
+        p for p in metric_points(reader, "RemoteLogSizeBytes") if p.attributes["topic"] == "metered"
+    ]
+    assert len(size) == 1
+    [idle] = metric_points(reader, "RemoteLogManagerTasksAvgIdlePercent")
+    assert 0 <= idle.value <= 100
+
+
+def test_serve_reports_health_and_stops_on_sigterm(fs_stack, tmp_path):
+    scheduler_config(
+        tmp_path, fs_stack.store.service.port, fs_stack.metadata.service.port, "served"
+    )
+    status, code, printed = serve_until_sigterm(
+        "copy-scheduler", tmp_path / "served.properties", SERVICE
+    )
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert code == 0
+    assert "shutting down" in printed
