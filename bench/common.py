@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -51,3 +53,18 @@ def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
+    """Start a process; return it with the first output line containing `marker`.
+
+    The rest of its output is drained in a thread: a process blocked on a full
+    pipe would stall the benchmark.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if marker in line:
+            threading.Thread(target=process.stdout.read, daemon=True).start()
+            return process, line.strip()
+    raise RuntimeError(f"{command[0]} exited before printing {marker!r}")

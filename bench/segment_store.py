@@ -25,7 +25,7 @@ from pathlib import Path
 import aioboto3
 from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
-from common import Report
+from common import Report, start
 
 from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
@@ -36,16 +36,6 @@ MIB = 1024 * 1024
 PART = 8 * MIB
 CONCURRENCY = 4
 ROUNDS = 3
-
-
-def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
-    """Start a process and return it with the first line of its output containing `marker`."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if marker in line:
-            return process, line.strip()
-    raise RuntimeError(f"{command[0]} exited before printing {marker!r}")
 
 
 def metadata(size: int) -> RemoteLogSegmentMetadata:

@@ -1,0 +1,243 @@
+"""Copy scheduler: tiering throughput over 50 partitions, and CPU with 10,000 idle partitions.
+
+- Copy: 50 partitions with rolled segments in a broker log dir; the scheduler
+  (`remotelog serve copy-scheduler`, beside `segment-store` and
+  `metadata-manager`, each its own process, Tansu for the metadata topic) tiers
+  them all; MB/s of segment bytes from the leadership call until every
+  partition's highest tiered offset is its last rolled offset. Baseline in the
+  same run: aioboto3 uploading the same files (log and indexes) to the same
+  moto server, 10 at a time (the copier pool's size). Target (issue 6): >= 0.8x.
+- Idle: 10,000 partitions with nothing to copy; the scheduler's CPU seconds per
+  `remote.log.manager.task.interval.ms` once they are all registered.
+(Not bench/copy.py: that name would shadow the standard library `copy` module.)
+Run: .venv/bin/python bench/copy_scheduler.py [MiB per segment, default 4]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import aioboto3
+from aiobotocore.config import AioConfig
+from common import Report, start
+
+from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
+from remotelog.core.model import TopicIdPartition
+from remotelog.dev.broker import EmbeddedBroker
+from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.rpc.serve import serve_command
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1024 * 1024
+PARTITIONS = 50
+SEGMENTS = 2
+IDLE_PARTITIONS = int(os.environ.get("IDLE_PARTITIONS", "10000"))
+IDLE_INTERVAL_S = 10
+COPIERS = 10
+
+
+def serve(
+    service: str, path: Path, properties: dict[str, str]
+) -> tuple[subprocess.Popen[str], int]:
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    process, line = start(serve_command(service, path), "serving on")
+    return process, int(line.rsplit(":", 1)[1])
+
+
+def write_partitions(
+    log_dir: Path, count: int, segments: int, segment_bytes: int
+) -> list[PartitionLog]:
+    """`count` partitions of `segments` rolled segments of about `segment_bytes` each."""
+    logs = []
+    value = os.urandom(64 * 1024)
+    for number in range(count):
+        tip = TopicIdPartition(uuid.uuid4(), "bench", number)
+        log = PartitionLog.create(log_dir, tip.topic, tip.partition, tip.topic_id, LogConfig())
+        for _ in range(segments):
+            while log.active_segment.size < segment_bytes:
+                log.append([(None, value)] * 4, leader_epoch=0)
+            log.roll()
+        log.set_high_watermark(log.log_end_offset)
+        logs.append(log)
+    return logs
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def bare_upload(endpoint: str, bucket: str, logs: list[PartitionLog]) -> float:
+    files = [
+        s.path(suffix)
+        for log in logs
+        for s in log.segments[:-1]
+        for suffix in (".log", ".index", ".timeindex")
+    ]
+    session = aioboto3.Session(
+        aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    config = AioConfig(s3={"addressing_style": "path"}, max_pool_connections=COPIERS * 2)
+    async with session.client("s3", endpoint_url=endpoint, config=config) as s3:
+        await s3.create_bucket(Bucket=bucket)
+        queue: asyncio.Queue[Path] = asyncio.Queue()
+        for path in files:
+            queue.put_nowait(path)
+
+        async def worker() -> None:
+            while not queue.empty():
+                path = queue.get_nowait()
+                await s3.upload_file(str(path), bucket, f"bare/{path.parent.name}/{path.name}")
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(COPIERS)))
+        return time.perf_counter() - began
+
+
+async def tier(port: int, logs: list[PartitionLog], epoch: int = 0) -> float:
+    """Seconds from the leadership call until every partition's rolled segments are tiered."""
+    client = CopySchedulerClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=120))
+    try:
+        assignments = [
+            PartitionAssignment(
+                TopicIdPartition(log.topic_id, "bench", int(log.directory.name.rsplit("-", 1)[1])),
+                log.directory,
+                epoch,
+            )
+            for log in logs
+        ]
+        began = time.perf_counter()
+        await client.on_partition_leadership_changes(assignments)
+        pending = {a.topic_id_partition: a.log_dir for a in assignments}
+        ends = {
+            a.topic_id_partition: log.active_segment.base_offset - 1
+            for a, log in zip(assignments, logs, strict=True)
+        }
+        while pending:
+            for tip in list(pending):
+                state = await client.partition_state(tip)
+                if state.highest_tiered_offset == ends[tip]:
+                    del pending[tip]
+            if pending:
+                await asyncio.sleep(0.05)
+        return time.perf_counter() - began
+    finally:
+        await client.close()
+
+
+async def main() -> None:
+    segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 4 * MIB
+    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-copy-"))
+    report = Report("copy_scheduler")
+    processes: list[subprocess.Popen[str]] = []
+    moto, line = start([sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")], "PORT")
+    processes.append(moto)
+    endpoint = f"http://127.0.0.1:{line.split()[1]}"
+    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
+    try:
+        logs = write_partitions(work / "kafka-logs", PARTITIONS, SEGMENTS, segment_bytes)
+        total = sum(s.size for log in logs for s in log.segments[:-1])
+        t_bare = await bare_upload(endpoint, "bench-bare", logs)
+
+        bucket = "bench-tiered"
+        await asyncio.to_thread(
+            lambda: __import__("boto3")
+            .client(
+                "s3",
+                endpoint_url=endpoint,
+                region_name="us-east-1",
+                aws_access_key_id="test",
+                aws_secret_access_key="test",
+            )
+            .create_bucket(Bucket=bucket)
+        )
+        store, store_port = serve(
+            "segment-store",
+            work / "store.properties",
+            {
+                "listen.address": "127.0.0.1:0",
+                "storage.backend": "s3",
+                "storage.s3.bucket.name": bucket,
+                "storage.s3.endpoint.url": endpoint,
+                "storage.s3.path.style.access.enabled": "true",
+                "storage.aws.access.key.id": "test",
+                "storage.aws.secret.access.key": "test",
+            },
+        )
+        processes.append(store)
+        metadata, metadata_port = serve(
+            "metadata-manager",
+            work / "metadata.properties",
+            {
+                "listen.address": "127.0.0.1:0",
+                "bootstrap.servers": broker.bootstrap_servers,
+                "remote.log.metadata.topic.replication.factor": "1",
+                "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
+            },
+        )
+        processes.append(metadata)
+        scheduler_properties = {
+            "listen.address": "127.0.0.1:0",
+            "segment.store.address": f"127.0.0.1:{store_port}",
+            "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+            "remote.log.manager.task.interval.ms": "200",
+            "remote.log.manager.copier.thread.pool.size": str(COPIERS),
+            "log.local.retention.ms": "-1",
+            "log.retention.ms": "-1",
+        }
+        scheduler, port = serve(
+            "copy-scheduler", work / "scheduler.properties", scheduler_properties
+        )
+        processes.append(scheduler)
+        t_service = await tier(port, logs)
+        report.info(
+            "copy_mb_per_s",
+            service=round(total / 1e6 / t_service),
+            bare=round(total / 1e6 / t_bare),
+            partitions=PARTITIONS,
+            segment_mib=segment_bytes // MIB,
+        )
+        report.ratio("copy_50_partitions", round(t_bare / t_service, 2), 0.8)
+        scheduler.terminate()
+        scheduler.wait()
+        processes.remove(scheduler)
+
+        # Idle partitions: one small rolled-and-tiered-free segment each (nothing to copy).
+        idle_logs = write_partitions(work / "idle-logs", IDLE_PARTITIONS, 0, 0)
+        scheduler_properties["remote.log.manager.task.interval.ms"] = str(IDLE_INTERVAL_S * 1000)
+        scheduler, port = serve("copy-scheduler", work / "idle.properties", scheduler_properties)
+        processes.append(scheduler)
+        began = time.perf_counter()
+        await tier(port, idle_logs)  # registered, and each has run once
+        registration_s = time.perf_counter() - began
+        await asyncio.sleep(IDLE_INTERVAL_S)
+        cpu_before, wall_before = cpu_seconds(scheduler.pid), time.perf_counter()
+        await asyncio.sleep(3 * IDLE_INTERVAL_S)
+        cpu = cpu_seconds(scheduler.pid) - cpu_before
+        intervals = (time.perf_counter() - wall_before) / IDLE_INTERVAL_S
+        report.info(
+            "idle_10000_partitions",
+            cpu_s_per_interval=round(cpu / intervals, 2),
+            interval_s=IDLE_INTERVAL_S,
+            core_percent=round(100 * cpu / (intervals * IDLE_INTERVAL_S), 1),
+            registration_s=round(registration_s, 1),
+        )
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait()
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report.finish()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
