@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest_asyncio
 from support.s3 import s3_client
-from support.services import metadata_config, start_metadata, start_store
+from support.services import load_properties, metadata_config, start_metadata, start_store
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.config import load_config
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
@@ -39,9 +38,7 @@ def scheduler_config(tmp: Path, store_port: int, metadata_port: int, name: str, 
         **extra,
     }
     path = tmp / f"{name}.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-    config, _ = load_config(CopySchedulerConfig, path, {})
-    return config
+    return load_properties(CopySchedulerConfig, path, properties)
 
 
 class Broker:

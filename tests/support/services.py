@@ -16,6 +16,13 @@ from remotelog.segmentstore.server import start_segment_store
 PARTITIONS = 5
 
 
+def load_properties(config_class, path: Path, properties: dict[str, str]):
+    """Write `properties` as a .properties file at `path` and load a service config from it."""
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    config, _ = load_config(config_class, path, {})
+    return config
+
+
 def store_config(backend: str, tmp: Path, endpoint: str, bucket: str, **extra: str):
     properties = {
         "listen.address": "127.0.0.1:0",
@@ -33,9 +40,7 @@ def store_config(backend: str, tmp: Path, endpoint: str, bucket: str, **extra: s
         **extra,
     }
     path = tmp / f"{backend}.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-    config, _ = load_config(SegmentStoreConfig, path, {})
-    return config
+    return load_properties(SegmentStoreConfig, path, properties)
 
 
 class StoreRunning:
@@ -96,9 +101,7 @@ def metadata_config(
         **extra,
     }
     path = tmp / f"{name}.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-    config, _ = load_config(MetadataManagerConfig, path, {})
-    return config
+    return load_properties(MetadataManagerConfig, path, properties)
 
 
 class MetadataRunning:
