@@ -212,7 +212,7 @@ async def _clean_up(
     """Delete a failed copy; if that fails too, expiration retries it as a dangling segment."""
     try:
         guard()
-        await delete_remote_segment(ctx, runtime, metadata)
+        await delete_remote_segment(ctx, metadata)
     except RemoteLogError as error:
         log.info(
             "clean-up of %s failed, left for expiration: %s", metadata.remote_log_segment_id, error

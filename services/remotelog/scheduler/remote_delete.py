@@ -11,7 +11,7 @@ from remotelog.core.errors import RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.scheduler import metrics
-from remotelog.scheduler.partition import PartitionRuntime, TaskContext
+from remotelog.scheduler.partition import TaskContext
 
 
 async def _publish(
@@ -27,10 +27,8 @@ async def _publish(
     await ctx.metadata.update_remote_log_segment_metadata(update, timeout_s=ctx.timeout_s)
 
 
-async def delete_remote_segment(
-    ctx: TaskContext, runtime: PartitionRuntime, metadata: RemoteLogSegmentMetadata
-) -> None:
-    topic = {"topic": runtime.tip.topic}
+async def delete_remote_segment(ctx: TaskContext, metadata: RemoteLogSegmentMetadata) -> None:
+    topic = {"topic": metadata.topic_id_partition.topic}
     if metadata.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
         await _publish(ctx, metadata, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
     metrics.DELETE_REQUESTS.add(1, topic)

@@ -225,7 +225,7 @@ async def run_expiration(
     runtime.delete_lag_bytes = sum(s.segment_size_in_bytes for s in doomed)
     for segment in doomed:
         guard()
-        await delete_remote_segment(ctx, runtime, segment)
+        await delete_remote_segment(ctx, segment)
         runtime.delete_lag_segments -= 1
         runtime.delete_lag_bytes -= segment.segment_size_in_bytes
         runtime.remote_log_size_bytes -= segment.segment_size_in_bytes

@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from remotelog.coordination.lease import Lease, LeaseLostError, Leases, held
 from remotelog.core.errors import (
@@ -245,9 +244,8 @@ class CopyScheduler:
             async for s in self.metadata.list_remote_log_segments(tip, timeout_s=self.ctx.timeout_s)
             if s.state is not RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
         ]
-        runtime = PartitionRuntime(Assignment(tip, Path("/"), 0, Role.LEADER))
         for segment in segments:
-            await delete_remote_segment(self.ctx, runtime, segment)
+            await delete_remote_segment(self.ctx, segment)
 
     def _runtime(self, tip: TopicIdPartition) -> PartitionRuntime:
         runtime = self.partitions.get(tip)
