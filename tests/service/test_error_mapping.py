@@ -5,6 +5,8 @@ is built by remotelog.rpc.server (interceptor + health) on port 0 and called
 through remotelog.client's ServiceClient over a real channel.
 """
 
+import asyncio
+
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
@@ -29,13 +31,29 @@ ERRORS_BY_OFFSET = {
 }
 
 
+OUTAGE_THEN_HANG = 7
+
+
 class Servicer(mgrpc.RemoteLogMetadataServiceServicer):
+    """Answers by request: errors by offset, an outage followed by a hang, ..."""
+
     def __init__(self):
         self.is_ready_calls = 0
         self.update_calls = 0
+        self.outage_calls = 0
+
+    async def outage_then_hang(self):
+        # The first call fails as a store outage the server gave up on; the
+        # retry then hangs past the client's deadline.
+        self.outage_calls += 1
+        if self.outage_calls == 1:
+            raise errors.RetriableRemoteStorageError("S3 answered 503 until the deadline")
+        await asyncio.sleep(30)
 
     async def GetRemoteLogSegmentMetadata(self, request, context):
         convert.topic_id_partition_from_proto(request.topic_id_partition)
+        if request.offset == OUTAGE_THEN_HANG:
+            await self.outage_then_hang()
         if request.offset in ERRORS_BY_OFFSET:
             raise ERRORS_BY_OFFSET[request.offset]
         return mpb.GetRemoteLogSegmentMetadataResponse()
@@ -54,6 +72,8 @@ class Servicer(mgrpc.RemoteLogMetadataServiceServicer):
         return mpb.IsReadyResponse(ready=True)
 
     async def ListRemoteLogSegments(self, request, context):
+        if request.HasField("leader_epoch"):
+            await self.outage_then_hang()
         yield mpb.ListRemoteLogSegmentsResponse()
         raise errors.MetadataNotReadyError("partition moved while listing")
 
@@ -171,6 +191,26 @@ async def test_error_mid_stream_arrives_typed_after_the_first_batch(served):
     with pytest.raises(errors.MetadataNotReadyError, match="partition moved while listing"):
         await drain()
     assert len(received) == 1
+
+
+async def test_a_retry_cut_by_the_deadline_reports_the_error_that_caused_it(served):
+    servicer, client, stub, _ = served
+    client.options = client.options.__class__(
+        timeout_s=0.5, backoff=ExponentialBackoff(initial_ms=1, max_ms=5, jitter=0)
+    )
+    request = tip()
+    request.offset = OUTAGE_THEN_HANG
+    with pytest.raises(errors.RetriableRemoteStorageError, match="503 until the deadline"):
+        await client.call_unary(stub.GetRemoteLogSegmentMetadata, request)
+    assert servicer.outage_calls == 2
+
+    listing = mpb.ListRemoteLogSegmentsRequest(topic_id_partition=tip().topic_id_partition)
+    listing.leader_epoch = 0
+    servicer.outage_calls = 0
+    with pytest.raises(errors.RetriableRemoteStorageError, match="503 until the deadline"):
+        async for _ in client.call_server_stream(stub.ListRemoteLogSegments, listing):
+            pass
+    assert servicer.outage_calls == 2
 
 
 async def test_unreachable_service_is_a_retriable_unavailable():

@@ -18,7 +18,7 @@ import grpc
 
 from remotelog.client.errors import from_rpc_error
 from remotelog.core.backoff import ExponentialBackoff, retry_async
-from remotelog.core.errors import RemoteLogError
+from remotelog.core.errors import DeadlineExceededError, RemoteLogError
 
 R = TypeVar("R")
 _RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
@@ -65,6 +65,18 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
 
 def _is_retriable(exc: BaseException) -> bool:
     return isinstance(exc, RemoteLogError) and exc.code in _RETRIED_CODES
+
+
+def _most_telling(error: RemoteLogError, previous: RemoteLogError | None) -> RemoteLogError:
+    """The error to report when a call gives up.
+
+    A retry cut short by the deadline says only "deadline exceeded"; the error
+    that made us retry (an S3 outage the server already retried, say) is the
+    one the caller can act on, so it wins.
+    """
+    if previous is not None and isinstance(error, DeadlineExceededError):
+        return previous
+    return error
 
 
 class ServiceClient:
@@ -116,13 +128,16 @@ class ServiceClient:
     ) -> Any:
         """Like call_unary; `requests()` makes the request (or a new request stream) per try."""
         deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
+        previous: list[RemoteLogError] = []
 
         async def attempt() -> Any:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
                 return await method(requests(), timeout=remaining)
             except grpc.RpcError as exc:
-                raise from_rpc_error(exc) from exc
+                error = _most_telling(from_rpc_error(exc), previous[-1] if previous else None)
+                previous.append(error)
+                raise error from exc
 
         if not idempotent:
             return await attempt()
@@ -141,6 +156,7 @@ class ServiceClient:
         """
         deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
         attempts = 0
+        previous: RemoteLogError | None = None
         while True:
             call = method(request, timeout=max(deadline - time.monotonic(), 0.001))
             delivered = False
@@ -153,7 +169,8 @@ class ServiceClient:
                 error = from_rpc_error(exc)
                 pause = self.options.backoff.backoff_ms(attempts) / 1000
                 if delivered or not _is_retriable(error) or time.monotonic() + pause >= deadline:
-                    raise error from exc
+                    raise _most_telling(error, previous) from exc
+                previous = error
             finally:
                 call.cancel()
             attempts += 1
