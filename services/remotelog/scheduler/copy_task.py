@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from remotelog.client.segment_store import LogSegmentData
+from remotelog.core.epochs import end_offset_for, entries_in_range
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, RemoteLogError
 from remotelog.core.model import (
     RemoteLogSegmentId,
@@ -29,7 +30,6 @@ from remotelog.core.model import (
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.state_files import leader_epoch_checkpoint_text, producer_snapshot_bytes
 from remotelog.scheduler import metrics
-from remotelog.scheduler.epochs import end_offset_for, entries_in_range
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
 from remotelog.scheduler.partition import PartitionRuntime, TaskContext
 from remotelog.scheduler.remote_delete import delete_remote_segment

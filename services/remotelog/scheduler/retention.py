@@ -20,9 +20,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from remotelog.core.epochs import entries_in_range, filtered, within_lineage
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.scheduler.epochs import entries_in_range, filtered, within_lineage
 from remotelog.scheduler.local_log import LocalLog
 from remotelog.scheduler.partition import PartitionRuntime, Retention, TaskContext
 from remotelog.scheduler.remote_delete import delete_remote_segment

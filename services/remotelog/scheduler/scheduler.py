@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remotelog.coordination.lease import Lease, LeaseLostError, Leases, held
+from remotelog.core.epochs import epoch_for_offset
 from remotelog.core.errors import (
     InvalidArgumentError,
     MetadataNotReadyError,
@@ -40,7 +41,6 @@ from remotelog.scheduler.copy_task import (
     find_highest_remote_offset,
     run_copy,
 )
-from remotelog.scheduler.epochs import epoch_for_offset
 from remotelog.scheduler.local_log import LocalLog
 from remotelog.scheduler.partition import (
     Assignment,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from remotelog.scheduler.epochs import (
+from remotelog.core.epochs import (
     end_offset_for,
     entries_in_range,
     epoch_for_offset,

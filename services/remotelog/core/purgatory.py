@@ -1,0 +1,176 @@
+"""Kafka's DelayedOperation and DelayedOperationPurgatory, on asyncio and the timing wheel.
+
+An operation waits in the purgatory until it can complete (`try_complete`,
+called when something it waits for happened: `check_and_complete(key)`) or
+its delay passes; either way `on_complete` runs exactly once, and on expiry
+`on_expiration` runs after it (Kafka's order: DelayedRemoteFetch answers with
+what it has, then cancels the reads still running). All of it happens on the
+event loop's thread, so "exactly once" is a flag, not a lock.
+
+The reaper task is Kafka's ExpiredOperationReaper: it sleeps until the
+earliest bucket of the timing wheel expires (or an earlier one is added),
+advances the wheel and expires what is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Iterable
+
+from remotelog.core.timing_wheel import TimerTask, TimingWheelTimer
+
+log = logging.getLogger(__name__)
+
+
+class DelayedOperation(ABC):
+    """An operation that completes when `try_complete` says so or when `delay_ms` passes."""
+
+    def __init__(self, delay_ms: int) -> None:
+        self.delay_ms = delay_ms
+        self._completed = False
+        self._timer_task: TimerTask | None = None
+        self._watch_keys: tuple[Hashable, ...] = ()
+        self._purgatory: DelayedOperationPurgatory | None = None
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def force_complete(self) -> bool:
+        """Complete now; True only for the one call that actually completed it."""
+        if self._completed:
+            return False
+        self._completed = True
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+        if self._purgatory is not None:
+            self._purgatory._unwatch(self)
+        self.on_complete()
+        return True
+
+    def _expire(self) -> None:
+        if self.force_complete():
+            if self._purgatory is not None:
+                self._purgatory.expired += 1
+            self.on_expiration()
+
+    @abstractmethod
+    def try_complete(self) -> bool:
+        """Complete (via force_complete) if the operation can; True when it completed."""
+
+    @abstractmethod
+    def on_complete(self) -> None:
+        """The operation's result, exactly once, whether it completed or expired."""
+
+    def on_expiration(self) -> None:  # noqa: B027 - optional hook, as in Kafka
+        """After on_complete, only when the delay passed first."""
+
+
+class DelayedOperationPurgatory:
+    """Holds delayed operations by watch key and expires them on a timing wheel."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.name = name
+        self._clock = clock
+        self._timer = TimingWheelTimer(tick_ms, wheel_size, start_ms=self._now_ms())
+        self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
+        self._wakeup = asyncio.Event()
+        self._reaper: asyncio.Task[None] | None = None
+        self._sleeping_until: int | None = None
+        self.expired = 0
+
+    def _now_ms(self) -> int:
+        now = self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+        return int(now * 1000)
+
+    def start(self) -> None:
+        if self._reaper is None:
+            self._reaper = asyncio.create_task(self._reap(), name=f"{self.name}-reaper")
+
+    async def close(self) -> None:
+        """Stop the reaper; pending operations are completed as expired."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        for watched in list(self._watchers.values()):
+            for operation in list(watched.values()):
+                operation._expire()
+
+    @property
+    def delayed(self) -> int:
+        """Operations waiting for their delay (Kafka's NumDelayedOperations)."""
+        return len(self._timer)
+
+    @property
+    def watched(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
+
+    def try_complete_else_watch(
+        self, operation: DelayedOperation, keys: Iterable[Hashable]
+    ) -> bool:
+        """Complete at once if possible; otherwise watch it by `keys` and start its timer."""
+        if operation.try_complete():
+            return True
+        operation._purgatory = self
+        operation._watch_keys = tuple(keys)
+        for key in operation._watch_keys:
+            self._watchers.setdefault(key, {})[id(operation)] = operation
+        # Something may have finished between the first try and the watch.
+        if operation.try_complete():
+            return True
+        expiration = self._now_ms() + operation.delay_ms
+        operation._timer_task = self._timer.schedule(expiration, operation._expire)
+        if self._sleeping_until is None or expiration < self._sleeping_until:
+            self._wakeup.set()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try to complete every operation watched by `key`; how many completed."""
+        watched = self._watchers.get(key)
+        if not watched:
+            return 0
+        return sum(1 for op in list(watched.values()) if op.try_complete())
+
+    def _unwatch(self, operation: DelayedOperation) -> None:
+        for key in operation._watch_keys:
+            watched = self._watchers.get(key)
+            if watched is not None:
+                watched.pop(id(operation), None)
+                if not watched:
+                    del self._watchers[key]
+
+    def advance_clock(self) -> int:
+        """Expire what is due now; how many operations expired."""
+        expired = self._timer.advance(self._now_ms())
+        for task in expired:
+            try:
+                task.action()
+            except Exception:
+                log.exception("%s: an expired operation failed", self.name)
+        return len(expired)
+
+    async def _reap(self) -> None:
+        while True:
+            next_ms = self._timer.next_expiration_ms()
+            self._sleeping_until = next_ms
+            self._wakeup.clear()
+            if next_ms is None:
+                await self._wakeup.wait()
+            else:
+                delay_s = (next_ms - self._now_ms()) / 1000
+                if delay_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wakeup.wait(), delay_s)
+            self.advance_clock()
