@@ -65,7 +65,8 @@ def test_next_expiration_is_never_after_the_earliest_pending_task():
     while len(timer):
         pending = [t.expiration_ms for t in tasks if t._bucket is not None]
         next_ms = timer.next_expiration_ms()
-        assert next_ms is not None and next_ms <= min(pending)
+        assert next_ms is not None
+        assert next_ms <= min(pending)
         now = next_ms
         timer.advance(now)
     assert timer.next_expiration_ms() is None
@@ -150,9 +151,10 @@ async def test_purgatory_100k_operations_complete_or_expire_exactly_once():
     kinds = [kind for kind, _ in log]
     assert kinds.count("complete") == N
     assert kinds.count("expire") == N // 2
-    assert len({op_id for _, op_id in log if _ == "complete"}) == N
+    assert len({op_id for kind, op_id in log if kind == "complete"}) == N
     assert purgatory.expired == N // 2
-    assert purgatory.delayed == 0 and purgatory.watched == 0
+    assert purgatory.delayed == 0
+    assert purgatory.watched == 0
     await purgatory.close()
 
 
