@@ -63,13 +63,19 @@ def telemetry():
 
 @pytest.fixture(scope="session")
 def s3_faults(s3_endpoint) -> Callable[..., None]:
-    """s3_faults(mode, count, method=None): the next `count` matching requests fail."""
+    """s3_faults(mode, count, method=None, delay_ms=0): the next `count` matching requests fail.
 
-    def inject(mode: str | None, count: int = 1, method: str | None = None) -> None:
+    Mode "slow" answers them normally after `delay_ms` instead.
+    """
+
+    def inject(
+        mode: str | None, count: int = 1, method: str | None = None, delay_ms: int = 0
+    ) -> None:
         if mode is None:
             request = urllib.request.Request(f"{s3_endpoint}/__faults__", method="DELETE")
         else:
-            body = json.dumps({"mode": mode, "count": count, "method": method}).encode()
+            fault = {"mode": mode, "count": count, "method": method, "delay_ms": delay_ms}
+            body = json.dumps(fault).encode()
             request = urllib.request.Request(f"{s3_endpoint}/__faults__", data=body, method="POST")
         urllib.request.urlopen(request, timeout=5).read()
 

@@ -1,6 +1,5 @@
 """Copy scheduler fixtures: a simulated broker's log dir beside the three real services."""
 
-import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -161,20 +160,6 @@ class SchedulerRunning:
     async def stop(self):
         await self.client.close()
         await self.service.stop(1)
-
-
-async def eventually(check, timeout_s: float = 30, interval_s: float = 0.05):
-    """Poll an async or plain check until it returns a truthy value; that value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s: {check}")
-        await asyncio.sleep(interval_s)
 
 
 @pytest_asyncio.fixture(params=["filesystem", "s3"])

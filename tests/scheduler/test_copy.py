@@ -2,13 +2,14 @@
 tests, where they apply): offload, local deletion, reading everything back, restarts."""
 
 import pytest
+from support.waiting import eventually
 
 from remotelog.client import PartitionAssignment
 from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.scheduler.scheduler import Kind
 
-from .conftest import FINISHED, Broker, eventually, new_partition
+from .conftest import FINISHED, Broker, new_partition
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 

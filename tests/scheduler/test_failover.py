@@ -3,13 +3,15 @@
 import time
 import uuid
 
+from support.waiting import eventually
+
 from remotelog.client.segment_store import LogSegmentData
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, kafka_uuid_str
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.state_files import producer_snapshot_bytes
 from remotelog.scheduler.scheduler import Kind
 
-from .conftest import FINISHED, Broker, eventually, new_partition
+from .conftest import FINISHED, Broker, new_partition
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 

@@ -2,7 +2,9 @@
 
 import time
 
-from .conftest import Broker, eventually, new_partition
+from support.waiting import eventually
+
+from .conftest import Broker, new_partition
 
 DAY_MS = 86_400_000
 

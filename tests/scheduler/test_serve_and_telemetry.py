@@ -3,8 +3,9 @@
 from grpc_health.v1 import health_pb2
 from support.serving import serve_until_sigterm
 from support.telemetry import counter, metric_points
+from support.waiting import eventually
 
-from .conftest import Broker, eventually, new_partition, scheduler_config
+from .conftest import Broker, new_partition, scheduler_config
 
 SERVICE = "remotelog.api.scheduler.v1.CopySchedulerService"
 SCOPE = "remotelog.scheduler"

@@ -1,10 +1,11 @@
 """moto's S3 server with a fault-injection hook, on a free loopback port.
 
 Run as a script: prints `PORT <n>` once listening. POST /__faults__ with JSON
-{"mode": "503" | "500" | "drop" | "truncate", "count": N, "method": "GET"|"PUT"|...}
-makes the next N matching requests fail: a 503 SlowDown or 500 InternalError
-S3 error, a connection closed before any response, or a GET whose body is cut
-off halfway. DELETE /__faults__ clears pending faults; GET returns what is left.
+{"mode": "503" | "500" | "drop" | "truncate" | "slow", "count": N, "method": "GET"|"PUT"|...,
+"delay_ms": D} makes the next N matching requests fail: a 503 SlowDown or 500
+InternalError S3 error, a connection closed before any response, or a GET whose
+body is cut off halfway; "slow" answers them normally after D ms.
+DELETE /__faults__ clears pending faults; GET returns what is left.
 Used by the segment store's tests and benchmark as a real S3 endpoint.
 """
 
@@ -14,6 +15,7 @@ import contextlib
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 from moto.moto_server.werkzeug_app import (
@@ -35,20 +37,22 @@ class FaultInjector:
         self.lock = threading.Lock()
         self.faults: list[dict[str, Any]] = []
 
-    def _take(self, method: str) -> str | None:
+    def _take(self, method: str) -> dict[str, Any] | None:
         with self.lock:
             for fault in self.faults:
                 if fault.get("method") in (None, method) and fault["count"] > 0:
                     fault["count"] -= 1
-                    mode = str(fault["mode"])
                     self.faults = [f for f in self.faults if f["count"] > 0]
-                    return mode
+                    return fault
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if environ.get("PATH_INFO") == "/__faults__":
             return self._control(environ, start_response)
-        mode = self._take(environ["REQUEST_METHOD"])
+        fault = self._take(environ["REQUEST_METHOD"]) or {}
+        mode = fault.get("mode")
+        if mode == "slow":
+            time.sleep(int(fault.get("delay_ms", 1000)) / 1000)
         if mode in _ERRORS:
             _drain(environ)
             status, code, message = _ERRORS[mode]

@@ -4,15 +4,27 @@ from remotelog.client.base import ClientOptions, ServiceClient
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
 from remotelog.client.errors import from_rpc_error
 from remotelog.client.metadata import MetadataClient
+from remotelog.client.remote_fetch import (
+    FetchedPartition,
+    FetchPartition,
+    OffsetAndTimestamp,
+    RecordChunk,
+    RemoteFetchClient,
+)
 from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
 
 __all__ = [
     "ClientOptions",
     "CopySchedulerClient",
+    "FetchPartition",
+    "FetchedPartition",
     "IndexType",
     "LogSegmentData",
     "MetadataClient",
+    "OffsetAndTimestamp",
     "PartitionAssignment",
+    "RecordChunk",
+    "RemoteFetchClient",
     "SegmentStoreClient",
     "ServiceClient",
     "from_rpc_error",

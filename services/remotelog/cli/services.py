@@ -7,6 +7,7 @@ from typing import Any
 
 from remotelog.core.config import config_fields
 from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
 from remotelog.remover.config import PartitionRemoverConfig
@@ -29,6 +30,7 @@ SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
     "segment-store": start_segment_store,
     "metadata-manager": start_metadata_manager,
     "copy-scheduler": start_copy_scheduler,
+    "remote-fetch": start_remote_fetch,
 }
 
 

@@ -10,7 +10,7 @@ leadership change, and which remote segments belong to the current history
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 Lineage = Sequence[tuple[int, int]]
 
@@ -100,3 +100,23 @@ def within_lineage(
         elif higher(theirs_sorted, theirs, epoch) != higher(epochs, ours, epoch):
             return False
     return segment_end_offset < log_end_offset
+
+
+def lineage_of_segments(segments_epochs: Iterable[Lineage]) -> list[tuple[int, int]]:
+    """The lineage the remote tier implies: every epoch at its lowest start, then truncated.
+
+    Entries are assigned in epoch order as LeaderEpochFileCache.assign does:
+    a new epoch removes earlier entries that start at or after it, which is
+    what an unclean election did to the old leader's history.
+    """
+    starts: dict[int, int] = {}
+    for epochs in segments_epochs:
+        for epoch, start in epochs:
+            starts[epoch] = min(start, starts.get(epoch, start))
+    lineage: list[tuple[int, int]] = []
+    for epoch in sorted(starts):
+        start = starts[epoch]
+        while lineage and lineage[-1][1] >= start:
+            lineage.pop()
+        lineage.append((epoch, start))
+    return lineage

@@ -48,3 +48,37 @@ class RemoteFetchConfig(
     purgatory_wheel_size: int = setting(
         "remote.fetch.purgatory.wheel.size", 20, "Buckets per timing wheel", min=2
     )
+    max_partitions: int = setting(
+        "remote.fetch.max.partitions", 1000, "Partitions one Fetch may name", min=1
+    )
+    segment_metadata_cache_ms: int = setting(
+        "remote.fetch.segment.metadata.cache.ms",
+        5000,
+        "How long a partition's remote segment list is reused (a miss rebuilds it at once)",
+        min=0,
+    )
+    bulk_chunk_bytes: int = setting(
+        "remote.fetch.bulk.chunk.bytes",
+        4 * 1024 * 1024,
+        "Default size of the chunks ReadOffsetRange streams",
+        min=64 * 1024,
+    )
+    bulk_read_ahead_chunks: int = setting(
+        "remote.fetch.bulk.read.ahead.chunks",
+        4,
+        "Chunks ReadOffsetRange reads ahead of the one being sent",
+        min=1,
+        max=64,
+    )
+    index_cache_redis_ttl_ms: int = setting(
+        "remote.log.index.cache.redis.ttl.ms",
+        24 * 3600 * 1000,
+        "Lifetime of index files in the shared Redis level (used when redis.url is set)",
+        min=1000,
+    )
+    rpc_timeout_ms: int = setting(
+        "remote.fetch.rpc.timeout.ms",
+        30_000,
+        "Deadline of calls to the segment store and metadata manager without a caller deadline",
+        min=1,
+    )

@@ -12,6 +12,7 @@ hints, as in Kafka: the reader scans the log forward from the returned point.
 from __future__ import annotations
 
 import bisect
+import mmap
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -169,3 +170,41 @@ def transaction_index_bytes(entries: Sequence[AbortedTxn]) -> bytes:
         )
         for e in entries
     )
+
+
+def _floor_entry(
+    buffer: bytes | memoryview | mmap.mmap, entry: struct.Struct, key_at: int, target: int
+) -> int:
+    """Index of the last entry whose field at `key_at` is <= target, or -1; O(log n), no parse."""
+    low, high = 0, len(buffer) // entry.size - 1
+    found = -1
+    unpack = entry.unpack_from
+    while low <= high:
+        middle = (low + high) // 2
+        if unpack(buffer, middle * entry.size)[key_at] <= target:
+            found, low = middle, middle + 1
+        else:
+            high = middle - 1
+    return found
+
+
+def lookup_offset_in(
+    buffer: bytes | memoryview | mmap.mmap, base_offset: int, target_offset: int
+) -> OffsetPosition:
+    """OffsetIndex.lookup straight on a validated, trimmed `.index` buffer (e.g. an mmap)."""
+    found = _floor_entry(buffer, OFFSET_ENTRY, 0, target_offset - base_offset)
+    if found < 0:
+        return OffsetPosition(base_offset, 0)
+    relative, position = OFFSET_ENTRY.unpack_from(buffer, found * OFFSET_ENTRY.size)
+    return OffsetPosition(base_offset + relative, position)
+
+
+def lookup_timestamp_in(
+    buffer: bytes | memoryview | mmap.mmap, base_offset: int, target_timestamp: int
+) -> TimestampOffset:
+    """TimeIndex.lookup straight on a validated, trimmed `.timeindex` buffer."""
+    found = _floor_entry(buffer, TIME_ENTRY, 0, target_timestamp)
+    if found < 0:
+        return TimestampOffset(-1, base_offset)
+    timestamp, relative = TIME_ENTRY.unpack_from(buffer, found * TIME_ENTRY.size)
+    return TimestampOffset(timestamp, base_offset + relative)

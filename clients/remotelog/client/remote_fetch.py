@@ -1,0 +1,142 @@
+"""RemoteFetchClient: what a broker (or an analytics reader) calls to read tiered offsets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
+from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
+from remotelog.api.type.v1 import error_pb2
+from remotelog.client.base import ServiceClient
+from remotelog.core.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
+from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
+from remotelog.core.model import TopicIdPartition
+
+EARLIEST = -2
+LATEST_TIERED = -5
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    topic_id_partition: TopicIdPartition
+    fetch_offset: int
+    partition_max_bytes: int = 1024 * 1024
+    leader_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    """One partition's answer; `error` is set instead of raising, as in a Kafka fetch."""
+
+    topic_id_partition: TopicIdPartition
+    records: bytes = b""
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+    log_start_offset: int = -1
+    error: RemoteLogError | None = None
+
+
+@dataclass(frozen=True)
+class RecordChunk:
+    records: bytes
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True)
+class OffsetAndTimestamp:
+    offset: int
+    timestamp: int | None
+    leader_epoch: int | None
+
+
+def _error(result: pb.FetchPartitionResult) -> RemoteLogError | None:
+    if result.error_reason == error_pb2.ERROR_REASON_UNSPECIFIED:
+        return None
+    reason = error_pb2.ErrorReason.Name(result.error_reason).removeprefix("ERROR_REASON_")
+    return ERRORS_BY_REASON.get(reason, RemoteLogError).rebuild(result.error_message, {})
+
+
+class RemoteFetchClient(ServiceClient):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)
+
+    async def fetch(
+        self,
+        partitions: Sequence[FetchPartition],
+        *,
+        max_bytes: int = 50 * 1024 * 1024,
+        max_wait_ms: int = 0,
+        read_committed: bool = False,
+        min_one_message: bool = True,
+        timeout_s: float | None = None,
+    ) -> list[FetchedPartition]:
+        """Fetch many partitions at once; answers in request order."""
+        request = pb.FetchRequest(
+            partitions=[
+                pb.FetchPartition(
+                    topic_id_partition=topic_id_partition_to_proto(p.topic_id_partition),
+                    fetch_offset=p.fetch_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                    leader_epoch=p.leader_epoch,
+                )
+                for p in partitions
+            ],
+            isolation_level=(
+                pb.ISOLATION_LEVEL_READ_COMMITTED
+                if read_committed
+                else pb.ISOLATION_LEVEL_READ_UNCOMMITTED
+            ),
+            max_wait_ms=max_wait_ms,
+            max_bytes=max_bytes,
+            min_one_message=min_one_message,
+        )
+        response = await self.call_unary(self._stub.Fetch, request, timeout_s=timeout_s)
+        return [
+            FetchedPartition(
+                topic_id_partition_from_proto(r.topic_id_partition),
+                r.records,
+                [(a.producer_id, a.first_offset) for a in r.aborted_transactions],
+                r.log_start_offset,
+                _error(r),
+            )
+            for r in response.partitions
+        ]
+
+    async def read_offset_range(
+        self,
+        partition: TopicIdPartition,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        chunk_bytes: int = 0,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[RecordChunk]:
+        """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`."""
+        request = pb.ReadOffsetRangeRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition),
+            start_offset=start_offset,
+            end_offset=end_offset,
+            chunk_bytes=chunk_bytes,
+        )
+        async for response in self.call_server_stream(
+            self._stub.ReadOffsetRange, request, timeout_s=timeout_s
+        ):
+            yield RecordChunk(response.records, response.first_offset, response.last_offset)
+
+    async def list_offsets(
+        self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None
+    ) -> OffsetAndTimestamp | None:
+        """-2 earliest remote offset, -5 latest tiered, >= 0 first offset at or after a time."""
+        request = pb.ListOffsetsRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition), timestamp=timestamp
+        )
+        response = await self.call_unary(self._stub.ListOffsets, request, timeout_s=timeout_s)
+        if not response.HasField("offset"):
+            return None
+        return OffsetAndTimestamp(
+            response.offset,
+            response.timestamp if response.HasField("timestamp") else None,
+            response.leader_epoch if response.HasField("leader_epoch") else None,
+        )

@@ -1,0 +1,64 @@
+"""What the remote read path needs of the segment store and the metadata manager.
+
+SegmentStoreClient and MetadataClient implement these; the read path never
+imports gRPC, so it runs the same over the services or over in-process fakes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Protocol
+
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+
+
+class IndexType(enum.IntEnum):
+    """The segment store's IndexType values (remotelog.api.segmentstore.v1.IndexType)."""
+
+    OFFSET = 1
+    TIMESTAMP = 2
+    TRANSACTION = 4
+
+
+class SegmentReader(Protocol):
+    def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[bytes]: ...
+
+    async def fetch_index(
+        self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None
+    ) -> bytes: ...
+
+
+class SegmentLookup(Protocol):
+    async def remote_log_segment_metadata(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> RemoteLogSegmentMetadata | None: ...
+
+    def list_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]: ...
+
+    async def next_segment_with_txn_index(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> RemoteLogSegmentMetadata | None: ...

@@ -1,0 +1,256 @@
+"""RemoteLogReader's work for one partition: find the segment, look up the index, read batches.
+
+Kafka's RemoteLogManager.read, with two departures users asked for: the answer
+holds whole batches only (Kafka may end on a partial one), and a segment that
+holds nothing at or after the offset (compaction) continues into the next
+segment instead of answering empty. READ_COMMITTED collects aborted
+transactions from the transaction indexes of this and later segments, visiting
+only segments that have one (KIP-1058), until an entry's last stable offset
+passes the answer's end. Transient store errors are retried with backoff until
+the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+
+from remotelog.core.backoff import ExponentialBackoff, retry_async
+from remotelog.core.errors import (
+    OffsetOutOfRangeError,
+    RemoteLogError,
+    RemoteResourceNotFoundError,
+)
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.fetch.batches import BatchCutter, Batches
+from remotelog.fetch.index_cache import RemoteIndexCache
+from remotelog.fetch.ports import SegmentLookup, SegmentReader
+from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
+
+# Bytes read past the wanted size on the first ranged GET: the offset index
+# points up to `index.interval.bytes` (4 KiB by default) before the batch.
+INDEX_SLACK_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    partition: TopicIdPartition
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int | None = None
+    min_one_message: bool = False
+    read_committed: bool = False
+
+
+@dataclass(slots=True)
+class PartitionData:
+    records: bytes = b""
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)  # (pid, first)
+    log_start_offset: int = -1
+    last_offset: int = -1
+
+
+class Deadline:
+    def __init__(self, seconds: float | None) -> None:
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def remaining(self) -> float | None:
+        return None if self.at is None else max(self.at - time.monotonic(), 0.001)
+
+
+def _retriable(exc: BaseException) -> bool:
+    return isinstance(exc, RemoteLogError) and exc.retriable
+
+
+class RemoteLogReader:
+    def __init__(
+        self,
+        store: SegmentReader,
+        metadata: SegmentLookup,
+        index_cache: RemoteIndexCache,
+        views: RemoteTierViews,
+        backoff: ExponentialBackoff,
+    ) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.index_cache = index_cache
+        self.views = views
+        self.backoff = backoff
+
+    async def read(self, request: PartitionRead, deadline: Deadline) -> PartitionData:
+        """One partition's answer; transient failures retried until `deadline`."""
+
+        async def attempt() -> PartitionData:
+            return await self._read_once(request, deadline)
+
+        return await retry_async(
+            attempt, backoff=self.backoff, is_retriable=_retriable, deadline=deadline.at
+        )
+
+    # -- locating --------------------------------------------------------------------
+
+    async def locate(
+        self,
+        partition: TopicIdPartition,
+        offset: int,
+        deadline: Deadline,
+        leader_epoch: int | None = None,
+    ) -> tuple[RemoteTierView, RemoteLogSegmentMetadata]:
+        """The view and the segment to read `offset` from; a miss rebuilds the view once."""
+        view = await self.views.get(partition, timeout_s=deadline.remaining())
+        if leader_epoch is not None:
+            # The caller's epoch, as a broker passes its own cache's: Kafka's lookup.
+            found = await self.metadata.remote_log_segment_metadata(
+                partition, leader_epoch, offset, timeout_s=deadline.remaining()
+            )
+            if found is not None:
+                return view, found
+        segment = view.segment_for(offset)
+        if segment is None:
+            view = await self.views.get(partition, refresh=True, timeout_s=deadline.remaining())
+            segment = view.segment_for(offset)
+        if segment is None:
+            epoch = leader_epoch if leader_epoch is not None else view.epoch_for(offset)
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {offset} for leader epoch {epoch} and partition "
+                f"{partition} which does not exist in remote tier (remote offsets "
+                f"{view.earliest_offset}..{view.latest_offset})",
+                metadata={"partition": str(partition), "offset": str(offset)},
+            )
+        return view, segment
+
+    async def _read_once(self, request: PartitionRead, deadline: Deadline) -> PartitionData:
+        view, segment = await self.locate(
+            request.partition, request.fetch_offset, deadline, request.leader_epoch
+        )
+        try:
+            return await self._read_from(view, segment, request, deadline)
+        except RemoteResourceNotFoundError:
+            # Deleted since the view was built (retention): look again, once.
+            self.index_cache.remove(segment)
+            self.views.forget(request.partition)
+            view, segment = await self.locate(
+                request.partition, request.fetch_offset, deadline, request.leader_epoch
+            )
+            return await self._read_from(view, segment, request, deadline)
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def start_position(
+        self, segment: RemoteLogSegmentMetadata, offset: int, deadline: Deadline
+    ) -> int:
+        entry = await self.index_cache.entry(segment, timeout_s=deadline.remaining())
+        return entry.lookup_offset(max(offset, segment.start_offset)).position
+
+    async def segment_bytes(
+        self,
+        segment: RemoteLogSegmentMetadata,
+        position: int,
+        deadline: Deadline,
+        first_range_bytes: int | None = None,
+    ) -> AsyncGenerator[bytes, None]:
+        """The segment's bytes from `position`: a bounded first range, then on demand the rest."""
+        end = segment.segment_size_in_bytes
+        if first_range_bytes is not None and position + first_range_bytes < end:
+            bound = position + first_range_bytes
+            async for chunk in self.store.fetch_log_segment(
+                segment, position, bound - 1, timeout_s=deadline.remaining()
+            ):
+                yield chunk
+            position = bound
+        if position < end:
+            async for chunk in self.store.fetch_log_segment(
+                segment, position, None, timeout_s=deadline.remaining()
+            ):
+                yield chunk
+
+    async def _read_from(
+        self,
+        view: RemoteTierView,
+        segment: RemoteLogSegmentMetadata | None,
+        request: PartitionRead,
+        deadline: Deadline,
+    ) -> PartitionData:
+        result = PartitionData(log_start_offset=view.earliest_offset or 0)
+        while segment is not None:
+            batches, full = await self._read_segment(segment, request, deadline)
+            if batches is not None:
+                result.records = batches.data
+                result.last_offset = batches.last_offset
+                if request.read_committed:
+                    result.aborted_transactions = await self._aborted(
+                        view, segment, request.fetch_offset, batches.last_offset + 1, deadline
+                    )
+                return result
+            if full:
+                return result  # the first batch exceeds max bytes and min_one_message is off
+            segment = view.next_after(segment)
+        return result
+
+    async def _read_segment(
+        self, segment: RemoteLogSegmentMetadata, request: PartitionRead, deadline: Deadline
+    ) -> tuple[Batches | None, bool]:
+        """Whole batches of one segment from the fetch offset, and whether max bytes was hit.
+
+        (None, False): the segment holds nothing at or after the offset.
+        """
+        position = await self.start_position(segment, request.fetch_offset, deadline)
+        cutter = BatchCutter(
+            request.fetch_offset, f"remote segment {segment.remote_log_segment_id}"
+        )
+        stream = self.segment_bytes(
+            segment, position, deadline, request.max_bytes + INDEX_SLACK_BYTES
+        )
+        taken: list[Batches] = []
+        size = 0
+        full = False
+        try:
+            async for chunk in stream:
+                cutter.feed(chunk)
+                while (following := cutter.next_batch_size()) is not None:
+                    first = request.min_one_message and not taken
+                    if size + following > request.max_bytes and not first:
+                        full = True
+                        break
+                    if cutter.buffered < following:
+                        break  # the rest of this batch is in the next chunk
+                    batch = cutter.take(following, at_least_one=True)
+                    assert batch is not None
+                    taken.append(batch)
+                    size += len(batch.data)
+                if full or size >= request.max_bytes:
+                    full = True
+                    break
+        finally:
+            await stream.aclose()
+        if not taken:
+            return None, full
+        data = taken[0].data if len(taken) == 1 else b"".join(b.data for b in taken)
+        return Batches(data, taken[0].first_offset, taken[-1].last_offset), full
+
+    async def _aborted(
+        self,
+        view: RemoteTierView,
+        segment: RemoteLogSegmentMetadata,
+        fetch_offset: int,
+        upper_bound: int,
+        deadline: Deadline,
+    ) -> list[tuple[int, int]]:
+        """TransactionIndex.collectAbortedTxns over this and the later segments with a txn index."""
+        found: dict[tuple[int, int], None] = {}
+        current: RemoteLogSegmentMetadata | None = segment
+        while current is not None:
+            if not current.txn_index_empty:
+                entry = await self.index_cache.entry(current, timeout_s=deadline.remaining())
+                complete = False
+                for txn in entry.aborted_transactions():
+                    if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound:
+                        found[(txn.producer_id, txn.first_offset)] = None
+                    if txn.last_stable_offset >= upper_bound:
+                        complete = True
+                        break
+                if complete:
+                    break
+            current = view.next_after(current)
+        return list(found)

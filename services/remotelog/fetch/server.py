@@ -1,0 +1,48 @@
+"""Assembly of the remote fetch service from its config: clients, index cache levels, server."""
+
+from __future__ import annotations
+
+from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
+from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.coordination.redis_index_cache import RedisIndexFiles
+from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.fetch.metrics import register
+from remotelog.fetch.service import RemoteFetch
+from remotelog.fetch.servicer import RemoteFetchServicer
+from remotelog.rpc.server import RunningService, start_service
+
+SERVICE_NAME = "remotelog.api.fetch.v1.RemoteFetchService"
+
+
+async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[RemoteFetch]:
+    options = ClientOptions(
+        timeout_s=config.rpc_timeout_ms / 1000,
+        backoff=config.backoff(),
+        max_message_bytes=config.grpc_max_message_bytes,
+    )
+    store = SegmentStoreClient(config.segment_store_address, options=options)
+    metadata = MetadataClient(config.metadata_manager_address, options=options)
+    shared = (
+        RedisIndexFiles(config.redis_url, config.index_cache_redis_ttl_ms)
+        if config.redis_url
+        else None
+    )
+    fetch = RemoteFetch(config, store, metadata, second_level=shared)
+    await fetch.start()
+    register(fetch)
+
+    async def close() -> None:
+        await fetch.close()
+        if shared is not None:
+            await shared.close()
+        await store.close()
+        await metadata.close()
+
+    servicer = RemoteFetchServicer(fetch)
+    return await start_service(
+        config,
+        fetch,
+        lambda s: pb_grpc.add_RemoteFetchServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        [SERVICE_NAME],
+        close,
+    )

@@ -1,0 +1,331 @@
+"""The remote fetch service's work: Fetch through pool and purgatory, bulk reads, ListOffsets.
+
+Fetch reads every partition at once (Kafka read only the first remote
+partition of a fetch until 2025), each in a reader worker, and waits in the
+purgatory for all of them or `max_wait_ms`. The answer then applies the
+request's total byte limit in request order, cutting at batch boundaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import metrics
+
+from remotelog.core.errors import InvalidArgumentError, RemoteLogError
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.purgatory import DelayedOperationPurgatory
+from remotelog.fetch.batches import BatchCutter, Batches
+from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
+from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
+from remotelog.fetch.offsets import OffsetAndEpoch, offset_for_timestamp
+from remotelog.fetch.ports import SegmentLookup, SegmentReader
+from remotelog.fetch.reader import Deadline, PartitionData, PartitionRead, RemoteLogReader
+from remotelog.fetch.reader_pool import ReaderPool
+from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
+
+log = logging.getLogger(__name__)
+_meter = metrics.get_meter("remotelog.fetch")
+FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
+FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec", unit="{request}")
+FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec", unit="{error}")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@dataclass(slots=True)
+class _Range:
+    """A bulk read in progress: where it continues and where its chunks go."""
+
+    next_offset: int
+    end_offset: int | None
+    chunk_bytes: int
+    queue: asyncio.Queue[Batches | BaseException | None]
+
+    async def put(self, taken: Batches | None) -> bool:
+        if taken is None:
+            return False
+        await self.queue.put(taken)
+        self.next_offset = taken.last_offset + 1
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """One partition's answer: data (possibly empty) or an error."""
+
+    partition: TopicIdPartition
+    data: PartitionData
+    error: RemoteLogError | None = None
+
+
+def _trim(records: bytes, budget: int, at_least_one: bool) -> bytes:
+    """Whole batches of `records` within `budget` bytes (the first one regardless, if allowed)."""
+    if len(records) <= budget:
+        return records
+    cutter = BatchCutter(0, "fetched records")
+    cutter.feed(records)
+    taken = cutter.take(budget, at_least_one=at_least_one)
+    return taken.data if taken is not None else b""
+
+
+class RemoteFetch:
+    def __init__(
+        self,
+        config: RemoteFetchConfig,
+        store: SegmentReader,
+        metadata: SegmentLookup,
+        *,
+        second_level: SecondLevel | None = None,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.index_cache = RemoteIndexCache(
+            Path(config.index_cache_dir),
+            config.index_cache_total_size_bytes,
+            store,
+            second_level=second_level,
+        )
+        self.views = RemoteTierViews(self._list_segments, config.segment_metadata_cache_ms)
+        self.reader = RemoteLogReader(
+            store, metadata, self.index_cache, self.views, config.backoff()
+        )
+        self.pool = ReaderPool(config.reader_threads, config.reader_max_pending_tasks)
+        self.purgatory: DelayedOperationPurgatory | None = None
+
+    async def _list_segments(
+        self, partition: TopicIdPartition, timeout_s: float | None
+    ) -> list[RemoteLogSegmentMetadata]:
+        return [
+            s async for s in self.metadata.list_remote_log_segments(partition, timeout_s=timeout_s)
+        ]
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.index_cache.load)
+        self.pool.start()
+        self.purgatory = DelayedOperationPurgatory(
+            "RemoteFetch",
+            tick_ms=self.config.purgatory_tick_ms,
+            wheel_size=self.config.purgatory_wheel_size,
+        )
+        self.purgatory.start()
+
+    async def close(self) -> None:
+        if self.purgatory is not None:
+            await self.purgatory.close()
+        await self.pool.close()
+        self.index_cache.close()
+
+    def gauges(self) -> dict[str, float]:
+        return {
+            "RemoteLogReaderTaskQueueSize": self.pool.queue_size,
+            "RemoteLogReaderAvgIdlePercent": self.pool.idle_percent(),
+            "RemoteFetchPurgatoryDelayedOperations": (
+                self.purgatory.delayed if self.purgatory is not None else 0
+            ),
+            "RemoteIndexCacheSizeBytes": self.index_cache.size_bytes,
+        }
+
+    def _deadline_s(self, timeout_s: float | None) -> float:
+        return timeout_s if timeout_s is not None else self.config.rpc_timeout_ms / 1000
+
+    # -- Fetch ------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        reads: list[PartitionRead],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+        timeout_s: float | None = None,
+    ) -> list[FetchResult]:
+        if len(reads) > self.config.max_partitions:
+            raise InvalidArgumentError(
+                "partitions",
+                f"{len(reads)} partitions exceed remote.fetch.max.partitions "
+                f"({self.config.max_partitions})",
+            )
+        assert self.purgatory is not None, "start() first"
+        wait_ms = max_wait_ms or self.config.fetch_max_wait_ms
+        if timeout_s is not None:
+            wait_ms = max(1, min(wait_ms, int(timeout_s * 1000)))
+        deadline_s = wait_ms / 1000
+        FETCH_REQUESTS.add(len(reads))
+        futures = self.pool.submit_all([self._reading(read, deadline_s) for read in reads])
+        answered: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+        operation = DelayedRemoteFetch(wait_ms, futures, answered.set_result)
+        key = ("remote-fetch", id(operation))
+        purgatory = self.purgatory
+        for future in futures:
+            future.add_done_callback(lambda _: purgatory.check_and_complete(key))
+        purgatory.try_complete_else_watch(operation, [key])
+        try:
+            outcomes = await answered
+        finally:
+            if not operation.is_completed:  # the caller went away: stop its reads
+                operation.force_complete()
+                operation.on_expiration()
+        return self._assemble(reads, outcomes, max_bytes)
+
+    def _reading(self, read: PartitionRead, deadline_s: float) -> Callable[[], Any]:
+        return lambda: self.reader.read(read, Deadline(deadline_s))
+
+    def _assemble(
+        self, reads: list[PartitionRead], outcomes: list[Outcome], max_bytes: int
+    ) -> list[FetchResult]:
+        results = []
+        budget = max_bytes
+        first_with_data = True
+        for read, (kind, value) in zip(reads, outcomes, strict=True):
+            if kind == "error":
+                error = value if isinstance(value, RemoteLogError) else _internal(value, read)
+                FETCH_ERRORS.add(1)
+                results.append(FetchResult(read.partition, PartitionData(), error))
+                continue
+            data = value if kind == "data" else PartitionData()
+            if data.records:
+                at_least_one = read.min_one_message and first_with_data
+                data.records = _trim(data.records, max(budget, 0), at_least_one)
+                if data.records:
+                    first_with_data = False
+                    budget -= len(data.records)
+                    FETCH_BYTES.add(len(data.records))
+                else:
+                    data.aborted_transactions = []
+            results.append(FetchResult(read.partition, data))
+        return results
+
+    # -- bulk read --------------------------------------------------------------------
+
+    async def read_offset_range(
+        self,
+        partition: TopicIdPartition,
+        start_offset: int,
+        end_offset: int | None,
+        *,
+        chunk_bytes: int = 0,
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[Batches]:
+        """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`.
+
+        A producer task reads ahead up to `remote.fetch.bulk.read.ahead.chunks`
+        chunks (crossing segments) while the caller sends the current one. A
+        transient store failure resumes after the last batch handed out, with
+        backoff, until the deadline.
+        """
+        deadline = Deadline(self._deadline_s(timeout_s))
+        chunk_bytes = chunk_bytes or self.config.bulk_chunk_bytes
+        view, segment = await self.reader.locate(partition, start_offset, deadline)
+        if end_offset is not None and end_offset <= start_offset:
+            return
+        queue: asyncio.Queue[Batches | BaseException | None] = asyncio.Queue(
+            self.config.bulk_read_ahead_chunks
+        )
+        producer = asyncio.create_task(
+            self._produce_range(
+                view, segment, _Range(start_offset, end_offset, chunk_bytes, queue), deadline
+            )
+        )
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                FETCH_BYTES.add(len(item.data))
+                yield item
+        finally:
+            producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+
+    async def _produce_range(
+        self,
+        view: RemoteTierView,
+        segment: RemoteLogSegmentMetadata | None,
+        wanted: _Range,
+        deadline: Deadline,
+    ) -> None:
+        attempts = 0
+        try:
+            while segment is not None:
+                try:
+                    done = await self._produce_segment(segment, wanted, deadline)
+                except RemoteLogError as exc:
+                    pause = self.reader.backoff.backoff_ms(attempts) / 1000
+                    if not exc.retriable or (deadline.remaining() or 0) <= pause:
+                        raise
+                    attempts += 1
+                    await asyncio.sleep(pause)
+                    view, segment = await self.reader.locate(
+                        view.partition, wanted.next_offset, deadline
+                    )
+                    continue
+                attempts = 0
+                if done:
+                    break
+                following = view.next_after(segment)
+                if following is None:
+                    # Tiered since the view was built? Look once more before ending.
+                    view = await self.views.get(
+                        view.partition, refresh=True, timeout_s=deadline.remaining()
+                    )
+                    following = view.next_after(segment)
+                segment = following
+            await wanted.queue.put(None)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            await wanted.queue.put(exc)
+
+    async def _produce_segment(
+        self, segment: RemoteLogSegmentMetadata, wanted: _Range, deadline: Deadline
+    ) -> bool:
+        """Queue one segment's batches from `wanted.next_offset`; True when the range is done."""
+        position = await self.reader.start_position(segment, wanted.next_offset, deadline)
+        source = f"remote segment {segment.remote_log_segment_id}"
+        cutter = BatchCutter(wanted.next_offset, source, wanted.end_offset)
+        stream = self.reader.segment_bytes(segment, position, deadline)
+        try:
+            async for chunk in stream:
+                cutter.feed(chunk)
+                while cutter.buffered >= wanted.chunk_bytes or cutter.reached_end:
+                    if not await wanted.put(cutter.take(wanted.chunk_bytes, at_least_one=True)):
+                        break
+                if cutter.reached_end:
+                    return True
+        finally:
+            await stream.aclose()
+        await wanted.put(cutter.take(cutter.buffered, at_least_one=True))
+        wanted.next_offset = max(wanted.next_offset, segment.end_offset + 1)
+        return cutter.reached_end
+
+    # -- ListOffsets ------------------------------------------------------------------
+
+    async def list_offsets(
+        self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None
+    ) -> OffsetAndEpoch | None:
+        deadline = Deadline(self._deadline_s(timeout_s))
+        view = await self.views.get(partition, refresh=True, timeout_s=deadline.remaining())
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = view.earliest_offset
+            return None if offset is None else OffsetAndEpoch(offset, None, view.epoch_for(offset))
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            offset = view.latest_offset
+            return None if offset is None else OffsetAndEpoch(offset, None, view.epoch_for(offset))
+        if timestamp < 0:
+            raise InvalidArgumentError(
+                "timestamp", f"{timestamp} is neither -2, -5 nor a timestamp >= 0"
+            )
+        return await offset_for_timestamp(self.reader, view, timestamp, deadline)
+
+
+def _internal(exc: BaseException, read: PartitionRead) -> RemoteLogError:
+    log.error("remote read of %s failed", read.partition, exc_info=exc)
+    return RemoteLogError(f"internal error reading {read.partition}")

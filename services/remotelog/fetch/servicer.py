@@ -1,0 +1,145 @@
+"""RemoteFetchService: protobuf in, RemoteFetch calls, protobuf out. Nothing else.
+
+Request checks name the offending field; per-partition failures travel in the
+partition's result, failures of the whole call as domain exceptions that the
+server's interceptor maps to statuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import cast
+
+import grpc
+
+from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
+from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
+from remotelog.api.type.v1 import error_pb2
+from remotelog.core.convert import require, topic_id_partition_from_proto
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.reader import PartitionRead
+from remotelog.fetch.service import FetchResult, RemoteFetch
+
+_ISOLATION = {
+    pb.ISOLATION_LEVEL_UNSPECIFIED: False,
+    pb.ISOLATION_LEVEL_READ_UNCOMMITTED: False,
+    pb.ISOLATION_LEVEL_READ_COMMITTED: True,
+}
+# Room left in a message for the fields beside `records`.
+FRAMING_BYTES = 64 * 1024
+
+
+def _tip(message: object, field: str) -> TopicIdPartition:
+    path = f"{field}.topic_id_partition" if field else "topic_id_partition"
+    require(message, "topic_id_partition", path)
+    return topic_id_partition_from_proto(message.topic_id_partition, path)  # type: ignore[attr-defined]
+
+
+def _at_least(value: int, minimum: int, field: str) -> int:
+    if value < minimum:
+        raise InvalidArgumentError(field, f"{value} is below {minimum}")
+    return value
+
+
+def partition_reads(request: pb.FetchRequest) -> list[PartitionRead]:
+    if request.isolation_level not in _ISOLATION:
+        raise InvalidArgumentError(
+            "isolation_level", f"{request.isolation_level} is not an IsolationLevel"
+        )
+    _at_least(request.max_wait_ms, 0, "max_wait_ms")
+    _at_least(request.max_bytes, 1, "max_bytes")
+    reads, seen = [], set()
+    for number, partition in enumerate(request.partitions):
+        field = f"partitions[{number}]"
+        tip = _tip(partition, field)
+        if tip in seen:
+            raise InvalidArgumentError(f"{field}.topic_id_partition", f"{tip} is named twice")
+        seen.add(tip)
+        epoch = None
+        if partition.HasField("leader_epoch"):
+            epoch = _at_least(partition.leader_epoch, 0, f"{field}.leader_epoch")
+        reads.append(
+            PartitionRead(
+                tip,
+                _at_least(partition.fetch_offset, 0, f"{field}.fetch_offset"),
+                _at_least(partition.partition_max_bytes, 1, f"{field}.partition_max_bytes"),
+                epoch,
+                request.min_one_message,
+                _ISOLATION[request.isolation_level],
+            )
+        )
+    return reads
+
+
+def _result_to_proto(message: pb.FetchPartition, result: FetchResult) -> pb.FetchPartitionResult:
+    out = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
+    if result.error is not None:
+        reason = error_pb2.ErrorReason.Value(f"ERROR_REASON_{result.error.reason}")
+        out.error_reason = cast(error_pb2.ErrorReason, reason)
+        out.error_message = result.error.message
+        return out
+    out.records = result.data.records
+    out.log_start_offset = result.data.log_start_offset
+    out.aborted_transactions.extend(
+        pb.AbortedTransaction(producer_id=pid, first_offset=first)
+        for pid, first in result.data.aborted_transactions
+    )
+    return out
+
+
+class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
+    def __init__(self, fetch: RemoteFetch) -> None:
+        self.remote_fetch = fetch
+
+    async def Fetch(
+        self, request: pb.FetchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FetchResponse:
+        reads = partition_reads(request)
+        results = await self.remote_fetch.fetch(
+            reads,
+            max_wait_ms=request.max_wait_ms,
+            max_bytes=request.max_bytes,
+            timeout_s=context.time_remaining(),
+        )
+        return pb.FetchResponse(
+            partitions=[
+                _result_to_proto(m, r) for m, r in zip(request.partitions, results, strict=True)
+            ]
+        )
+
+    async def ReadOffsetRange(
+        self, request: pb.ReadOffsetRangeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ReadOffsetRangeResponse]:
+        tip = _tip(request, "")
+        start = _at_least(request.start_offset, 0, "start_offset")
+        end = None
+        if request.HasField("end_offset"):
+            end = _at_least(request.end_offset, start + 1, "end_offset")
+        chunk_bytes = _at_least(request.chunk_bytes, 0, "chunk_bytes")
+        limit = self.remote_fetch.config.grpc_max_message_bytes - FRAMING_BYTES
+        if chunk_bytes > limit:
+            raise InvalidArgumentError(
+                "chunk_bytes", f"{chunk_bytes} exceeds the {limit} bytes a message can carry"
+            )
+        async for batches in self.remote_fetch.read_offset_range(
+            tip, start, end, chunk_bytes=chunk_bytes, timeout_s=context.time_remaining()
+        ):
+            yield pb.ReadOffsetRangeResponse(
+                records=batches.data,
+                first_offset=batches.first_offset,
+                last_offset=batches.last_offset,
+            )
+
+    async def ListOffsets(
+        self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListOffsetsResponse:
+        tip = _tip(request, "")
+        found = await self.remote_fetch.list_offsets(
+            tip, request.timestamp, timeout_s=context.time_remaining()
+        )
+        if found is None:
+            return pb.ListOffsetsResponse()
+        return pb.ListOffsetsResponse(
+            offset=found.offset, timestamp=found.timestamp, leader_epoch=found.leader_epoch
+        )

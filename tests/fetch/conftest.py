@@ -1,0 +1,209 @@
+"""Remote fetch fixtures: real store (each backend), real metadata manager, tiered real logs.
+
+The shared stack is module-scoped: tiering the broker-written logs of
+../shared/kafka-logs once per backend keeps the suite fast; tests that change
+the stack (outages, restarts) build their own with `FetchStack`.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest_asyncio
+from support.s3 import s3_client
+from support.services import load_properties, metadata_config, start_metadata, start_store
+from support.tiering import TieredSegment, tier_directory, tier_segment
+
+from remotelog.client import ClientOptions, RemoteFetchClient
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.fetch.server import start_remote_fetch
+from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.kafka.records import Record, build_batch
+
+CLIENT_OPTIONS = ClientOptions(
+    timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
+)
+
+
+def fetch_config(tmp: Path, store_port: int, metadata_port: int, name: str = "fetch", **extra):
+    properties = {
+        "listen.address": "127.0.0.1:0",
+        "segment.store.address": f"127.0.0.1:{store_port}",
+        "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+        "remote.log.index.file.cache.dir": str(tmp / name / "index-cache"),
+        "remote.log.manager.task.retry.backoff.ms": "20",
+        "remote.log.manager.task.retry.backoff.max.ms": "200",
+        "remote.fetch.max.wait.ms": "5000",
+        **extra,
+    }
+    return load_properties(RemoteFetchConfig, tmp / f"{name}.properties", properties)
+
+
+@dataclass
+class FetchStack:
+    tmp: Path
+    bootstrap: str
+    s3_endpoint: str
+    backend: str = "filesystem"
+    store: object = None
+    metadata: object = None
+    fetches: list = field(default_factory=list)
+    partitions: dict[str, tuple[TopicIdPartition, list[TieredSegment]]] = field(
+        default_factory=dict
+    )
+
+    async def start(self):
+        bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+        s3_client(self.s3_endpoint).create_bucket(Bucket=bucket)
+        self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
+        self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
+
+    async def start_fetch(self, name: str = "fetch", **extra):
+        config = fetch_config(
+            self.tmp, self.store.service.port, self.metadata.service.port, name, **extra
+        )
+        service = await start_remote_fetch(config)
+        client = RemoteFetchClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
+        running = FetchRunning(service, client, config)
+        self.fetches.append(running)
+        return running
+
+    async def stop_fetch(self, running):
+        self.fetches.remove(running)
+        await running.stop()
+
+    async def stop(self):
+        for running in list(self.fetches):
+            await self.stop_fetch(running)
+        await self.metadata.stop()
+        await self.store.client.close()
+        await self.store.service.stop(1)
+
+    # -- tiering ----------------------------------------------------------------------
+
+    def tip(self, name: str) -> TopicIdPartition:
+        return self.partitions[name][0]
+
+    def log_bytes(self, name: str) -> bytes:
+        return b"".join(s.log for s in self.partitions[name][1])
+
+    async def tier_directory(self, name: str, directory: Path) -> TopicIdPartition:
+        tip = TopicIdPartition(uuid.uuid4(), name, 0)
+        segments = await tier_directory(self.store.client, self.metadata.client, tip, directory)
+        self.partitions[name] = (tip, segments)
+        return tip
+
+    async def tier_batches(self, name: str, segments: list[list[bytes]], ends=None):
+        """Synthetic segments of the given batches; `ends` overrides metadata end offsets."""
+        tip = TopicIdPartition(uuid.uuid4(), name, 0)
+        tiered = []
+        for number, batches in enumerate(segments):
+            log = b"".join(batches)
+            start = int.from_bytes(batches[0][:8], "big")
+            tiered.append(
+                await tier_segment(
+                    self.store.client,
+                    self.metadata.client,
+                    tip,
+                    log,
+                    {},
+                    start_offset=start,
+                    end_offset=ends[number] if ends else None,
+                )
+            )
+        self.partitions[name] = (tip, tiered)
+        return tip
+
+
+class FetchRunning:
+    def __init__(self, service, client, config):
+        self.service = service
+        self.client = client
+        self.config = config
+
+    @property
+    def app(self):
+        return self.service.app
+
+    async def stop(self):
+        await self.client.close()
+        await self.service.stop(1)
+
+
+def batch(base_offset: int, count: int = 1, *, size: int = 10, timestamp: int = 1_000) -> bytes:
+    records = [
+        Record(
+            base_offset + i,
+            timestamp + base_offset + i,
+            f"k{base_offset + i}".encode(),
+            b"v" * size,
+        )
+        for i in range(count)
+    ]
+    return build_batch(records)
+
+
+def transactional_log(root: Path) -> PartitionLog:
+    """Two segments: producer 7 aborts a transaction that spans them; producer 8 commits.
+
+    Segment 0: offsets 0-2 plain, 3-4 txn(7), 5-6 txn(8), COMMIT(8) at 7.
+    Segment 1 (rolled at 8): 8-9 txn(7), ABORT(7) at 10, 11-12 plain, 13-14 txn(9),
+    ABORT(9) at 15, 16 plain.
+    """
+    log = PartitionLog.create(
+        root, "txns", 0, uuid.uuid4(), LogConfig(segment_bytes=1 << 30, index_interval_bytes=1)
+    )
+
+    def plain(n):
+        log.append([(b"k", b"plain")] * n, leader_epoch=0)
+
+    def txn(pid, n):
+        log.append(
+            [(b"k", f"txn-{pid}".encode())] * n,
+            leader_epoch=0,
+            producer_id=pid,
+            producer_epoch=0,
+            transactional=True,
+        )
+
+    def end(pid, commit):
+        log.append_marker(commit=commit, producer_id=pid, producer_epoch=0, leader_epoch=0)
+
+    plain(3)
+    txn(7, 2)
+    txn(8, 2)
+    end(8, True)
+    log.roll()
+    txn(7, 2)
+    end(7, False)
+    plain(2)
+    txn(9, 2)
+    end(9, False)
+    plain(1)
+    log.set_high_watermark(log.log_end_offset)
+    log.roll()
+    return log
+
+
+@pytest_asyncio.fixture(scope="module", params=["filesystem", "s3"])
+async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
+    """Both real logs, a transactional log and a log with an offset gap, tiered; a fetch service."""
+    tmp = tmp_path_factory.mktemp(f"fetch-{request.param}")
+    stack = FetchStack(tmp, broker.bootstrap_servers, s3_endpoint, request.param)
+    await stack.start()
+    try:
+        await stack.tier_directory("timeindex", kafka_logs / "timeindex_test")
+        await stack.tier_directory("topic_a", kafka_logs / "test_topic_a-0")
+        txn_log = transactional_log(tmp / "broker")
+        await stack.tier_directory("txns", txn_log.directory)
+        # Offsets 0-9 then 20-29: the first segment's metadata says it ends at 19
+        # (compaction removed 10-19), so a read at 12 must continue into the next one.
+        await stack.tier_batches(
+            "gapped", [[batch(0, 5), batch(5, 5)], [batch(20, 5), batch(25, 5)]], ends=[19, 29]
+        )
+        await stack.start_fetch()
+        yield stack
+    finally:
+        await stack.stop()

@@ -1,0 +1,186 @@
+"""Fetch, ReadOffsetRange and ListOffsets over tiered broker-written logs, on both backends."""
+
+import itertools
+import uuid
+
+import grpc
+import pytest
+
+from remotelog.client import FetchPartition
+from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.core.model import TopicIdPartition
+from remotelog.kafka.records import decode_records, iter_batches
+
+MIB = 1024 * 1024
+
+
+def headers(data: bytes):
+    return list(iter_batches(data))
+
+
+def records(data: bytes):
+    return [r for h in iter_batches(data) for r in decode_records(data, h)]
+
+
+async def fetch_one(stack, name, offset, max_bytes=MIB, **kwargs):
+    (result,) = await stack.fetches[0].client.fetch(
+        [FetchPartition(stack.tip(name), offset, max_bytes)], **kwargs
+    )
+    return result
+
+
+@pytest.mark.parametrize("name", ["timeindex", "topic_a"])
+async def test_every_record_reads_back_byte_identical(tiered, name):
+    expected = tiered.log_bytes(name)
+    received, offset, fetches = [], 0, 0
+    last_offset = headers(expected)[-1].last_offset
+    while offset <= last_offset:
+        result = await fetch_one(tiered, name, offset, max_bytes=300_000)
+        assert result.error is None
+        assert result.log_start_offset == 0
+        batches = headers(result.records)
+        assert batches, f"nothing at offset {offset}"
+        assert batches[0].base_offset == offset  # whole batches, contiguous
+        received.append(result.records)
+        offset = batches[-1].last_offset + 1
+        fetches += 1
+    assert b"".join(received) == expected
+    assert fetches >= len(tiered.partitions[name][1])  # a fetch never crosses a segment
+
+
+async def test_offsets_of_every_kind(tiered):
+    log = tiered.log_bytes("topic_a")
+    multi = next(h for h in headers(log) if h.records_count > 1)
+    inside = multi.base_offset + multi.records_count // 2
+    result = await fetch_one(tiered, "topic_a", inside, max_bytes=1)
+    (first,) = headers(result.records)  # min_one_message: exactly the batch holding it
+    assert first.base_offset == multi.base_offset
+    assert first.base_offset <= inside <= first.last_offset
+
+    last = headers(log)[-1]
+    result = await fetch_one(tiered, "topic_a", last.last_offset)
+    assert [h.base_offset for h in headers(result.records)] == [last.base_offset]
+
+    result = await fetch_one(tiered, "timeindex", 0, max_bytes=1)
+    assert [r.offset for r in records(result.records)] == [0]
+    assert records(result.records)[0].value == b"kafkaVal-0"
+
+    beyond = await fetch_one(tiered, "topic_a", last.last_offset + 1)
+    assert isinstance(beyond.error, OffsetOutOfRangeError)
+    assert "does not exist in remote tier" in beyond.error.message
+    assert beyond.records == b""
+
+
+async def test_max_bytes_without_min_one_message_returns_nothing_rather_than_a_partial_batch(
+    tiered,
+):
+    result = await fetch_one(tiered, "topic_a", 0, max_bytes=100, min_one_message=False)
+    assert result.error is None
+    assert result.records == b""
+
+
+async def test_multi_partition_fetch_answers_each_partition_in_order(tiered):
+    client = tiered.fetches[0].client
+    names = ["timeindex", "topic_a", "txns", "gapped"]
+    asked = [FetchPartition(tiered.tip(n), 0, 64 * 1024) for n in names]
+    # A partition with nothing tiered answers on its own, without failing the rest.
+    beyond = FetchPartition(TopicIdPartition(uuid.uuid4(), "ghost", 0), 0, 1024)
+    results = await client.fetch([*asked, beyond], max_bytes=10 * MIB)
+    assert [r.topic_id_partition for r in results] == [
+        p.topic_id_partition for p in [*asked, beyond]
+    ]
+    for name, result in zip(names, results, strict=False):
+        assert result.error is None
+        assert result.records
+        assert tiered.log_bytes(name).startswith(result.records)
+    assert isinstance(results[4].error, OffsetOutOfRangeError)
+
+    # The total limit: the first partition keeps its batches, the others get
+    # whole batches within what is left, in request order.
+    limited = await client.fetch(asked, max_bytes=70 * 1024)
+    assert limited[0].records == results[0].records
+    assert sum(len(r.records) for r in limited) <= 70 * 1024
+    for full, cut in zip(results, limited, strict=False):
+        assert cut.error is None
+        assert full.records.startswith(cut.records)
+        if cut.records:
+            headers(cut.records)  # parses: whole batches only
+
+
+async def test_a_segment_without_the_offset_continues_into_the_next(tiered):
+    result = await fetch_one(tiered, "gapped", 12)
+    assert result.error is None
+    assert [h.base_offset for h in headers(result.records)] == [20, 25]
+
+
+async def test_read_committed_lists_aborted_transactions_from_later_txn_indexes(tiered):
+    first = await fetch_one(tiered, "txns", 0, read_committed=True)
+    assert headers(first.records)[-1].last_offset == 7  # segment 0 only
+    # Producer 7's abort marker is in segment 1: its txn index tells.
+    assert first.aborted_transactions == [(7, 3)]
+
+    second = await fetch_one(tiered, "txns", 8, read_committed=True)
+    assert sorted(second.aborted_transactions) == [(7, 3), (9, 13)]
+
+    uncommitted = await fetch_one(tiered, "txns", 8)
+    assert uncommitted.aborted_transactions == []
+    assert uncommitted.records == second.records
+
+
+async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
+    client = tiered.fetches[0].client
+    tip = tiered.tip("timeindex")
+    expected = tiered.log_bytes("timeindex")
+    chunks = [c async for c in client.read_offset_range(tip, 0, chunk_bytes=256 * 1024)]
+    assert b"".join(c.records for c in chunks) == expected
+    assert len(chunks) > 4
+    for chunk in chunks:
+        assert len(chunk.records) <= 256 * 1024
+        assert headers(chunk.records)[0].base_offset == chunk.first_offset
+        assert headers(chunk.records)[-1].last_offset == chunk.last_offset
+    assert all(a.last_offset + 1 == b.first_offset for a, b in itertools.pairwise(chunks))
+
+    part = [c async for c in client.read_offset_range(tip, 1_000, 20_000)]
+    data = b"".join(c.records for c in part)
+    assert [r.offset for r in records(data)] == list(range(1_000, 20_000))
+
+
+async def test_list_offsets_over_the_remote_tier(tiered):
+    client = tiered.fetches[0].client
+    tip = tiered.tip("timeindex")
+    everything = records(tiered.log_bytes("timeindex"))
+    earliest = await client.list_offsets(tip, -2)
+    assert earliest.offset == 0
+    latest = await client.list_offsets(tip, -5)
+    assert latest.offset == everything[-1].offset
+
+    target = everything[20_000].timestamp
+    expected = next(r for r in everything if r.timestamp >= target)
+    found = await client.list_offsets(tip, target)
+    assert (found.offset, found.timestamp) == (expected.offset, expected.timestamp)
+    assert found.leader_epoch == 0
+    assert await client.list_offsets(tip, everything[-1].timestamp + 1) is None
+
+
+async def test_bad_requests_name_the_field(tiered):
+    client = tiered.fetches[0].client
+    tip = tiered.tip("topic_a")
+    with pytest.raises(InvalidArgumentError) as info:
+        await client.fetch([FetchPartition(tip, -1)])
+    assert info.value.field == "partitions[0].fetch_offset"
+    with pytest.raises(InvalidArgumentError) as info:
+        await client.fetch([FetchPartition(tip, 0), FetchPartition(tip, 5)])
+    assert info.value.field == "partitions[1].topic_id_partition"
+    with pytest.raises(InvalidArgumentError) as info:
+        await client.fetch([FetchPartition(tip, 0, 0)])
+    assert info.value.field == "partitions[0].partition_max_bytes"
+    with pytest.raises(InvalidArgumentError) as info:
+        await client.list_offsets(tip, -7)
+    assert info.value.field == "timestamp"
+    with pytest.raises(InvalidArgumentError) as info:
+        _ = [c async for c in client.read_offset_range(tip, 10, 10)]
+    assert info.value.field == "end_offset"
+    with pytest.raises(InvalidArgumentError) as info:
+        _ = [c async for c in client.read_offset_range(tip, 0, chunk_bytes=1 << 30)]
+    assert info.value.field == "chunk_bytes"
+    assert info.value.grpc_code == grpc.StatusCode.INVALID_ARGUMENT
