@@ -64,12 +64,18 @@ class ReaderPool:
         return self._queue.qsize()
 
     def submit_all(self, reads: list[Callable[[], Awaitable[Any]]]) -> list[asyncio.Future[Any]]:
-        """Queue every read or none: a fetch is refused whole when the queue cannot take it."""
-        if self._queue.qsize() + len(reads) > self.max_pending:
+        """Queue every read or none: a fetch is refused whole when the queue cannot take it.
+
+        As in Kafka's executor, a read an idle worker takes at once does not
+        wait in the queue; only the rest count against `max_pending`.
+        """
+        idle = self.threads - self.busy
+        waiting = self._queue.qsize()
+        if waiting + len(reads) - idle > self.max_pending:
             raise ReaderQueueFullError(
-                f"the remote log reader queue holds {self._queue.qsize()} of "
+                f"the remote log reader queue holds {max(waiting - idle, 0)} of "
                 f"{self.max_pending} reads; {len(reads)} more do not fit",
-                metadata={"pending": str(self._queue.qsize()), "max": str(self.max_pending)},
+                metadata={"pending": str(waiting), "max": str(self.max_pending)},
             )
         loop = asyncio.get_running_loop()
         futures = []
