@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+from remotelog.rpc.serve import serve_command
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -68,3 +70,12 @@ def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
             threading.Thread(target=process.stdout.read, daemon=True).start()
             return process, line.strip()
     raise RuntimeError(f"{command[0]} exited before printing {marker!r}")
+
+
+def serve(
+    service: str, path: Path, properties: dict[str, str]
+) -> tuple[subprocess.Popen[str], int]:
+    """`remotelog serve <service>` with `properties` written to `path`; the process and its port."""
+    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    process, line = start(serve_command(service, path), "serving on")
+    return process, int(line.rsplit(":", 1)[1])

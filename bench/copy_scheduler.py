@@ -27,13 +27,12 @@ from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from common import Report, start
+from common import Report, serve, start
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
 from remotelog.dev.broker import EmbeddedBroker
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
-from remotelog.rpc.serve import serve_command
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -42,14 +41,6 @@ SEGMENTS = 2
 IDLE_PARTITIONS = int(os.environ.get("IDLE_PARTITIONS", "10000"))
 IDLE_INTERVAL_S = 10
 COPIERS = 10
-
-
-def serve(
-    service: str, path: Path, properties: dict[str, str]
-) -> tuple[subprocess.Popen[str], int]:
-    path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-    process, line = start(serve_command(service, path), "serving on")
-    return process, int(line.rsplit(":", 1)[1])
 
 
 def write_partitions(

@@ -60,6 +60,20 @@ class FetchStack:
         self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
         self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 
+    def direct_storage(self) -> dict[str, str]:
+        """Properties that make a fetch service read the store's backend itself."""
+        store = self.store.config
+        return {
+            "remote.fetch.direct.storage.read.enabled": "true",
+            "storage.backend": store.storage_backend,
+            "storage.root": store.storage_root,
+            "storage.s3.bucket.name": store.s3_bucket_name,
+            "storage.s3.endpoint.url": store.s3_endpoint_url,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": store.aws_access_key_id,
+            "storage.aws.secret.access.key": store.aws_secret_access_key,
+        }
+
     async def start_fetch(self, name: str = "fetch", **extra):
         config = fetch_config(
             self.tmp, self.store.service.port, self.metadata.service.port, name, **extra
@@ -204,6 +218,7 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
             "gapped", [[batch(0, 5), batch(5, 5)], [batch(20, 5), batch(25, 5)]], ends=[19, 29]
         )
         await stack.start_fetch()
+        await stack.start_fetch("direct", **stack.direct_storage())
         yield stack
     finally:
         await stack.stop()

@@ -22,20 +22,23 @@ def records(data: bytes):
     return [r for h in iter_batches(data) for r in decode_records(data, h)]
 
 
-async def fetch_one(stack, name, offset, max_bytes=MIB, **kwargs):
-    (result,) = await stack.fetches[0].client.fetch(
+async def fetch_one(stack, name, offset, max_bytes=MIB, *, via=0, **kwargs):
+    (result,) = await stack.fetches[via].client.fetch(
         [FetchPartition(stack.tip(name), offset, max_bytes)], **kwargs
     )
     return result
 
 
-@pytest.mark.parametrize("name", ["timeindex", "topic_a"])
-async def test_every_record_reads_back_byte_identical(tiered, name):
+@pytest.mark.parametrize(
+    ("name", "via"), [("timeindex", 0), ("topic_a", 0), ("timeindex", 1), ("topic_a", 1)]
+)
+async def test_every_record_reads_back_byte_identical(tiered, name, via):
+    """via 0: through the segment store service; via 1: reading the backend directly."""
     expected = tiered.log_bytes(name)
     received, offset, fetches = [], 0, 0
     last_offset = headers(expected)[-1].last_offset
     while offset <= last_offset:
-        result = await fetch_one(tiered, name, offset, max_bytes=300_000)
+        result = await fetch_one(tiered, name, offset, max_bytes=300_000, via=via)
         assert result.error is None
         assert result.log_start_offset == 0
         batches = headers(result.records)
@@ -118,6 +121,8 @@ async def test_read_committed_lists_aborted_transactions_from_later_txn_indexes(
     assert headers(first.records)[-1].last_offset == 7  # segment 0 only
     # Producer 7's abort marker is in segment 1: its txn index tells.
     assert first.aborted_transactions == [(7, 3)]
+    direct = await fetch_one(tiered, "txns", 0, read_committed=True, via=1)
+    assert direct.aborted_transactions == [(7, 3)]
 
     second = await fetch_one(tiered, "txns", 8, read_committed=True)
     assert sorted(second.aborted_transactions) == [(7, 3), (9, 13)]

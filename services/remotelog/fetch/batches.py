@@ -130,7 +130,8 @@ class BatchCutter:
                 break
         if not position:
             return None
-        data = bytes(buffer[:position])
+        with memoryview(buffer) as view:
+            data = bytes(view[:position])  # one copy (a bytearray slice would make two)
         del buffer[:position]
         self._consumed += position
         return Batches(data, first, last)

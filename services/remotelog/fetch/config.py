@@ -12,11 +12,17 @@ from remotelog.core.settings import (
     SegmentStoreClientSettings,
     ServerSettings,
 )
+from remotelog.segmentstore.config import StorageSettings
 
 
 @dataclass(frozen=True)
 class RemoteFetchConfig(
-    ServerSettings, RetrySettings, SegmentStoreClientSettings, MetadataClientSettings, RedisSettings
+    ServerSettings,
+    RetrySettings,
+    SegmentStoreClientSettings,
+    MetadataClientSettings,
+    RedisSettings,
+    StorageSettings,
 ):
     listen_address: str = setting("listen.address", "127.0.0.1:7304", "host:port to bind")
     reader_threads: int = setting(
@@ -81,4 +87,9 @@ class RemoteFetchConfig(
         30_000,
         "Deadline of calls to the segment store and metadata manager without a caller deadline",
         min=1,
+    )
+    direct_storage_read: bool = setting(
+        "remote.fetch.direct.storage.read.enabled",
+        False,
+        "Read segments straight from the storage.* backend instead of through the segment store",
     )

@@ -6,10 +6,12 @@ from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.coordination.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.fetch.metrics import register
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
 from remotelog.rpc.server import RunningService, start_service
+from remotelog.segmentstore.server import open_segment_store
 
 SERVICE_NAME = "remotelog.api.fetch.v1.RemoteFetchService"
 
@@ -20,7 +22,11 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
         backoff=config.backoff(),
         max_message_bytes=config.grpc_max_message_bytes,
     )
-    store = SegmentStoreClient(config.segment_store_address, options=options)
+    store: SegmentStoreClient | DirectSegmentReader
+    if config.direct_storage_read:
+        store = DirectSegmentReader(await open_segment_store(config, config.backoff()))
+    else:
+        store = SegmentStoreClient(config.segment_store_address, options=options)
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     shared = (
         RedisIndexFiles(config.redis_url, config.index_cache_redis_ttl_ms)

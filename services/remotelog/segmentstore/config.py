@@ -13,8 +13,9 @@ from remotelog.core.settings import MIB, RetrySettings, ServerSettings
 
 
 @dataclass(frozen=True)
-class SegmentStoreConfig(ServerSettings, RetrySettings):
-    listen_address: str = setting("listen.address", "127.0.0.1:7301", "host:port to bind")
+class StorageSettings:
+    """Where segment objects live; the remote fetch service reads with these too when direct."""
+
     storage_backend: str = setting(
         "storage.backend", "filesystem", "Where objects live", choices=("filesystem", "s3")
     )
@@ -44,18 +45,23 @@ class SegmentStoreConfig(ServerSettings, RetrySettings):
     s3_upload_concurrency: int = setting(
         "storage.s3.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
     )
+    fs_io_threads: int = setting(
+        "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
+    )
+    fetch_chunk_size: int = setting(
+        "fetch.chunk.size", MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
+    )
+
+
+@dataclass(frozen=True)
+class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
+    listen_address: str = setting("listen.address", "127.0.0.1:7301", "host:port to bind")
     copy_chunk_max_bytes: int = setting(
         "copy.chunk.max.bytes",
         4 * MIB,
         "Largest data chunk of a CopyLogSegmentData message; larger is INVALID_ARGUMENT",
         min=4096,
         max=15 * MIB,
-    )
-    fs_io_threads: int = setting(
-        "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
-    )
-    fetch_chunk_size: int = setting(
-        "fetch.chunk.size", MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
     )
     custom_metadata_max_bytes: int = setting(
         "remote.log.metadata.custom.metadata.max.bytes",

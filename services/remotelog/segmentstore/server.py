@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.backend import ObjectStore
-from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.config import SegmentStoreConfig, StorageSettings
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.layout import validate_key_prefix
 from remotelog.segmentstore.s3 import S3Settings, S3Store
@@ -18,7 +19,7 @@ from remotelog.segmentstore.store import SegmentStore, StoreOptions
 SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
 
 
-async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
+async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
     if config.storage_backend == "filesystem":
         return FileSystemStore(Path(config.storage_root), io_threads=config.fs_io_threads)
     return await S3Store.open(
@@ -31,24 +32,32 @@ async def open_backend(config: SegmentStoreConfig) -> ObjectStore:
             secret_access_key=config.aws_secret_access_key or None,
             part_size=config.s3_multipart_part_size,
             concurrency=config.s3_upload_concurrency,
-            backoff=config.backoff(),
+            backoff=backoff,
         )
     )
 
 
-async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
+async def open_segment_store(
+    config: StorageSettings, backoff: ExponentialBackoff, custom_metadata_max_bytes: int = 128
+) -> SegmentStore:
+    """The RemoteStorageManager over the configured backend (for the service or a direct reader)."""
     validate_key_prefix(config.key_prefix)
     if config.storage_backend == "s3" and not config.s3_bucket_name:
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
-    backend = await open_backend(config)
-    store = SegmentStore(
+    backend = await open_backend(config, backoff)
+    return SegmentStore(
         backend,
         StoreOptions(
             key_prefix=config.key_prefix,
             fetch_chunk_size=config.fetch_chunk_size,
-            custom_metadata_max_bytes=config.custom_metadata_max_bytes,
+            custom_metadata_max_bytes=custom_metadata_max_bytes,
         ),
     )
+
+
+async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
+    store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
+    backend = store.objects
     servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
     return await start_service(
         config,

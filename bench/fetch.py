@@ -1,0 +1,295 @@
+"""Remote fetch: sequential bulk read, random 1 MiB Fetch latency, purgatory at 100,000 pending.
+
+- Bulk read: one partition of SEGMENTS x SEGMENT_MIB MiB is written as a broker
+  writes it and tiered by the copy scheduler into the filesystem segment store
+  (each service its own process: segment-store, metadata-manager on Tansu,
+  copy-scheduler, remote-fetch). MB/s of ReadOffsetRange over the whole
+  partition through RemoteFetchClient, index cache warm. Baseline in the same
+  run: a bare grpc.aio server (another process, raw bytes, no protobuf)
+  streaming the same segment files in 1 MiB chunks. Target (issue 7): >= 0.8x.
+- Fetch latency: 1 MiB Fetch at random offsets of that partition, warm index
+  cache; p50 and p99 (target p99 < 3 ms).
+- Purgatory: 100,000 delayed operations inserted into a running purgatory
+  (1 ms tick), half completed by key, the rest left to expire; insert and
+  complete cost per operation, and how late expiries fire (target: within 2
+  tick widths).
+Run: .venv/bin/python bench/fetch.py [MiB per segment, default 64]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+from common import Report, serve, start
+from copy_scheduler import tier
+
+from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient
+from remotelog.core.model import TopicIdPartition
+from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
+from remotelog.dev.broker import EmbeddedBroker
+from remotelog.kafka.partition_log import LogConfig, PartitionLog
+
+MIB = 1024 * 1024
+SEGMENTS = 4
+FETCHES = 1_000
+PURGATORY_OPERATIONS = 100_000
+BARE_METHOD = "/bench.Bare/Stream"
+
+
+# -- the bare baseline server (run as `fetch.py --bare-server <files...>`) -------------------
+
+
+async def bare_server(paths: list[str]) -> None:
+    async def stream(request: bytes, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+        for path in paths:
+            with open(path, "rb") as handle:  # noqa: ASYNC230 - the baseline reads as simply as it can
+                while chunk := handle.read(MIB):
+                    yield chunk
+
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Bare", {"Stream": grpc.unary_stream_rpc_method_handler(stream)}
+    )
+    server = grpc.aio.server(options=[("grpc.max_send_message_length", 16 * MIB)])
+    server.add_generic_rpc_handlers([handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"bare serving on 127.0.0.1:{port}", flush=True)
+    await server.wait_for_termination()
+
+
+async def bare_read(port: int) -> int:
+    async with grpc.aio.insecure_channel(
+        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 16 * MIB)]
+    ) as channel:
+        call = channel.unary_stream(BARE_METHOD)(b"")
+        return sum([len(chunk) async for chunk in call])
+
+
+# -- the partition -----------------------------------------------------------------------
+
+
+def write_partition(log_dir: Path, segment_bytes: int) -> PartitionLog:
+    """SEGMENTS rolled segments of ~256 KiB batches (16 records of 16 KiB), random bytes."""
+    tip = TopicIdPartition(uuid.uuid4(), "bench", 0)
+    log = PartitionLog.create(log_dir, tip.topic, tip.partition, tip.topic_id, LogConfig())
+    values = [random.randbytes(16 * 1024) for _ in range(64)]
+    for _ in range(SEGMENTS):
+        while log.active_segment.size < segment_bytes:
+            log.append([(None, random.choice(values)) for _ in range(16)], leader_epoch=0)
+        log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    return log
+
+
+async def bulk_read(client: RemoteFetchClient, tip: TopicIdPartition) -> int:
+    return sum([len(c.records) async for c in client.read_offset_range(tip, 0, timeout_s=300)])
+
+
+async def fetch_latencies(
+    client: RemoteFetchClient, tip: TopicIdPartition, end: int
+) -> list[float]:
+    rng = random.Random(7)
+    latencies = []
+    for number in range(FETCHES + 100):
+        offset = rng.randrange(0, end)
+        began = time.perf_counter()
+        (result,) = await client.fetch([FetchPartition(tip, offset, MIB)], max_bytes=MIB)
+        elapsed = time.perf_counter() - began
+        assert result.error is None, result.error
+        assert result.records
+        if number >= 100:  # the first hundred warm the index cache and the page cache
+            latencies.append(elapsed * 1000)
+    return latencies
+
+
+# -- purgatory -----------------------------------------------------------------------------
+
+
+class Op(DelayedOperation):
+    def __init__(self, delay_ms: int, due: float, lateness: list[float]) -> None:
+        super().__init__(delay_ms)
+        self.ready = False
+        self.due = due
+        self.lateness = lateness
+
+    def try_complete(self) -> bool:
+        return self.ready and self.force_complete()
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.lateness.append((time.monotonic() - self.due) * 1000)
+
+
+async def purgatory_figures(report: Report) -> None:
+    purgatory = DelayedOperationPurgatory("bench", tick_ms=1, wheel_size=20)
+    purgatory.start()
+    rng = random.Random(3)
+    lateness: list[float] = []
+    ops = []
+    began = time.perf_counter()
+    for number in range(PURGATORY_OPERATIONS):
+        delay = rng.randrange(500, 3_000)
+        op = Op(delay, time.monotonic() + delay / 1000, lateness)
+        purgatory.try_complete_else_watch(op, [number % 1_000])
+        ops.append(op)
+    insert_us = (time.perf_counter() - began) / PURGATORY_OPERATIONS * 1e6
+    pending = purgatory.delayed
+    for op in ops[::2]:
+        op.ready = True
+    began = time.perf_counter()
+    completed = sum(purgatory.check_and_complete(key) for key in range(1_000))
+    complete_us = (time.perf_counter() - began) / completed * 1e6
+    while len(lateness) < PURGATORY_OPERATIONS - completed:  # noqa: ASYNC110 - polling a count
+        await asyncio.sleep(0.1)
+    await purgatory.close()
+    lateness.sort()
+    p99 = lateness[int(len(lateness) * 0.99)]
+    print(
+        f"purgatory: {pending} pending, insert {insert_us:.2f} us/op, complete "
+        f"{complete_us:.2f} us/op, expiry lateness p50 {statistics.median(lateness):.2f} ms "
+        f"p99 {p99:.2f} ms max {lateness[-1]:.2f} ms"
+    )
+    report.info(
+        "purgatory 100k pending",
+        insert_us=round(insert_us, 2),
+        complete_us=round(complete_us, 2),
+        lateness_p50_ms=round(statistics.median(lateness), 3),
+        lateness_p99_ms=round(p99, 3),
+    )
+    report.latency("purgatory expiry lateness p99 (1 ms tick)", p99, 2.0)
+
+
+async def measure(
+    report: Report,
+    mode: str,
+    port: int,
+    bare_port: int,
+    tip: TopicIdPartition,
+    total: int,
+    log: PartitionLog,
+) -> None:
+    """Bulk read MB/s against the bare server (best of 3, interleaved) and Fetch latency."""
+    client = RemoteFetchClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300))
+    try:
+        assert await bulk_read(client, tip) == total  # warms caches on both sides
+        assert await bare_read(bare_port) == total
+        t_ours = t_bare = float("inf")
+        for _ in range(3):
+            began = time.perf_counter()
+            await bulk_read(client, tip)
+            t_ours = min(t_ours, time.perf_counter() - began)
+            began = time.perf_counter()
+            await bare_read(bare_port)
+            t_bare = min(t_bare, time.perf_counter() - began)
+        ours, base = total / t_ours / 1e6, total / t_bare / 1e6
+        print(f"bulk read {total / MIB:.0f} MiB, {mode}: {ours:.0f} MB/s, bare {base:.0f} MB/s")
+        report.ratio(
+            f"bulk read, filesystem store, {mode}", ours / base, 0.8, ours_mb_s=ours, bare_mb_s=base
+        )
+        latencies = sorted(await fetch_latencies(client, tip, log.log_end_offset))
+        p50 = statistics.median(latencies)
+        p99 = latencies[int(len(latencies) * 0.99)]
+        print(f"random 1 MiB Fetch, warm cache, {mode}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        report.latency(f"random 1 MiB Fetch p50, {mode}", p50, 3.0)
+        report.latency(f"random 1 MiB Fetch p99, {mode}", p99, 3.0)
+    finally:
+        await client.close()
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+async def main() -> None:
+    segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
+    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-fetch-"))
+    report = Report("fetch")
+    processes: list[subprocess.Popen[str]] = []
+    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
+    try:
+        log = write_partition(work / "kafka-logs", segment_bytes)
+        files = [str(s.path(".log")) for s in log.segments[:-1]]
+        total = sum(Path(f).stat().st_size for f in files)
+        tip = TopicIdPartition(log.topic_id, "bench", 0)
+
+        store, store_port = serve(
+            "segment-store",
+            work / "store.properties",
+            {
+                "listen.address": "127.0.0.1:0",
+                "storage.backend": "filesystem",
+                "storage.root": str(work / "segments"),
+            },
+        )
+        processes.append(store)
+        metadata, metadata_port = serve(
+            "metadata-manager",
+            work / "metadata.properties",
+            {
+                "listen.address": "127.0.0.1:0",
+                "bootstrap.servers": broker.bootstrap_servers,
+                "remote.log.metadata.topic.replication.factor": "1",
+                "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
+            },
+        )
+        processes.append(metadata)
+        addresses = {
+            "segment.store.address": f"127.0.0.1:{store_port}",
+            "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+        }
+        scheduler, scheduler_port = serve(
+            "copy-scheduler",
+            work / "scheduler.properties",
+            {"listen.address": "127.0.0.1:0", "log.local.retention.ms": "-1", **addresses},
+        )
+        processes.append(scheduler)
+        await tier(scheduler_port, [log])
+        fetch_properties = {
+            "listen.address": "127.0.0.1:0",
+            "remote.log.index.file.cache.dir": str(work / "index-cache"),
+            **addresses,
+        }
+        fetch, fetch_port = serve("remote-fetch", work / "fetch.properties", fetch_properties)
+        processes.append(fetch)
+        direct, direct_port = serve(
+            "remote-fetch",
+            work / "direct.properties",
+            {
+                **fetch_properties,
+                "remote.log.index.file.cache.dir": str(work / "direct-index-cache"),
+                "remote.fetch.direct.storage.read.enabled": "true",
+                "storage.root": str(work / "segments"),
+            },
+        )
+        processes.append(direct)
+        bare, line = start([sys.executable, __file__, "--bare-server", *files], "bare serving on")
+        processes.append(bare)
+        bare_port = int(line.rsplit(":", 1)[1])
+
+        await measure(report, "through the segment store", fetch_port, bare_port, tip, total, log)
+        await measure(report, "direct storage read", direct_port, bare_port, tip, total, log)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        broker.stop()
+    await purgatory_figures(report)
+    report.finish()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
+        asyncio.run(bare_server(sys.argv[2:]))
+    else:
+        asyncio.run(main())

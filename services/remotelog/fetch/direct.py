@@ -1,0 +1,57 @@
+"""Reading segments straight from the storage backend, as Kafka's broker calls its RSM in-process.
+
+With `remote.fetch.direct.storage.read.enabled` the fetch service opens the
+same backend the segment store writes (the `storage.*` settings, read-only
+use) and skips one gRPC hop per read: half the copies of every byte on the
+read path. Writes and deletes still go through the segment store service only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from remotelog.core.deadline import deadline_after
+from remotelog.core.model import RemoteLogSegmentMetadata
+from remotelog.fetch.ports import IndexType
+from remotelog.segmentstore.layout import SegmentFile
+from remotelog.segmentstore.store import SegmentStore
+
+_INDEX_FILES = {
+    IndexType.OFFSET: SegmentFile.OFFSET_INDEX,
+    IndexType.TIMESTAMP: SegmentFile.TIME_INDEX,
+    IndexType.TRANSACTION: SegmentFile.TRANSACTION_INDEX,
+}
+
+
+class DirectSegmentReader:
+    """The SegmentReader port over an in-process SegmentStore."""
+
+    def __init__(self, store: SegmentStore) -> None:
+        self.store = store
+
+    async def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncGenerator[bytes, None]:
+        with deadline_after(timeout_s):
+            async for chunk in self.store.fetch_log_segment(metadata, start_position, end_position):
+                yield chunk
+
+    async def fetch_index(
+        self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None
+    ) -> bytes:
+        with deadline_after(timeout_s):
+            chunks = [
+                chunk
+                async for chunk in self.store.fetch_index(
+                    metadata, _INDEX_FILES[IndexType(index_type)]
+                )
+            ]
+        return b"".join(chunks)
+
+    async def close(self) -> None:
+        await self.store.objects.close()
