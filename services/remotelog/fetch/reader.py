@@ -213,10 +213,10 @@ class RemoteLogReader:
                     if size + following > request.max_bytes and not first:
                         full = True
                         break
-                    if cutter.buffered < following:
-                        break  # the rest of this batch is in the next chunk
-                    batch = cutter.take(following, at_least_one=True)
-                    assert batch is not None
+                    # Every complete batch that fits, in one copy.
+                    batch = cutter.take(request.max_bytes - size, at_least_one=first)
+                    if batch is None:
+                        break  # the rest of the next batch is in the next chunk
                     taken.append(batch)
                     size += len(batch.data)
                 if full or size >= request.max_bytes:

@@ -27,6 +27,10 @@ class RemoteTierView:
     partition: TopicIdPartition
     lineage: tuple[tuple[int, int], ...]
     segments: tuple[RemoteLogSegmentMetadata, ...]  # within the lineage, ascending, disjoint
+    starts: tuple[int, ...] = ()  # start offsets of `segments`, for bisect
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "starts", tuple(s.start_offset for s in self.segments))
 
     @classmethod
     def of(
@@ -59,8 +63,7 @@ class RemoteTierView:
 
     def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
         """The segment holding `offset`, else the first one after it (a gap: compaction)."""
-        starts = [s.start_offset for s in self.segments]
-        index = bisect.bisect_right(starts, offset) - 1
+        index = bisect.bisect_right(self.starts, offset) - 1
         if index >= 0 and self.segments[index].end_offset >= offset:
             return self.segments[index]
         following = index + 1
@@ -69,8 +72,7 @@ class RemoteTierView:
         return None
 
     def next_after(self, segment: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadata | None:
-        starts = [s.start_offset for s in self.segments]
-        index = bisect.bisect_right(starts, segment.end_offset)
+        index = bisect.bisect_right(self.starts, segment.end_offset)
         return self.segments[index] if index < len(self.segments) else None
 
 
