@@ -65,7 +65,7 @@ class RemoteFetchConfig(
     )
     bulk_chunk_bytes: int = setting(
         "remote.fetch.bulk.chunk.bytes",
-        4 * 1024 * 1024,
+        1024 * 1024,
         "Default size of the chunks ReadOffsetRange streams",
         min=64 * 1024,
     )
