@@ -79,3 +79,17 @@ def serve(
     path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
     process, line = start(serve_command(service, path), "serving on")
     return process, int(line.rsplit(":", 1)[1])
+
+
+def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subprocess.Popen[str], int]:
+    """A metadata manager on the benchmark's broker, its snapshots under `work`."""
+    return serve(
+        "metadata-manager",
+        work / "metadata.properties",
+        {
+            "listen.address": "127.0.0.1:0",
+            "bootstrap.servers": bootstrap_servers,
+            "remote.log.metadata.topic.replication.factor": "1",
+            "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
+        },
+    )

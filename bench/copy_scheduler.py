@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from common import Report, serve, start
+from common import Report, serve, serve_metadata_manager, start
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
@@ -164,16 +164,7 @@ async def main() -> None:
             },
         )
         processes.append(store)
-        metadata, metadata_port = serve(
-            "metadata-manager",
-            work / "metadata.properties",
-            {
-                "listen.address": "127.0.0.1:0",
-                "bootstrap.servers": broker.bootstrap_servers,
-                "remote.log.metadata.topic.replication.factor": "1",
-                "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
-            },
-        )
+        metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
         processes.append(metadata)
         scheduler_properties = {
             "listen.address": "127.0.0.1:0",

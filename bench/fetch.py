@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 import grpc
-from common import Report, serve, start
+from common import Report, serve, serve_metadata_manager, start
 from copy_scheduler import tier
 
 from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient
@@ -232,16 +232,7 @@ async def main() -> None:
             },
         )
         processes.append(store)
-        metadata, metadata_port = serve(
-            "metadata-manager",
-            work / "metadata.properties",
-            {
-                "listen.address": "127.0.0.1:0",
-                "bootstrap.servers": broker.bootstrap_servers,
-                "remote.log.metadata.topic.replication.factor": "1",
-                "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
-            },
-        )
+        metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
         processes.append(metadata)
         addresses = {
             "segment.store.address": f"127.0.0.1:{store_port}",

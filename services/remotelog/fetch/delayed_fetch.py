@@ -51,5 +51,8 @@ class DelayedRemoteFetch(DelayedOperation):
 
     def on_expiration(self) -> None:
         EXPIRES.add(1)
+        self.cancel_reads()
+
+    def cancel_reads(self) -> None:
         for read in self.reads:
             read.cancel()

@@ -172,7 +172,7 @@ class RemoteFetch:
         finally:
             if not operation.is_completed:  # the caller went away: stop its reads
                 operation.force_complete()
-                operation.on_expiration()
+                operation.cancel_reads()
         return self._assemble(reads, outcomes, max_bytes)
 
     def _reading(self, read: PartitionRead, deadline_s: float) -> Callable[[], Any]:
