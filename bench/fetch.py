@@ -115,17 +115,20 @@ async def fetch_latencies(
 
 
 class Op(DelayedOperation):
-    def __init__(self, delay_ms: int, due: float, lateness: list[float]) -> None:
+    """Records when it expires against when it was due, and that it completed."""
+
+    def __init__(self, delay_ms: int, due: float, lateness: list[float], done: list[int]) -> None:
         super().__init__(delay_ms)
         self.ready = False
         self.due = due
         self.lateness = lateness
+        self.done = done
 
     def try_complete(self) -> bool:
         return self.ready and self.force_complete()
 
     def on_complete(self) -> None:
-        pass
+        self.done[0] += 1
 
     def on_expiration(self) -> None:
         self.lateness.append((time.monotonic() - self.due) * 1000)
@@ -136,11 +139,12 @@ async def purgatory_figures(report: Report) -> None:
     purgatory.start()
     rng = random.Random(3)
     lateness: list[float] = []
+    done = [0]
     ops = []
     began = time.perf_counter()
     for number in range(PURGATORY_OPERATIONS):
         delay = rng.randrange(500, 3_000)
-        op = Op(delay, time.monotonic() + delay / 1000, lateness)
+        op = Op(delay, time.monotonic() + delay / 1000, lateness, done)
         purgatory.try_complete_else_watch(op, [number % 1_000])
         ops.append(op)
     insert_us = (time.perf_counter() - began) / PURGATORY_OPERATIONS * 1e6
@@ -153,6 +157,7 @@ async def purgatory_figures(report: Report) -> None:
     while len(lateness) < PURGATORY_OPERATIONS - completed:  # noqa: ASYNC110 - polling a count
         await asyncio.sleep(0.1)
     await purgatory.close()
+    assert done[0] == PURGATORY_OPERATIONS, f"{done[0]} of {PURGATORY_OPERATIONS} completed"
     lateness.sort()
     p99 = lateness[int(len(lateness) * 0.99)]
     print(

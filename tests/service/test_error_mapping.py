@@ -208,8 +208,7 @@ async def test_a_retry_cut_by_the_deadline_reports_the_error_that_caused_it(serv
     listing.leader_epoch = 0
     servicer.outage_calls = 0
     with pytest.raises(errors.RetriableRemoteStorageError, match="503 until the deadline"):
-        async for _ in client.call_server_stream(stub.ListRemoteLogSegments, listing):
-            pass
+        _ = [b async for b in client.call_server_stream(stub.ListRemoteLogSegments, listing)]
     assert servicer.outage_calls == 2
 
 
