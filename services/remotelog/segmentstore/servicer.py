@@ -5,6 +5,8 @@ Errors are domain exceptions; the server's interceptor maps them to statuses.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -34,6 +36,23 @@ _INDEXES = {
 }
 
 
+# How long a failed copy keeps reading what the client still sends. grpc-python's
+# asyncio client replaces the server's status with INTERNAL "Internal error from
+# Core" when a write fails after the server ended the call (grpc/grpc#36066), so a
+# copy refused early would reach the broker as INTERNAL instead of
+# INVALID_ARGUMENT or UNAVAILABLE, and its retry decision would be wrong. Reading
+# to the client's half-close first delivers the real status; the bound keeps a
+# client that never stops from holding the call.
+_DRAIN_AFTER_FAILURE_S = 30.0
+
+
+async def _drain(requests: AsyncIterator[object], within_s: float) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(within_s):
+            async for _ in requests:
+                continue
+
+
 class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
     def __init__(self, store: SegmentStore, *, copy_chunk_max_bytes: int) -> None:
         self.store = store
@@ -45,6 +64,19 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> pb.CopyLogSegmentDataResponse:
         requests = aiter(request_iterator)
+        try:
+            return await self._copy(requests, context)
+        except Exception:
+            remaining = context.time_remaining()
+            within_s = _DRAIN_AFTER_FAILURE_S if remaining is None else remaining
+            await _drain(requests, min(_DRAIN_AFTER_FAILURE_S, within_s))
+            raise
+
+    async def _copy(
+        self,
+        requests: AsyncIterator[pb.CopyLogSegmentDataRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> pb.CopyLogSegmentDataResponse:
         first = await anext(requests, None)
         if first is None or first.WhichOneof("payload") != "metadata":
             raise InvalidArgumentError("metadata", "the first message must carry the metadata")
