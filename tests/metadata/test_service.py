@@ -194,13 +194,19 @@ async def test_partition_deletion_drops_the_cache_and_spares_a_recreated_topic(m
 
     with pytest.raises(InvalidStateTransitionError):
         await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_STARTED))
+    assert await client.remote_partition_delete_state(old) is None
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_MARKED))
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_MARKED))
+    assert await client.remote_partition_delete_state(old) is D.DELETE_PARTITION_MARKED
+    late_copy = metadata_of(old, Seg("late", 10, 19, {0: 10}))
+    with pytest.raises(InvalidStateTransitionError, match="MARKED: no new segments"):
+        await client.add_remote_log_segment_metadata(late_copy)
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_STARTED))
     assert metadata.manager.partition_delete_state(old) is D.DELETE_PARTITION_STARTED
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_FINISHED))
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_FINISHED))
     assert metadata.manager.partition_delete_state(old) is D.DELETE_PARTITION_FINISHED
+    assert await client.remote_partition_delete_state(old) is D.DELETE_PARTITION_FINISHED
     with pytest.raises(RemoteResourceNotFoundError, match="was deleted"):
         await client.highest_offset_for_epoch(old, 0)
     with pytest.raises(InvalidStateTransitionError):

@@ -14,6 +14,7 @@ from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient
 from remotelog.core.convert import (
+    partition_delete_state_from_proto,
     partition_delete_to_proto,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
@@ -26,6 +27,7 @@ from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
 )
+from remotelog.core.states import RemotePartitionDeleteState
 
 
 class MetadataClient(ServiceClient):
@@ -178,6 +180,20 @@ class MetadataClient(ServiceClient):
             partitions=[topic_id_partition_to_proto(p) for p in partitions]
         )
         await self.call_unary(self._stub.OnStopPartitions, request, timeout_s=timeout_s)
+
+    async def remote_partition_delete_state(
+        self, partition: TopicIdPartition, *, timeout_s: float | None = None
+    ) -> RemotePartitionDeleteState | None:
+        """The partition's deletion state; None when it was never marked."""
+        request = pb.GetRemotePartitionDeleteStateRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition)
+        )
+        response = await self.call_unary(
+            self._stub.GetRemotePartitionDeleteState, request, timeout_s=timeout_s
+        )
+        if response.state == 0:
+            return None
+        return partition_delete_state_from_proto(response.state, "state")
 
     async def is_ready(
         self, partition: TopicIdPartition, *, timeout_s: float | None = None

@@ -48,12 +48,6 @@ class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
         "Largest KIP-917 custom metadata accepted",
         min=0,
     )
-    consumer_fetch_wait_ms: int = setting(
-        "remote.log.metadata.consumer.fetch.max.wait.ms",
-        100,
-        "Longest wait of the metadata consumer's fetches (bounds read-your-writes latency)",
-        min=1,
-    )
     snapshot_dir: str = setting(
         "remote.log.metadata.snapshot.dir",
         "remotelog-data/metadata",

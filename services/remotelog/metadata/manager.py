@@ -332,6 +332,13 @@ class TopicBasedRemoteLogMetadataManager:
         tip = metadata.topic_id_partition
         state = self._ready(tip)
         self._refuse_deleted(state, tip)
+        being_deleted = state.deletes.get(tip)
+        if being_deleted is not None:
+            # The remover lists the segments to delete after the marker; a copy
+            # that starts now would outlive the partition as an orphan.
+            raise InvalidStateTransitionError(
+                f"partition {tip} is {being_deleted.state.name}: no new segments"
+            )
         cache = state.cache(tip)
         current = (
             None if cache is None else cache.segment_state(metadata.remote_log_segment_id.id.bytes)

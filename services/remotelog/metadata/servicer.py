@@ -13,6 +13,7 @@ from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.core.convert import (
     partition_delete_from_proto,
+    partition_delete_state_to_proto,
     require,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
@@ -160,6 +161,16 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         ]
         self.manager.on_stop_partitions(partitions)
         return pb.OnStopPartitionsResponse()
+
+    async def GetRemotePartitionDeleteState(
+        self, request: pb.GetRemotePartitionDeleteStateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetRemotePartitionDeleteStateResponse:
+        state = self.manager.partition_delete_state(_tip(request))
+        if state is None:
+            return pb.GetRemotePartitionDeleteStateResponse()
+        return pb.GetRemotePartitionDeleteStateResponse(
+            state=partition_delete_state_to_proto(state)
+        )
 
     async def IsReady(
         self, request: pb.IsReadyRequest, context: grpc.aio.ServicerContext

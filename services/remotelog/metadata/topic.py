@@ -60,26 +60,54 @@ def ensure_metadata_topic(
     Retries every `retry_interval_ms` until `max_timeout_ms` (the broker may
     still be starting). Blocking: run it in a thread.
     """
-    admin_config: dict[str, Any] = {**client_config, "logger": _LIBRDKAFKA_LOG}
-    admin = AdminClient(admin_config)
     request = NewTopic(
         topic,
         num_partitions=partitions,
         replication_factor=replication_factor,
         config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
     )
+    return _describe(client_config, topic, partitions, retry_interval_ms, max_timeout_ms, request)
+
+
+def await_metadata_topic(
+    client_config: dict[str, Any],
+    *,
+    partitions: int,
+    retry_interval_ms: int,
+    max_timeout_ms: int,
+    topic: str = METADATA_TOPIC,
+) -> TopicInfo:
+    """Wait for the metadata manager to have created the topic; check its partition count.
+
+    For readers of the topic (the partition remover) that must not create it
+    with settings only the metadata manager knows. Blocking: run it in a thread.
+    """
+    return _describe(client_config, topic, partitions, retry_interval_ms, max_timeout_ms, None)
+
+
+def _describe(
+    client_config: dict[str, Any],
+    topic: str,
+    partitions: int,
+    retry_interval_ms: int,
+    max_timeout_ms: int,
+    create: NewTopic | None,
+) -> TopicInfo:
+    admin_config: dict[str, Any] = {**client_config, "logger": _LIBRDKAFKA_LOG}
+    admin = AdminClient(admin_config)
     deadline = time.monotonic() + max_timeout_ms / 1000
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         timeout = max(0.1, min(10.0, deadline - time.monotonic()))
         try:
-            future = admin.create_topics([request], request_timeout=timeout)[topic]
-            try:
-                future.result()
-                log.info("created %s with %d partitions", topic, partitions)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
+            if create is not None:
+                future = admin.create_topics([create], request_timeout=timeout)[topic]
+                try:
+                    future.result()
+                    log.info("created %s with %d partitions", topic, partitions)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise
             description = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[
                 topic
             ].result()
@@ -95,8 +123,9 @@ def ensure_metadata_topic(
                 "set it to the topic's partition count",
             )
         return TopicInfo(_uuid_of(description.topic_id), found)
+    verb = "create or describe" if create is not None else "find"
     raise MetadataTopicUnavailableError(
-        f"could not create or describe {topic} within {max_timeout_ms} ms: {last_error}"
+        f"could not {verb} {topic} within {max_timeout_ms} ms: {last_error}"
     )
 
 

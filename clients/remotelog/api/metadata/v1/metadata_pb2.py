@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from remotelog.api.type.v1 import segment_pb2 as remotelog_dot_api_dot_type_dot_v1_dot_segment__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(remotelog/api/metadata/v1/metadata.proto\x12\x19remotelog.api.metadata.v1\x1a#remotelog/api/type/v1/segment.proto\"z\n\"AddRemoteLogSegmentMetadataRequest\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"%\n#AddRemoteLogSegmentMetadataResponse\"\x8a\x01\n%UpdateRemoteLogSegmentMetadataRequest\x12\x61\n\"remote_log_segment_metadata_update\x18\x01 \x01(\x0b\x32\x35.remotelog.api.type.v1.RemoteLogSegmentMetadataUpdate\"(\n&UpdateRemoteLogSegmentMetadataResponse\"\x89\x01\n\'PutRemotePartitionDeleteMetadataRequest\x12^\n remote_partition_delete_metadata\x18\x01 \x01(\x0b\x32\x34.remotelog.api.type.v1.RemotePartitionDeleteMetadata\"*\n(PutRemotePartitionDeleteMetadataResponse\"\x8f\x01\n\"GetRemoteLogSegmentMetadataRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"{\n#GetRemoteLogSegmentMetadataResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"|\n\x1fGetHighestOffsetForEpochRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"B\n GetHighestOffsetForEpochResponse\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_offset\"\x8f\x01\n\x1cListRemoteLogSegmentsRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x19\n\x0cleader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x42\x0f\n\r_leader_epoch\"u\n\x1dListRemoteLogSegmentsResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x03(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"t\n\x17GetRemoteLogSizeRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"9\n\x18GetRemoteLogSizeResponse\x12\x1d\n\x15remote_log_size_bytes\x18\x01 \x01(\x03\"\x8e\x01\n!GetNextSegmentWithTxnIndexRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"z\n\"GetNextSegmentWithTxnIndexResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"\xaf\x01\n#OnPartitionLeadershipChangesRequest\x12\x42\n\x11leader_partitions\x18\x01 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x44\n\x13\x66ollower_partitions\x18\x02 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"&\n$OnPartitionLeadershipChangesResponse\"V\n\x17OnStopPartitionsRequest\x12;\n\npartitions\x18\x01 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"\x1a\n\x18OnStopPartitionsResponse\"U\n\x0eIsReadyRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\" \n\x0fIsReadyResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x32\xed\x0c\n\x18RemoteLogMetadataService\x12\x9c\x01\n\x1b\x41\x64\x64RemoteLogSegmentMetadata\x12=.remotelog.api.metadata.v1.AddRemoteLogSegmentMetadataRequest\x1a>.remotelog.api.metadata.v1.AddRemoteLogSegmentMetadataResponse\x12\xa5\x01\n\x1eUpdateRemoteLogSegmentMetadata\x12@.remotelog.api.metadata.v1.UpdateRemoteLogSegmentMetadataRequest\x1a\x41.remotelog.api.metadata.v1.UpdateRemoteLogSegmentMetadataResponse\x12\xab\x01\n PutRemotePartitionDeleteMetadata\x12\x42.remotelog.api.metadata.v1.PutRemotePartitionDeleteMetadataRequest\x1a\x43.remotelog.api.metadata.v1.PutRemotePartitionDeleteMetadataResponse\x12\x9c\x01\n\x1bGetRemoteLogSegmentMetadata\x12=.remotelog.api.metadata.v1.GetRemoteLogSegmentMetadataRequest\x1a>.remotelog.api.metadata.v1.GetRemoteLogSegmentMetadataResponse\x12\x93\x01\n\x18GetHighestOffsetForEpoch\x12:.remotelog.api.metadata.v1.GetHighestOffsetForEpochRequest\x1a;.remotelog.api.metadata.v1.GetHighestOffsetForEpochResponse\x12\x8c\x01\n\x15ListRemoteLogSegments\x12\x37.remotelog.api.metadata.v1.ListRemoteLogSegmentsRequest\x1a\x38.remotelog.api.metadata.v1.ListRemoteLogSegmentsResponse0\x01\x12{\n\x10GetRemoteLogSize\x12\x32.remotelog.api.metadata.v1.GetRemoteLogSizeRequest\x1a\x33.remotelog.api.metadata.v1.GetRemoteLogSizeResponse\x12\x99\x01\n\x1aGetNextSegmentWithTxnIndex\x12<.remotelog.api.metadata.v1.GetNextSegmentWithTxnIndexRequest\x1a=.remotelog.api.metadata.v1.GetNextSegmentWithTxnIndexResponse\x12\x9f\x01\n\x1cOnPartitionLeadershipChanges\x12>.remotelog.api.metadata.v1.OnPartitionLeadershipChangesRequest\x1a?.remotelog.api.metadata.v1.OnPartitionLeadershipChangesResponse\x12{\n\x10OnStopPartitions\x12\x32.remotelog.api.metadata.v1.OnStopPartitionsRequest\x1a\x33.remotelog.api.metadata.v1.OnStopPartitionsResponse\x12`\n\x07IsReady\x12).remotelog.api.metadata.v1.IsReadyRequest\x1a*.remotelog.api.metadata.v1.IsReadyResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(remotelog/api/metadata/v1/metadata.proto\x12\x19remotelog.api.metadata.v1\x1a#remotelog/api/type/v1/segment.proto\"z\n\"AddRemoteLogSegmentMetadataRequest\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"%\n#AddRemoteLogSegmentMetadataResponse\"\x8a\x01\n%UpdateRemoteLogSegmentMetadataRequest\x12\x61\n\"remote_log_segment_metadata_update\x18\x01 \x01(\x0b\x32\x35.remotelog.api.type.v1.RemoteLogSegmentMetadataUpdate\"(\n&UpdateRemoteLogSegmentMetadataResponse\"\x89\x01\n\'PutRemotePartitionDeleteMetadataRequest\x12^\n remote_partition_delete_metadata\x18\x01 \x01(\x0b\x32\x34.remotelog.api.type.v1.RemotePartitionDeleteMetadata\"*\n(PutRemotePartitionDeleteMetadataResponse\"k\n$GetRemotePartitionDeleteStateRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"i\n%GetRemotePartitionDeleteStateResponse\x12@\n\x05state\x18\x01 \x01(\x0e\x32\x31.remotelog.api.type.v1.RemotePartitionDeleteState\"\x8f\x01\n\"GetRemoteLogSegmentMetadataRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"{\n#GetRemoteLogSegmentMetadataResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"|\n\x1fGetHighestOffsetForEpochRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"B\n GetHighestOffsetForEpochResponse\x12\x13\n\x06offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x42\t\n\x07_offset\"\x8f\x01\n\x1cListRemoteLogSegmentsRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x19\n\x0cleader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x42\x0f\n\r_leader_epoch\"u\n\x1dListRemoteLogSegmentsResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x03(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"t\n\x17GetRemoteLogSizeRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"9\n\x18GetRemoteLogSizeResponse\x12\x1d\n\x15remote_log_size_bytes\x18\x01 \x01(\x03\"\x8e\x01\n!GetNextSegmentWithTxnIndexRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"z\n\"GetNextSegmentWithTxnIndexResponse\x12T\n\x1bremote_log_segment_metadata\x18\x01 \x01(\x0b\x32/.remotelog.api.type.v1.RemoteLogSegmentMetadata\"\xaf\x01\n#OnPartitionLeadershipChangesRequest\x12\x42\n\x11leader_partitions\x18\x01 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\x12\x44\n\x13\x66ollower_partitions\x18\x02 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"&\n$OnPartitionLeadershipChangesResponse\"V\n\x17OnStopPartitionsRequest\x12;\n\npartitions\x18\x01 \x03(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\"\x1a\n\x18OnStopPartitionsResponse\"U\n\x0eIsReadyRequest\x12\x43\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\'.remotelog.api.type.v1.TopicIdPartition\" \n\x0fIsReadyResponse\x12\r\n\x05ready\x18\x01 \x01(\x08\x32\x92\x0e\n\x18RemoteLogMetadataService\x12\x9c\x01\n\x1b\x41\x64\x64RemoteLogSegmentMetadata\x12=.remotelog.api.metadata.v1.AddRemoteLogSegmentMetadataRequest\x1a>.remotelog.api.metadata.v1.AddRemoteLogSegmentMetadataResponse\x12\xa5\x01\n\x1eUpdateRemoteLogSegmentMetadata\x12@.remotelog.api.metadata.v1.UpdateRemoteLogSegmentMetadataRequest\x1a\x41.remotelog.api.metadata.v1.UpdateRemoteLogSegmentMetadataResponse\x12\xab\x01\n PutRemotePartitionDeleteMetadata\x12\x42.remotelog.api.metadata.v1.PutRemotePartitionDeleteMetadataRequest\x1a\x43.remotelog.api.metadata.v1.PutRemotePartitionDeleteMetadataResponse\x12\xa2\x01\n\x1dGetRemotePartitionDeleteState\x12?.remotelog.api.metadata.v1.GetRemotePartitionDeleteStateRequest\x1a@.remotelog.api.metadata.v1.GetRemotePartitionDeleteStateResponse\x12\x9c\x01\n\x1bGetRemoteLogSegmentMetadata\x12=.remotelog.api.metadata.v1.GetRemoteLogSegmentMetadataRequest\x1a>.remotelog.api.metadata.v1.GetRemoteLogSegmentMetadataResponse\x12\x93\x01\n\x18GetHighestOffsetForEpoch\x12:.remotelog.api.metadata.v1.GetHighestOffsetForEpochRequest\x1a;.remotelog.api.metadata.v1.GetHighestOffsetForEpochResponse\x12\x8c\x01\n\x15ListRemoteLogSegments\x12\x37.remotelog.api.metadata.v1.ListRemoteLogSegmentsRequest\x1a\x38.remotelog.api.metadata.v1.ListRemoteLogSegmentsResponse0\x01\x12{\n\x10GetRemoteLogSize\x12\x32.remotelog.api.metadata.v1.GetRemoteLogSizeRequest\x1a\x33.remotelog.api.metadata.v1.GetRemoteLogSizeResponse\x12\x99\x01\n\x1aGetNextSegmentWithTxnIndex\x12<.remotelog.api.metadata.v1.GetNextSegmentWithTxnIndexRequest\x1a=.remotelog.api.metadata.v1.GetNextSegmentWithTxnIndexResponse\x12\x9f\x01\n\x1cOnPartitionLeadershipChanges\x12>.remotelog.api.metadata.v1.OnPartitionLeadershipChangesRequest\x1a?.remotelog.api.metadata.v1.OnPartitionLeadershipChangesResponse\x12{\n\x10OnStopPartitions\x12\x32.remotelog.api.metadata.v1.OnStopPartitionsRequest\x1a\x33.remotelog.api.metadata.v1.OnStopPartitionsResponse\x12`\n\x07IsReady\x12).remotelog.api.metadata.v1.IsReadyRequest\x1a*.remotelog.api.metadata.v1.IsReadyResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,38 +44,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTREMOTEPARTITIONDELETEMETADATAREQUEST']._serialized_end=592
   _globals['_PUTREMOTEPARTITIONDELETEMETADATARESPONSE']._serialized_start=594
   _globals['_PUTREMOTEPARTITIONDELETEMETADATARESPONSE']._serialized_end=636
-  _globals['_GETREMOTELOGSEGMENTMETADATAREQUEST']._serialized_start=639
-  _globals['_GETREMOTELOGSEGMENTMETADATAREQUEST']._serialized_end=782
-  _globals['_GETREMOTELOGSEGMENTMETADATARESPONSE']._serialized_start=784
-  _globals['_GETREMOTELOGSEGMENTMETADATARESPONSE']._serialized_end=907
-  _globals['_GETHIGHESTOFFSETFOREPOCHREQUEST']._serialized_start=909
-  _globals['_GETHIGHESTOFFSETFOREPOCHREQUEST']._serialized_end=1033
-  _globals['_GETHIGHESTOFFSETFOREPOCHRESPONSE']._serialized_start=1035
-  _globals['_GETHIGHESTOFFSETFOREPOCHRESPONSE']._serialized_end=1101
-  _globals['_LISTREMOTELOGSEGMENTSREQUEST']._serialized_start=1104
-  _globals['_LISTREMOTELOGSEGMENTSREQUEST']._serialized_end=1247
-  _globals['_LISTREMOTELOGSEGMENTSRESPONSE']._serialized_start=1249
-  _globals['_LISTREMOTELOGSEGMENTSRESPONSE']._serialized_end=1366
-  _globals['_GETREMOTELOGSIZEREQUEST']._serialized_start=1368
-  _globals['_GETREMOTELOGSIZEREQUEST']._serialized_end=1484
-  _globals['_GETREMOTELOGSIZERESPONSE']._serialized_start=1486
-  _globals['_GETREMOTELOGSIZERESPONSE']._serialized_end=1543
-  _globals['_GETNEXTSEGMENTWITHTXNINDEXREQUEST']._serialized_start=1546
-  _globals['_GETNEXTSEGMENTWITHTXNINDEXREQUEST']._serialized_end=1688
-  _globals['_GETNEXTSEGMENTWITHTXNINDEXRESPONSE']._serialized_start=1690
-  _globals['_GETNEXTSEGMENTWITHTXNINDEXRESPONSE']._serialized_end=1812
-  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_start=1815
-  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_end=1990
-  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_start=1992
-  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_end=2030
-  _globals['_ONSTOPPARTITIONSREQUEST']._serialized_start=2032
-  _globals['_ONSTOPPARTITIONSREQUEST']._serialized_end=2118
-  _globals['_ONSTOPPARTITIONSRESPONSE']._serialized_start=2120
-  _globals['_ONSTOPPARTITIONSRESPONSE']._serialized_end=2146
-  _globals['_ISREADYREQUEST']._serialized_start=2148
-  _globals['_ISREADYREQUEST']._serialized_end=2233
-  _globals['_ISREADYRESPONSE']._serialized_start=2235
-  _globals['_ISREADYRESPONSE']._serialized_end=2267
-  _globals['_REMOTELOGMETADATASERVICE']._serialized_start=2270
-  _globals['_REMOTELOGMETADATASERVICE']._serialized_end=3915
+  _globals['_GETREMOTEPARTITIONDELETESTATEREQUEST']._serialized_start=638
+  _globals['_GETREMOTEPARTITIONDELETESTATEREQUEST']._serialized_end=745
+  _globals['_GETREMOTEPARTITIONDELETESTATERESPONSE']._serialized_start=747
+  _globals['_GETREMOTEPARTITIONDELETESTATERESPONSE']._serialized_end=852
+  _globals['_GETREMOTELOGSEGMENTMETADATAREQUEST']._serialized_start=855
+  _globals['_GETREMOTELOGSEGMENTMETADATAREQUEST']._serialized_end=998
+  _globals['_GETREMOTELOGSEGMENTMETADATARESPONSE']._serialized_start=1000
+  _globals['_GETREMOTELOGSEGMENTMETADATARESPONSE']._serialized_end=1123
+  _globals['_GETHIGHESTOFFSETFOREPOCHREQUEST']._serialized_start=1125
+  _globals['_GETHIGHESTOFFSETFOREPOCHREQUEST']._serialized_end=1249
+  _globals['_GETHIGHESTOFFSETFOREPOCHRESPONSE']._serialized_start=1251
+  _globals['_GETHIGHESTOFFSETFOREPOCHRESPONSE']._serialized_end=1317
+  _globals['_LISTREMOTELOGSEGMENTSREQUEST']._serialized_start=1320
+  _globals['_LISTREMOTELOGSEGMENTSREQUEST']._serialized_end=1463
+  _globals['_LISTREMOTELOGSEGMENTSRESPONSE']._serialized_start=1465
+  _globals['_LISTREMOTELOGSEGMENTSRESPONSE']._serialized_end=1582
+  _globals['_GETREMOTELOGSIZEREQUEST']._serialized_start=1584
+  _globals['_GETREMOTELOGSIZEREQUEST']._serialized_end=1700
+  _globals['_GETREMOTELOGSIZERESPONSE']._serialized_start=1702
+  _globals['_GETREMOTELOGSIZERESPONSE']._serialized_end=1759
+  _globals['_GETNEXTSEGMENTWITHTXNINDEXREQUEST']._serialized_start=1762
+  _globals['_GETNEXTSEGMENTWITHTXNINDEXREQUEST']._serialized_end=1904
+  _globals['_GETNEXTSEGMENTWITHTXNINDEXRESPONSE']._serialized_start=1906
+  _globals['_GETNEXTSEGMENTWITHTXNINDEXRESPONSE']._serialized_end=2028
+  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_start=2031
+  _globals['_ONPARTITIONLEADERSHIPCHANGESREQUEST']._serialized_end=2206
+  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_start=2208
+  _globals['_ONPARTITIONLEADERSHIPCHANGESRESPONSE']._serialized_end=2246
+  _globals['_ONSTOPPARTITIONSREQUEST']._serialized_start=2248
+  _globals['_ONSTOPPARTITIONSREQUEST']._serialized_end=2334
+  _globals['_ONSTOPPARTITIONSRESPONSE']._serialized_start=2336
+  _globals['_ONSTOPPARTITIONSRESPONSE']._serialized_end=2362
+  _globals['_ISREADYREQUEST']._serialized_start=2364
+  _globals['_ISREADYREQUEST']._serialized_end=2449
+  _globals['_ISREADYRESPONSE']._serialized_start=2451
+  _globals['_ISREADYRESPONSE']._serialized_end=2483
+  _globals['_REMOTELOGMETADATASERVICE']._serialized_start=2486
+  _globals['_REMOTELOGMETADATASERVICE']._serialized_end=4296
 # @@protoc_insertion_point(module_scope)

@@ -37,6 +37,18 @@ class PutRemotePartitionDeleteMetadataResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class GetRemotePartitionDeleteStateRequest(_message.Message):
+    __slots__ = ("topic_id_partition",)
+    TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic_id_partition: _segment_pb2.TopicIdPartition
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ...) -> None: ...
+
+class GetRemotePartitionDeleteStateResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: _segment_pb2.RemotePartitionDeleteState
+    def __init__(self, state: _Optional[_Union[_segment_pb2.RemotePartitionDeleteState, str]] = ...) -> None: ...
+
 class GetRemoteLogSegmentMetadataRequest(_message.Message):
     __slots__ = ("topic_id_partition", "leader_epoch", "offset")
     TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]

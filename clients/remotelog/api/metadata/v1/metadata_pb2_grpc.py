@@ -53,6 +53,11 @@ class RemoteLogMetadataServiceStub:
                 request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataResponse.FromString,
                 _registered_method=True)
+        self.GetRemotePartitionDeleteState = channel.unary_unary(
+                '/remotelog.api.metadata.v1.RemoteLogMetadataService/GetRemotePartitionDeleteState',
+                request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateResponse.FromString,
+                _registered_method=True)
         self.GetRemoteLogSegmentMetadata = channel.unary_unary(
                 '/remotelog.api.metadata.v1.RemoteLogMetadataService/GetRemoteLogSegmentMetadata',
                 request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemoteLogSegmentMetadataRequest.SerializeToString,
@@ -125,6 +130,15 @@ class RemoteLogMetadataServiceServicer:
         """putRemotePartitionDeleteMetadata: publishes a partition deletion state.
         Errors: FAILED_PRECONDITION / INVALID_STATE_TRANSITION, INVALID_ARGUMENT,
         UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRemotePartitionDeleteState(self, request, context):
+        """The partition's deletion state (what RemotePartitionRemover reads before
+        each step); UNSPECIFIED when it was never marked. FINISHED stays
+        FINISHED: a topic id is never reused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -211,6 +225,11 @@ def add_RemoteLogMetadataServiceServicer_to_server(servicer, server):
                     servicer.PutRemotePartitionDeleteMetadata,
                     request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataResponse.SerializeToString,
+            ),
+            'GetRemotePartitionDeleteState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRemotePartitionDeleteState,
+                    request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateResponse.SerializeToString,
             ),
             'GetRemoteLogSegmentMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRemoteLogSegmentMetadata,
@@ -338,6 +357,33 @@ class RemoteLogMetadataService:
             '/remotelog.api.metadata.v1.RemoteLogMetadataService/PutRemotePartitionDeleteMetadata',
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataRequest.SerializeToString,
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.PutRemotePartitionDeleteMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRemotePartitionDeleteState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.metadata.v1.RemoteLogMetadataService/GetRemotePartitionDeleteState',
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateRequest.SerializeToString,
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.GetRemotePartitionDeleteStateResponse.FromString,
             options,
             channel_credentials,
             insecure,
