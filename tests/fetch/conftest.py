@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest_asyncio
-from support.s3 import s3_client
-from support.services import load_properties, metadata_config, start_metadata, start_store
-from support.tiering import TieredSegment, tier_directory, tier_segment
+from support.services import BackendStack, ServiceRunning, load_properties
+from support.tiering import TieredSegment, batch, tier_directory, tier_segment
 
 from remotelog.client import ClientOptions, RemoteFetchClient
 from remotelog.core.backoff import ExponentialBackoff
@@ -20,7 +19,6 @@ from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
-from remotelog.kafka.records import Record, build_batch
 
 CLIENT_OPTIONS = ClientOptions(
     timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
@@ -42,23 +40,10 @@ def fetch_config(tmp: Path, store_port: int, metadata_port: int, name: str = "fe
 
 
 @dataclass
-class FetchStack:
-    tmp: Path
-    bootstrap: str
-    s3_endpoint: str
-    backend: str = "filesystem"
-    store: object = None
-    metadata: object = None
-    fetches: list = field(default_factory=list)
+class FetchStack(BackendStack):
     partitions: dict[str, tuple[TopicIdPartition, list[TieredSegment]]] = field(
         default_factory=dict
     )
-
-    async def start(self):
-        bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-        s3_client(self.s3_endpoint).create_bucket(Bucket=bucket)
-        self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
-        self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 
     def direct_storage(self) -> dict[str, str]:
         """Properties that make a fetch service read the store's backend itself."""
@@ -80,20 +65,7 @@ class FetchStack:
         )
         service = await start_remote_fetch(config)
         client = RemoteFetchClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
-        running = FetchRunning(service, client, config)
-        self.fetches.append(running)
-        return running
-
-    async def stop_fetch(self, running):
-        self.fetches.remove(running)
-        await running.stop()
-
-    async def stop(self):
-        for running in list(self.fetches):
-            await self.stop_fetch(running)
-        await self.metadata.stop()
-        await self.store.client.close()
-        await self.store.service.stop(1)
+        return self.started(ServiceRunning(service, client, config))
 
     # -- tiering ----------------------------------------------------------------------
 
@@ -129,34 +101,6 @@ class FetchStack:
             )
         self.partitions[name] = (tip, tiered)
         return tip
-
-
-class FetchRunning:
-    def __init__(self, service, client, config):
-        self.service = service
-        self.client = client
-        self.config = config
-
-    @property
-    def app(self):
-        return self.service.app
-
-    async def stop(self):
-        await self.client.close()
-        await self.service.stop(1)
-
-
-def batch(base_offset: int, count: int = 1, *, size: int = 10, timestamp: int = 1_000) -> bytes:
-    records = [
-        Record(
-            base_offset + i,
-            timestamp + base_offset + i,
-            f"k{base_offset + i}".encode(),
-            b"v" * size,
-        )
-        for i in range(count)
-    ]
-    return build_batch(records)
 
 
 def transactional_log(root: Path) -> PartitionLog:

@@ -23,7 +23,7 @@ def records(data: bytes):
 
 
 async def fetch_one(stack, name, offset, max_bytes=MIB, *, via=0, **kwargs):
-    (result,) = await stack.fetches[via].client.fetch(
+    (result,) = await stack.running[via].client.fetch(
         [FetchPartition(stack.tip(name), offset, max_bytes)], **kwargs
     )
     return result
@@ -83,7 +83,7 @@ async def test_max_bytes_without_min_one_message_returns_nothing_rather_than_a_p
 
 
 async def test_multi_partition_fetch_answers_each_partition_in_order(tiered):
-    client = tiered.fetches[0].client
+    client = tiered.running[0].client
     names = ["timeindex", "topic_a", "txns", "gapped"]
     asked = [FetchPartition(tiered.tip(n), 0, 64 * 1024) for n in names]
     # A partition with nothing tiered answers on its own, without failing the rest.
@@ -133,7 +133,7 @@ async def test_read_committed_lists_aborted_transactions_from_later_txn_indexes(
 
 
 async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
-    client = tiered.fetches[0].client
+    client = tiered.running[0].client
     tip = tiered.tip("timeindex")
     expected = tiered.log_bytes("timeindex")
     chunks = [c async for c in client.read_offset_range(tip, 0, chunk_bytes=256 * 1024)]
@@ -151,7 +151,7 @@ async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
 
 
 async def test_list_offsets_over_the_remote_tier(tiered):
-    client = tiered.fetches[0].client
+    client = tiered.running[0].client
     tip = tiered.tip("timeindex")
     everything = records(tiered.log_bytes("timeindex"))
     earliest = await client.list_offsets(tip, -2)
@@ -168,7 +168,7 @@ async def test_list_offsets_over_the_remote_tier(tiered):
 
 
 async def test_bad_requests_name_the_field(tiered):
-    client = tiered.fetches[0].client
+    client = tiered.running[0].client
     tip = tiered.tip("topic_a")
     with pytest.raises(InvalidArgumentError) as info:
         await client.fetch([FetchPartition(tip, -1)])

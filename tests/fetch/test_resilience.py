@@ -165,7 +165,7 @@ async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_resta
     kept = len(cache)
     assert 3 <= kept < SEGMENTS
     assert cache.store_fetches == 2 * SEGMENTS  # LRU: a cyclic scan misses every time
-    await fs_stack.stop_fetch(running)
+    await fs_stack.stop_service(running)
 
     # Leftovers of a crash: a partial file and an entry without its `.index`.
     (directory / "999_partial.index.tmp").write_bytes(b"x")

@@ -1,5 +1,7 @@
 """Starting the services in tests: configs from properties, the service, a client."""
 
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.s3 import s3_client
@@ -104,21 +106,29 @@ def metadata_config(
     return load_properties(MetadataManagerConfig, path, properties)
 
 
-class MetadataRunning:
-    """A started metadata manager service with a client."""
+class ServiceRunning:
+    """A started service (its core is `app`) with a client of it."""
 
-    def __init__(self, service, client, config):
+    def __init__(self, service, client, config=None):
         self.service = service
         self.client = client
         self.config = config
 
     @property
-    def manager(self):
+    def app(self):
         return self.service.app
 
     async def stop(self):
         await self.client.close()
         await self.service.stop(1.0)
+
+
+class MetadataRunning(ServiceRunning):
+    """A started metadata manager service with a client."""
+
+    @property
+    def manager(self):
+        return self.service.app
 
 
 async def start_metadata(config: MetadataManagerConfig) -> MetadataRunning:
@@ -130,3 +140,41 @@ async def start_metadata(config: MetadataManagerConfig) -> MetadataRunning:
         ),
     )
     return MetadataRunning(service, client, config)
+
+
+@dataclass
+class BackendStack:
+    """The real segment store (on a fresh bucket) and metadata manager, plus started services.
+
+    A service under test goes into `running` (anything with an async `stop()`),
+    so `stop()` takes everything down in order.
+    """
+
+    tmp: Path
+    bootstrap: str
+    s3_endpoint: str
+    backend: str = "filesystem"
+    store: object = None
+    metadata: object = None
+    running: list = field(default_factory=list)
+
+    async def start(self):
+        bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+        s3_client(self.s3_endpoint).create_bucket(Bucket=bucket)
+        self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
+        self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
+
+    def started(self, service):
+        self.running.append(service)
+        return service
+
+    async def stop_service(self, service):
+        self.running.remove(service)
+        await service.stop()
+
+    async def stop(self):
+        for service in list(self.running):
+            await self.stop_service(service)
+        await self.metadata.stop()
+        await self.store.client.close()
+        await self.store.service.stop(1)

@@ -20,8 +20,22 @@ from remotelog.core.model import (
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.kafka.records import iter_batches
+from remotelog.kafka.records import Record, build_batch, iter_batches
 from remotelog.scheduler.local_log import LocalLog
+
+
+def batch(base_offset: int, count: int = 1, *, size: int = 10, timestamp: int = 1_000) -> bytes:
+    """One record batch of `count` records from `base_offset`."""
+    records = [
+        Record(
+            base_offset + i,
+            timestamp + base_offset + i,
+            f"k{base_offset + i}".encode(),
+            b"v" * size,
+        )
+        for i in range(count)
+    ]
+    return build_batch(records)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
 
+from remotelog.api.type.v1 import error_pb2
 from remotelog.api.type.v1 import segment_pb2 as pb
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import (
@@ -220,3 +221,10 @@ def partition_delete_to_proto(
         event_timestamp_ms=metadata.event_timestamp_ms,
         broker_id=metadata.broker_id,
     )
+
+
+def error_reason_to_proto(reason: str) -> error_pb2.ErrorReason:
+    """A RemoteLogError's reason (e.g. "SEGMENT_NOT_FOUND") as the proto enum; "" = UNSPECIFIED."""
+    if not reason:
+        return error_pb2.ERROR_REASON_UNSPECIFIED
+    return cast(error_pb2.ErrorReason, error_pb2.ErrorReason.Value(f"ERROR_REASON_{reason}"))

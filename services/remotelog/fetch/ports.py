@@ -7,10 +7,11 @@ imports gRPC, so it runs the same over the services or over in-process fakes.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.remote_delete import SegmentLister
 
 
 class IndexType(enum.IntEnum):
@@ -36,7 +37,7 @@ class SegmentReader(Protocol):
     ) -> bytes: ...
 
 
-class SegmentLookup(Protocol):
+class SegmentLookup(SegmentLister, Protocol):
     async def remote_log_segment_metadata(
         self,
         partition: TopicIdPartition,
@@ -45,14 +46,6 @@ class SegmentLookup(Protocol):
         *,
         timeout_s: float | None = None,
     ) -> RemoteLogSegmentMetadata | None: ...
-
-    def list_remote_log_segments(
-        self,
-        partition: TopicIdPartition,
-        leader_epoch: int | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]: ...
 
     async def next_segment_with_txn_index(
         self,

@@ -12,12 +12,12 @@ its worker moves on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from remotelog.core.errors import ReaderQueueFullError
+from remotelog.core.tasks import cancel_and_wait
 
 
 def _cancel_when_abandoned(task: asyncio.Future[Any]) -> Callable[[asyncio.Future[Any]], None]:
@@ -48,11 +48,7 @@ class ReaderPool:
         ]
 
     async def close(self) -> None:
-        for worker in self._workers:
-            worker.cancel()
-        for worker in self._workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+        await cancel_and_wait(self._workers)
         self._workers = []
         while not self._queue.empty():
             _, future = self._queue.get_nowait()

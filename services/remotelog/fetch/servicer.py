@@ -8,14 +8,12 @@ server's interceptor maps to statuses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import cast
 
 import grpc
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
-from remotelog.api.type.v1 import error_pb2
-from remotelog.core.convert import require, topic_id_partition_from_proto
+from remotelog.core.convert import error_reason_to_proto, require, topic_id_partition_from_proto
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import PartitionRead
@@ -75,8 +73,7 @@ def partition_reads(request: pb.FetchRequest) -> list[PartitionRead]:
 def _result_to_proto(message: pb.FetchPartition, result: FetchResult) -> pb.FetchPartitionResult:
     out = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
     if result.error is not None:
-        reason = error_pb2.ErrorReason.Value(f"ERROR_REASON_{result.error.reason}")
-        out.error_reason = cast(error_pb2.ErrorReason, reason)
+        out.error_reason = error_reason_to_proto(result.error.reason)
         out.error_message = result.error.message
         return out
     out.records = result.data.records

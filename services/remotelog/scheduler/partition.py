@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +17,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadataUpdate,
     TopicIdPartition,
 )
+from remotelog.core.remote_delete import SegmentLister
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
 from remotelog.scheduler.quota import CopyQuota
@@ -139,7 +140,7 @@ class SegmentStore(Protocol):
     ) -> None: ...
 
 
-class MetadataStore(Protocol):
+class MetadataStore(SegmentLister, Protocol):
     """The RemoteLogMetadataManager calls the tasks make (MetadataClient implements them)."""
 
     async def add_remote_log_segment_metadata(
@@ -153,14 +154,6 @@ class MetadataStore(Protocol):
     async def highest_offset_for_epoch(
         self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
     ) -> int | None: ...
-
-    def list_remote_log_segments(
-        self,
-        partition: TopicIdPartition,
-        leader_epoch: int | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]: ...
 
     async def on_partition_leadership_changes(
         self,

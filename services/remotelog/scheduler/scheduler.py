@@ -28,6 +28,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.core.tasks import cancel_and_wait
 from remotelog.kafka.partition_log import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from remotelog.kafka.state_files import (
     CorruptStateFileError,
@@ -171,12 +172,7 @@ class CopyScheduler:
 
     async def close(self) -> None:
         """Stop the loops; in-flight runs are cancelled and clean up what they copied."""
-        for task in self._loops:
-            task.cancel()
-        runs = list(self.running.values())
-        for task in runs:
-            task.cancel()
-        await asyncio.gather(*self._loops, *runs, return_exceptions=True)
+        await cancel_and_wait([*self._loops, *self.running.values()])
         self._loops = []
 
     # ------------------------------------------------------------ registry

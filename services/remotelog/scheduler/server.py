@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
-from remotelog.coordination.lease import InProcessLeases, Leases
-from remotelog.coordination.redis_leases import RedisLeases
+from remotelog.coordination.factory import open_leases
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.scheduler import CopyScheduler
 from remotelog.scheduler.servicer import CopySchedulerServicer
 
 SERVICE_NAME = "remotelog.api.scheduler.v1.CopySchedulerService"
-
-
-def open_leases(redis_url: str) -> Leases:
-    """Redis leases when `redis.url` is set (several instances), else in-process ones."""
-    return RedisLeases(redis_url) if redis_url else InProcessLeases()
 
 
 async def start_copy_scheduler(config: CopySchedulerConfig) -> RunningService[CopyScheduler]:

@@ -6,14 +6,13 @@ Errors are domain exceptions; the server's interceptor maps them to statuses.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import grpc
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
-from remotelog.api.type.v1 import error_pb2
 from remotelog.core.convert import (
+    error_reason_to_proto,
     require,
     topic_id_partition_from_proto,
     topic_id_partition_to_proto,
@@ -91,10 +90,7 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
     ) -> pb.GetPartitionStateResponse:
         view = self.scheduler.partition_state(_tip(request, ""))
         error = view.last_error
-        reason = error_pb2.ERROR_REASON_UNSPECIFIED
-        if error is not None:
-            name = f"ERROR_REASON_{error.reason}"
-            reason = cast("error_pb2.ErrorReason", error_pb2.ErrorReason.Value(name))
+        reason = error_reason_to_proto("" if error is None else error.reason)
         state = pb.PartitionState(
             topic_id_partition=topic_id_partition_to_proto(view.topic_id_partition),
             role=_ROLES[view.role],

@@ -1,0 +1,91 @@
+"""Deletion of one remote segment, as RemoteLogManager.deleteRemoteLogSegment does it.
+
+DELETE_SEGMENT_STARTED is published first, so a crash in between leaves a
+segment that expiration or the partition remover finds and deletes again (the
+store's delete is idempotent); DELETE_SEGMENT_FINISHED only after the objects
+are gone. The copy scheduler and the partition remover both delete this way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from remotelog.core.errors import RemoteLogError
+from remotelog.core.model import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    TopicIdPartition,
+)
+from remotelog.core.states import RemoteLogSegmentState
+
+
+class SegmentDataDeleter(Protocol):
+    """The RemoteStorageManager call (SegmentStoreClient implements it)."""
+
+    async def delete_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> None: ...
+
+
+class SegmentStateWriter(Protocol):
+    """The RemoteLogMetadataManager call (MetadataClient implements it)."""
+
+    async def update_remote_log_segment_metadata(
+        self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
+    ) -> None: ...
+
+
+class SegmentLister(Protocol):
+    """listRemoteLogSegments (MetadataClient implements it)."""
+
+    def list_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]: ...
+
+
+class Counter(Protocol):
+    """An OpenTelemetry counter."""
+
+    def add(self, amount: int, attributes: Mapping[str, str] | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class RemoteSegmentDeleter:
+    store: SegmentDataDeleter
+    metadata: SegmentStateWriter
+    broker_id: int
+    timeout_s: float
+    requests: Counter
+    errors: Counter
+    clock: Callable[[], float] = time.time
+
+    async def _publish(
+        self, segment: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
+    ) -> None:
+        update = RemoteLogSegmentMetadataUpdate(
+            segment.remote_log_segment_id,
+            int(self.clock() * 1000),
+            segment.custom_metadata,
+            state,
+            self.broker_id,
+        )
+        await self.metadata.update_remote_log_segment_metadata(update, timeout_s=self.timeout_s)
+
+    async def delete(self, segment: RemoteLogSegmentMetadata) -> None:
+        topic = {"topic": segment.topic_id_partition.topic}
+        if segment.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+            await self._publish(segment, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+        self.requests.add(1, topic)
+        try:
+            await self.store.delete_log_segment_data(segment, timeout_s=self.timeout_s)
+        except RemoteLogError:
+            self.errors.add(1, topic)
+            raise
+        await self._publish(segment, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
