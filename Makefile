@@ -47,7 +47,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 typecheck: setup
-	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev -p remotelog.coordination -p remotelog.scheduler -p remotelog.fetch
+	$(VENV)/bin/mypy -p remotelog.core -p remotelog.kafka -p remotelog.segmentstore -p remotelog.metadata -p remotelog.dev -p remotelog.coordination -p remotelog.scheduler -p remotelog.fetch -p remotelog.remover
 
 buf-check: setup
 	$(BUF) lint

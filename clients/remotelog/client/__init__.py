@@ -4,6 +4,7 @@ from remotelog.client.base import ClientOptions, ServiceClient
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
 from remotelog.client.errors import from_rpc_error
 from remotelog.client.metadata import MetadataClient
+from remotelog.client.partition_remover import PartitionDeletionStatus, PartitionRemoverClient
 from remotelog.client.remote_fetch import (
     FetchedPartition,
     FetchPartition,
@@ -23,6 +24,8 @@ __all__ = [
     "MetadataClient",
     "OffsetAndTimestamp",
     "PartitionAssignment",
+    "PartitionDeletionStatus",
+    "PartitionRemoverClient",
     "RecordChunk",
     "RemoteFetchClient",
     "SegmentStoreClient",

@@ -11,6 +11,7 @@ from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
 from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.server import start_copy_scheduler
@@ -31,6 +32,7 @@ SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
     "metadata-manager": start_metadata_manager,
     "copy-scheduler": start_copy_scheduler,
     "remote-fetch": start_remote_fetch,
+    "partition-remover": start_partition_remover,
 }
 
 

@@ -82,6 +82,12 @@ class MetadataTopicSettings:
         min=1,
         max=10_000,
     )
+    consumer_fetch_wait_ms: int = setting(
+        "remote.log.metadata.consumer.fetch.max.wait.ms",
+        100,
+        "Longest wait of the metadata consumer's fetches (bounds read-your-writes latency)",
+        min=1,
+    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Configuration of the partition remover service (RemotePartitionRemover)."""
+"""Configuration of the partition remover service (RemotePartitionRemover) and of the scrub."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from remotelog.core.settings import (
     SegmentStoreClientSettings,
     ServerSettings,
 )
+from remotelog.segmentstore.config import StorageSettings
 
 
 @dataclass(frozen=True)
@@ -32,3 +33,25 @@ class PartitionRemoverConfig(
         min=1,
     )
     broker_id: int = setting("broker.id", 0, "Broker id written into deletion events", min=0)
+    lease_ms: int = setting(
+        "remote.partition.remover.lease.ms",
+        30_000,
+        "Lease of a metadata-topic partition across remover instances",
+        min=100,
+    )
+    consumer_group_id: str = setting(
+        "remote.partition.remover.consumer.group.id",
+        "remotelog-partition-remover",
+        "Consumer group whose committed offsets record the removers' progress",
+    )
+    rpc_timeout_ms: int = setting(
+        "remote.partition.remover.rpc.timeout.ms",
+        30_000,
+        "Deadline of each call to the segment store and the metadata manager",
+        min=1,
+    )
+
+
+@dataclass(frozen=True)
+class ScrubConfig(StorageSettings, MetadataClientSettings):
+    """`remotelog scrub`: the bucket or directory to list, and the metadata saying what is live."""

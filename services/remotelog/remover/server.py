@@ -1,0 +1,64 @@
+"""Assembly of the partition remover service from its config: clients, leases, progress, server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
+from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.coordination.factory import open_leases
+from remotelog.metadata.topic import METADATA_TOPIC, await_metadata_topic
+from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.remover.progress import KafkaGroupProgress
+from remotelog.remover.remover import PartitionRemover
+from remotelog.remover.servicer import PartitionRemoverServicer
+from remotelog.rpc.server import RunningService, start_service
+
+SERVICE_NAME = "remotelog.api.remover.v1.PartitionRemoverService"
+
+
+async def start_partition_remover(
+    config: PartitionRemoverConfig, *, topic: str = METADATA_TOPIC
+) -> RunningService[PartitionRemover]:
+    client_config = {"bootstrap.servers": config.bootstrap_servers}
+    # The metadata manager creates the topic; the remover only checks it is there.
+    await asyncio.to_thread(
+        await_metadata_topic,
+        client_config,
+        topic=topic,
+        partitions=config.metadata_topic_num_partitions,
+        retry_interval_ms=100,
+        max_timeout_ms=config.rpc_timeout_ms,
+    )
+    options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
+    store = SegmentStoreClient(config.segment_store_address, options=options)
+    metadata = MetadataClient(config.metadata_manager_address, options=options)
+    leases = open_leases(config.redis_url)
+    progress = KafkaGroupProgress(
+        client_config,
+        topic=topic,
+        group_id=config.consumer_group_id,
+        timeout_s=config.rpc_timeout_ms / 1000,
+    )
+    remover = PartitionRemover(config, metadata, store, leases, progress, topic=topic)
+
+    async def close() -> None:
+        await remover.close()
+        await progress.close()
+        await leases.close()
+        await store.close()
+        await metadata.close()
+
+    try:
+        await remover.start()
+    except BaseException:
+        await close()
+        raise
+    servicer = PartitionRemoverServicer(remover)
+    return await start_service(
+        config,
+        remover,
+        lambda s: pb_grpc.add_PartitionRemoverServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        [SERVICE_NAME],
+        close,
+    )

@@ -1,0 +1,156 @@
+"""Partition remover fixtures: the real S3 store, metadata manager and removers over Tansu."""
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+
+import pytest_asyncio
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from support.services import PARTITIONS, BackendStack, ServiceRunning, load_properties
+from support.tiering import batch, tier_segment
+
+from remotelog.client import ClientOptions, PartitionRemoverClient
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.metadata_serde import deserialize, serialize
+from remotelog.core.model import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    TopicIdPartition,
+    kafka_uuid_str,
+)
+from remotelog.core.partitioner import metadata_partition
+from remotelog.metadata.topic import METADATA_TOPIC
+from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.remover.server import start_partition_remover
+
+CLIENT_OPTIONS = ClientOptions(
+    timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
+)
+
+
+def remover_properties(stack, **extra: str) -> dict[str, str]:
+    return {
+        "listen.address": "127.0.0.1:0",
+        "segment.store.address": f"127.0.0.1:{stack.store.service.port}",
+        "metadata.manager.address": f"127.0.0.1:{stack.metadata.service.port}",
+        "bootstrap.servers": stack.bootstrap,
+        "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
+        "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
+        "remote.partition.remover.consumer.group.id": stack.group_id,
+        "remote.partition.remover.lease.ms": "1000",
+        "remote.partition.remover.rpc.timeout.ms": "10000",
+        "remote.log.manager.task.retry.backoff.ms": "20",
+        "remote.log.manager.task.retry.backoff.max.ms": "200",
+        **extra,
+    }
+
+
+@dataclass
+class RemoverStack(BackendStack):
+    backend: str = "s3"
+    # Each stack has its own progress, so earlier tests' commits do not move it.
+    group_id: str = field(default_factory=lambda: f"remover-{uuid.uuid4().hex[:8]}")
+
+    def config(self, name: str = "remover", **extra: str) -> PartitionRemoverConfig:
+        path = self.tmp / f"{name}.properties"
+        return load_properties(PartitionRemoverConfig, path, remover_properties(self, **extra))
+
+    async def start_remover(self, name: str = "remover", **extra: str):
+        service = await start_partition_remover(self.config(name, **extra))
+        client = PartitionRemoverClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
+        return self.started(ServiceRunning(service, client))
+
+    # -- data -------------------------------------------------------------------------
+
+    async def tier(self, tip: TopicIdPartition, segments: int) -> list[RemoteLogSegmentMetadata]:
+        """`segments` tiered segments of 10 records each, COPY_SEGMENT_FINISHED."""
+        tiered = []
+        for number in range(segments):
+            log = batch(number * 10, 10, size=100)
+            segment = await tier_segment(
+                self.store.client, self.metadata.client, tip, log, {}, start_offset=number * 10
+            )
+            tiered.append(segment.metadata)
+        return tiered
+
+    def objects_of(self, tip: TopicIdPartition) -> dict[str, int]:
+        return self.store.objects(f"{tip.topic}-{kafka_uuid_str(tip.topic_id)}/{tip.partition}/")
+
+    async def segments(self, tip: TopicIdPartition):
+        return [s async for s in self.metadata.client.list_remote_log_segments(tip)]
+
+    def committed(self, tip: TopicIdPartition) -> int:
+        """The removers' committed offset of the partition's metadata partition."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group_id})
+        try:
+            part = metadata_partition(tip, PARTITIONS)
+            found = consumer.committed([KafkaTopicPartition(METADATA_TOPIC, part)], timeout=10)
+            return found[0].offset
+        finally:
+            consumer.close()
+
+
+def events_of(bootstrap: str, tip: TopicIdPartition) -> list[tuple[int, object]]:
+    """(offset, event) of each metadata-topic record about `tip`, as Kafka's tools read them."""
+    part = metadata_partition(tip, PARTITIONS)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4()}",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([KafkaTopicPartition(METADATA_TOPIC, part, 0)])
+    found = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "the metadata topic did not answer"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return found
+            event = deserialize(message.value())
+            about = (
+                event.topic_id_partition
+                if isinstance(event, RemotePartitionDeleteMetadata)
+                else event.remote_log_segment_id.topic_id_partition
+            )
+            if about == tip:
+                found.append((message.offset(), event))
+    finally:
+        consumer.close()
+
+
+def publish_raw(bootstrap: str, event: RemotePartitionDeleteMetadata) -> None:
+    """Write a deletion event straight onto the metadata topic, as a controller would."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    part = metadata_partition(event.topic_id_partition, PARTITIONS)
+    producer.produce(METADATA_TOPIC, serialize(event), partition=part)
+    assert producer.flush(10) == 0
+
+
+def lifecycle(events) -> list[str]:
+    """The events as state names; segment events carry the segment's start offset."""
+    names = []
+    for _, event in events:
+        if isinstance(event, RemotePartitionDeleteMetadata):
+            names.append(event.state.name)
+        elif isinstance(event, RemoteLogSegmentMetadata | RemoteLogSegmentMetadataUpdate):
+            names.append(f"{event.state.name}@{event.remote_log_segment_id.id}")
+    return names
+
+
+@pytest_asyncio.fixture
+async def stack(tmp_path, broker, s3_endpoint):
+    running = RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint)
+    await running.start()
+    yield running
+    try:
+        await asyncio.wait_for(running.stop(), 20)
+    except TimeoutError:
+        for task in asyncio.all_tasks():
+            task.print_stack()
+        raise

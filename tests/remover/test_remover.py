@@ -1,0 +1,197 @@
+"""The partition remover against a real Tansu, the real S3-backed store and metadata manager."""
+
+import asyncio
+import uuid
+
+import grpc
+import pytest
+from support.telemetry import counter
+from support.waiting import eventually
+
+from remotelog.api.remover.v1 import partition_remover_pb2 as pb
+from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
+from remotelog.client import PartitionRemoverClient
+from remotelog.core.errors import RemoteResourceNotFoundError, UnknownTopicOrPartitionError
+from remotelog.core.model import RemotePartitionDeleteMetadata, TopicIdPartition
+from remotelog.core.states import RemotePartitionDeleteState
+from remotelog.rpc.serve import serve_command
+
+from .conftest import CLIENT_OPTIONS, events_of, lifecycle, publish_raw
+
+D = RemotePartitionDeleteState
+
+
+async def finished(remover, tip):
+    status = await remover.client.deletion_status(tip)
+    return status if status.state is D.DELETE_PARTITION_FINISHED else None
+
+
+def expected_lifecycle(segments):
+    """Kafka's order: the copies, the marker, then each segment deleted, then FINISHED."""
+    copies = []
+    deletes = []
+    for s in segments:
+        copies += [f"COPY_SEGMENT_STARTED@{s.remote_log_segment_id.id}"]
+        copies += [f"COPY_SEGMENT_FINISHED@{s.remote_log_segment_id.id}"]
+        deletes += [f"DELETE_SEGMENT_STARTED@{s.remote_log_segment_id.id}"]
+        deletes += [f"DELETE_SEGMENT_FINISHED@{s.remote_log_segment_id.id}"]
+    marked = ["DELETE_PARTITION_MARKED", "DELETE_PARTITION_STARTED"]
+    return [*copies, *marked, *deletes, "DELETE_PARTITION_FINISHED"]
+
+
+async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(stack, telemetry):
+    """Kafka's DeleteTopicTest: two partitions of two tiered segments each."""
+    reader, _ = telemetry
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    deleted = [TopicIdPartition(old_id, topic, p) for p in (0, 1)]
+    recreated = TopicIdPartition(new_id, topic, 0)
+    tiered = {tip: await stack.tier(tip, 2) for tip in [*deleted, recreated]}
+    assert all(len(stack.objects_of(tip)) == 6 for tip in tiered)
+    remover = await stack.start_remover()
+
+    await remover.client.mark_partitions_for_deletion(deleted, broker_id=3)
+
+    for tip in deleted:
+        status = await eventually(lambda tip=tip: finished(remover, tip))
+        assert status.segments_remaining == 0
+        assert status.last_error_reason == ""
+        assert stack.objects_of(tip) == {}
+        assert lifecycle(events_of(stack.bootstrap, tip)) == expected_lifecycle(tiered[tip])
+        # The metadata manager dropped the partition's cache.
+        with pytest.raises(RemoteResourceNotFoundError, match="was deleted"):
+            await stack.segments(tip)
+    assert await remover.client.pending_deletions() == []
+    # Same name, new topic id: untouched.
+    assert len(stack.objects_of(recreated)) == 6
+    assert [s.remote_log_segment_id for s in await stack.segments(recreated)] == [
+        s.remote_log_segment_id for s in tiered[recreated]
+    ]
+    assert counter(reader, "RemoteDeleteRequestsPerSec", topic, "remotelog.remover") == 4
+    assert counter(reader, "RemoteDeleteErrorsPerSec", topic, "remotelog.remover") == 0
+    # Progress is committed past the FINISHED events once the run ends.
+    for tip in deleted:
+        last = events_of(stack.bootstrap, tip)[-1][0]
+        await eventually(lambda tip=tip, last=last: stack.committed(tip) > last)
+
+
+async def test_a_duplicate_marker_is_processed_once(stack):
+    tip = TopicIdPartition(uuid.uuid4(), "payments", 0)
+    segments = await stack.tier(tip, 2)
+    remover = await stack.start_remover()
+    await remover.client.mark_partitions_for_deletion([tip])
+    await remover.client.mark_partitions_for_deletion([tip])  # a controller failover repeats it
+    await eventually(lambda: finished(remover, tip))
+    # Marking a finished partition again is harmless and publishes nothing.
+    await remover.client.mark_partitions_for_deletion([tip])
+    await stack.stop_service(remover)
+
+    # A failed-over controller that did not look first publishes a raw duplicate marker.
+    before = events_of(stack.bootstrap, tip)
+    publish_raw(
+        stack.bootstrap, RemotePartitionDeleteMetadata(tip, D.DELETE_PARTITION_MARKED, 1, 0)
+    )
+    after = events_of(stack.bootstrap, tip)
+    assert lifecycle(after) == [*lifecycle(before), "DELETE_PARTITION_MARKED"]
+
+    # A restarted remover reads the duplicate from its committed progress and does nothing.
+    restarted = await stack.start_remover("restarted")
+    await eventually(lambda: stack.committed(tip) > after[-1][0])
+    assert lifecycle(events_of(stack.bootstrap, tip)) == lifecycle(after)
+    names = lifecycle(after)
+    assert names.count("DELETE_PARTITION_STARTED") == 1
+    assert names.count("DELETE_PARTITION_FINISHED") == 1
+    assert len([n for n in names if n.startswith("DELETE_SEGMENT_FINISHED")]) == len(segments)
+    assert (await restarted.client.deletion_status(tip)).state is D.DELETE_PARTITION_FINISHED
+    assert await restarted.client.pending_deletions() == []
+
+
+async def test_a_store_outage_is_retried_without_committing_past_the_marker(
+    stack, telemetry, s3_faults
+):
+    reader, _ = telemetry
+    topic = f"outage-{uuid.uuid4().hex[:6]}"
+    tip = TopicIdPartition(uuid.uuid4(), topic, 0)
+    segments = await stack.tier(tip, 2)
+    remover = await stack.start_remover(**{"remote.partition.remover.rpc.timeout.ms": "1000"})
+    s3_faults("503", 100_000, "DELETE")  # down until cleared
+    try:
+        await remover.client.mark_partitions_for_deletion([tip])
+        await eventually(
+            lambda: counter(reader, "RemoteDeleteErrorsPerSec", topic, "remotelog.remover") >= 2
+        )
+        status = await remover.client.deletion_status(tip)
+        assert status.state is D.DELETE_PARTITION_STARTED
+        assert status.segments_remaining == 2
+        assert status.last_error_reason == "REMOTE_STORAGE_UNAVAILABLE"
+        marker = [o for o, e in events_of(stack.bootstrap, tip) if "MARKED" in str(e.state)]
+        assert stack.committed(tip) <= marker[0]
+    finally:
+        s3_faults(None)
+    await eventually(lambda: finished(remover, tip))
+    assert stack.objects_of(tip) == {}
+    names = lifecycle(events_of(stack.bootstrap, tip))
+    for s in segments:
+        assert names.count(f"DELETE_SEGMENT_FINISHED@{s.remote_log_segment_id.id}") == 1
+    assert names.count("DELETE_PARTITION_FINISHED") == 1
+    assert (await remover.client.deletion_status(tip)).last_error_reason == ""
+
+
+async def test_status_and_marking_errors_name_the_problem(stack):
+    remover = await stack.start_remover()
+    never = TopicIdPartition(uuid.uuid4(), "never", 0)
+    with pytest.raises(UnknownTopicOrPartitionError, match="never marked"):
+        await remover.client.deletion_status(never)
+    stub = pb_grpc.PartitionRemoverServiceStub(remover.client.channel)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.MarkPartitionsForDeletion(pb.MarkPartitionsForDeletionRequest())
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "partitions" in raised.value.details()
+    bad = pb.MarkPartitionsForDeletionRequest()
+    bad.partitions.add(topic="../escape", partition=0, topic_id=uuid.uuid4().bytes)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.MarkPartitionsForDeletion(bad)
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "partitions[0].topic" in raised.value.details()
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.GetDeletionStatus(pb.GetDeletionStatusRequest())
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "topic_id_partition" in raised.value.details()
+
+
+async def test_a_remover_killed_midway_is_finished_by_another_instance(stack, redis_url, s3_faults):
+    tip = TopicIdPartition(uuid.uuid4(), "killed", 0)
+    segments = await stack.tier(tip, 4)
+    redis = {"redis.url": redis_url}
+    stack.config("first", **redis)
+    command = serve_command("partition-remover", stack.tmp / "first.properties")
+    first = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
+    try:
+        line = (await first.stderr.readline()).decode()
+        assert "remotelog partition-remover serving on 127.0.0.1:" in line, line
+        s3_faults("slow", 12, "DELETE", delay_ms=300)
+        address = line.strip().rsplit(" ", 1)[1]
+        async with PartitionRemoverClient(address, options=CLIENT_OPTIONS) as client:
+            await client.mark_partitions_for_deletion([tip])
+        # Killed (no lease release, no cleanup) once the first segment is gone.
+        await eventually(lambda: _fewer_than(stack, tip, 4), interval_s=0.02)
+    finally:
+        first.kill()
+        await first.communicate()
+    left = await stack.segments(tip)
+    assert 0 < len(left) < 4
+
+    second = await stack.start_remover("second", **redis)
+    status = await eventually(lambda: finished(second, tip))
+    s3_faults(None)
+    assert status.last_error_reason == ""
+    assert stack.objects_of(tip) == {}
+    names = lifecycle(events_of(stack.bootstrap, tip))
+    assert names.count("DELETE_PARTITION_STARTED") == 1
+    assert names.count("DELETE_PARTITION_FINISHED") == 1
+    for s in segments:
+        assert names.count(f"DELETE_SEGMENT_FINISHED@{s.remote_log_segment_id.id}") == 1
+
+
+async def _fewer_than(stack, tip, count):
+    return len(await stack.segments(tip)) < count
