@@ -47,17 +47,7 @@ class FetchStack(BackendStack):
 
     def direct_storage(self) -> dict[str, str]:
         """Properties that make a fetch service read the store's backend itself."""
-        store = self.store.config
-        return {
-            "remote.fetch.direct.storage.read.enabled": "true",
-            "storage.backend": store.storage_backend,
-            "storage.root": store.storage_root,
-            "storage.s3.bucket.name": store.s3_bucket_name,
-            "storage.s3.endpoint.url": store.s3_endpoint_url,
-            "storage.s3.path.style.access.enabled": "true",
-            "storage.aws.access.key.id": store.aws_access_key_id,
-            "storage.aws.secret.access.key": store.aws_secret_access_key,
-        }
+        return {"remote.fetch.direct.storage.read.enabled": "true", **self.storage_properties()}
 
     async def start_fetch(self, name: str = "fetch", **extra):
         config = fetch_config(

@@ -5,7 +5,9 @@ import uuid
 
 import grpc
 import pytest
-from support.telemetry import counter
+from grpc_health.v1 import health_pb2
+from support.serving import serve_until_sigterm
+from support.telemetry import counter, metric_points
 from support.waiting import eventually
 
 from remotelog.api.remover.v1 import partition_remover_pb2 as pb
@@ -195,3 +197,40 @@ async def test_a_remover_killed_midway_is_finished_by_another_instance(stack, re
 
 async def _fewer_than(stack, tip, count):
     return len(await stack.segments(tip)) < count
+
+
+async def test_serve_partition_remover_reports_health_and_stops_on_sigterm(stack):
+    stack.config("served")
+    status, code, printed = await asyncio.to_thread(
+        serve_until_sigterm,
+        "partition-remover",
+        stack.tmp / "served.properties",
+        "remotelog.api.remover.v1.PartitionRemoverService",
+    )
+    assert status == health_pb2.HealthCheckResponse.SERVING
+    assert code == 0
+    assert "shutting down" in printed
+
+
+async def test_pending_deletions_list_and_gauge_while_the_store_is_down(
+    stack, telemetry, s3_faults
+):
+    reader, _ = telemetry
+    tips = [TopicIdPartition(uuid.uuid4(), name, 0) for name in ("b-topic", "a-topic")]
+    for tip in tips:
+        await stack.tier(tip, 1)
+    remover = await stack.start_remover(**{"remote.partition.remover.rpc.timeout.ms": "1000"})
+    s3_faults("503", 100_000, "DELETE")
+    try:
+        await remover.client.mark_partitions_for_deletion(tips)
+        await eventually(lambda: len(remover.app.tracker.pending()) == 2)
+        pending = await remover.client.pending_deletions()
+        assert [p.topic_id_partition for p in pending] == sorted(tips, key=lambda t: t.topic)
+        assert all(p.segments_remaining == 1 for p in pending)
+        gauge = metric_points(reader, "RemotePartitionsPendingDeletion", "remotelog.remover")
+        assert max(p.value for p in gauge) >= 2
+    finally:
+        s3_faults(None)
+    for tip in tips:
+        await eventually(lambda tip=tip: finished(remover, tip))
+    assert await remover.client.pending_deletions() == []

@@ -164,6 +164,19 @@ class BackendStack:
         self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
         self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 
+    def storage_properties(self) -> dict[str, str]:
+        """The `storage.*` keys that reach the store's backend directly."""
+        store = self.store.config
+        return {
+            "storage.backend": store.storage_backend,
+            "storage.root": store.storage_root,
+            "storage.s3.bucket.name": store.s3_bucket_name,
+            "storage.s3.endpoint.url": store.s3_endpoint_url,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": store.aws_access_key_id,
+            "storage.aws.secret.access.key": store.aws_secret_access_key,
+        }
+
     def started(self, service):
         self.running.append(service)
         return service

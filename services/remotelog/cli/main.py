@@ -13,11 +13,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from remotelog.cli.services import SERVICE_CONFIGS, SERVICE_STARTERS, all_config_keys
+from remotelog.cli.services import (
+    COMMAND_CONFIGS,
+    SERVICE_CONFIGS,
+    SERVICE_STARTERS,
+    all_config_keys,
+)
 from remotelog.core.config import ConfigError, load_config, render
-from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.errors import RemoteLogError
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
+from remotelog.remover.config import ScrubConfig
+from remotelog.remover.scrub_command import parse_duration_s, run_scrub
 from remotelog.rpc.serve import serve_until_signal
 
 
@@ -26,7 +33,7 @@ class CliError(Exception):
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    cls = SERVICE_CONFIGS[args.service]
+    cls = COMMAND_CONFIGS[args.service]
     config, sources = load_config(
         cls,
         Path(args.file),
@@ -60,10 +67,27 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"serve: {args.service} is not implemented yet")
     try:
         asyncio.run(serve_until_signal(args.service, config, lambda: start(config)))
-    except InvalidArgumentError as exc:
+    except RemoteLogError as exc:
         raise CliError(f"serve {args.service}: {exc}") from None
     except OSError as exc:
         raise CliError(f"serve {args.service}: {exc}") from None
+    return 0
+
+
+def _scrub(args: argparse.Namespace) -> int:
+    path = Path(args.config) if args.config else None
+    if path is not None and not path.is_file():
+        raise CliError(f"scrub: --config {path}: no such file")
+    config, _ = load_config(
+        ScrubConfig, path, os.environ, service="scrub", all_known_keys=all_config_keys()
+    )
+    try:
+        older_than_s = parse_duration_s(args.older_than)
+        asyncio.run(run_scrub(config, older_than_s=older_than_s, delete=args.delete, out=print))
+    except RemoteLogError as exc:
+        raise CliError(f"scrub: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"scrub: {exc}") from None
     return 0
 
 
@@ -96,13 +120,31 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="Kafka-style .properties file (default: built-in defaults)")
     serve.set_defaults(run=_serve)
 
+    scrub = commands.add_parser(
+        "scrub",
+        help="report remote objects no live metadata references (and delete them with --delete)",
+    )
+    scrub.add_argument(
+        "--config",
+        help="properties with storage.* and metadata.manager.address (default: built-in)",
+    )
+    scrub.add_argument(
+        "--older-than",
+        default="1h",
+        help="grace period: younger objects may belong to a copy in flight (default 1h)",
+    )
+    scrub.add_argument(
+        "--delete", action="store_true", help="delete the orphans and abort old uploads"
+    )
+    scrub.set_defaults(run=_scrub)
+
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     check = config_commands.add_parser(
         "check",
         help="validate a .properties file (plus REMOTELOG_* environment) and print the result",
     )
-    check.add_argument("--service", required=True, choices=sorted(SERVICE_CONFIGS))
+    check.add_argument("--service", required=True, choices=sorted(COMMAND_CONFIGS))
     check.add_argument("file", help="Kafka-style .properties file")
     check.set_defaults(run=_config_check)
     return parser

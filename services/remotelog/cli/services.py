@@ -10,7 +10,7 @@ from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
-from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.remover.config import PartitionRemoverConfig, ScrubConfig
 from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
@@ -36,6 +36,10 @@ SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
 }
 
 
+# What `config check --service` knows: the services and the commands with a config.
+COMMAND_CONFIGS: dict[str, type] = {**SERVICE_CONFIGS, "scrub": ScrubConfig}
+
+
 def all_config_keys() -> set[str]:
     """Every key of every service: environment shared by several services is not a typo."""
-    return {key for cls in SERVICE_CONFIGS.values() for key in config_fields(cls)}
+    return {key for cls in COMMAND_CONFIGS.values() for key in config_fields(cls)}

@@ -53,5 +53,12 @@ class PartitionRemoverConfig(
 
 
 @dataclass(frozen=True)
-class ScrubConfig(StorageSettings, MetadataClientSettings):
+class ScrubConfig(StorageSettings, MetadataClientSettings, RetrySettings):
     """`remotelog scrub`: the bucket or directory to list, and the metadata saying what is live."""
+
+    rpc_timeout_ms: int = setting(
+        "remote.partition.remover.rpc.timeout.ms",
+        30_000,
+        "Deadline of each call to the metadata manager",
+        min=1,
+    )

@@ -8,7 +8,24 @@ at all. An upload streams parts and becomes visible only at `complete()`;
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    key: str
+    size: int
+    last_modified_s: float  # epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class IncompleteUpload:
+    """An upload that never completed: an S3 multipart upload, a filesystem temp file."""
+
+    key: str
+    upload_id: str
+    initiated_s: float  # epoch seconds
 
 
 class Upload(Protocol):
@@ -47,8 +64,16 @@ class ObjectStore(Protocol):
         """Delete `keys` in order; keys already gone are not an error."""
         ...
 
-    def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
-        """(key, size) of every object under `prefix`, sorted by key."""
+    def list(self, prefix: str) -> AsyncIterator[StoredObject]:
+        """Every complete object under `prefix`, sorted by key."""
+        ...
+
+    def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
+        """Uploads under `prefix` that were started and neither completed nor aborted."""
+        ...
+
+    async def abort_upload(self, upload: IncompleteUpload) -> None:
+        """Drop what an incomplete upload wrote; idempotent."""
         ...
 
     async def close(self) -> None: ...

@@ -10,6 +10,7 @@ file calls run in a bounded thread pool, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
 
 T = TypeVar("T")
 TMP_SUFFIX = ".tmp"
@@ -91,19 +93,32 @@ class FileSystemStore:
         for key in keys:
             await self._run(partial(self.path(key).unlink, missing_ok=True))
 
-    async def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
-        def walk() -> list[tuple[str, int]]:
-            found = []
-            for directory, _, files in os.walk(self.root):
-                for name in files:
-                    full = Path(directory, name)
-                    key = full.relative_to(self.root).as_posix()
-                    if key.startswith(prefix):
-                        found.append((key, full.stat().st_size))
-            return sorted(found)
+    def _walk(self, prefix: str, temporary: bool) -> list[tuple[str, os.stat_result]]:
+        """(key, stat) of the files under `prefix`: the temp files of uploads, or the others."""
+        found = []
+        for directory, _, files in os.walk(self.root):
+            for name in files:
+                if name.endswith(TMP_SUFFIX) is not temporary:
+                    continue
+                full = Path(directory, name)
+                key = full.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    with contextlib.suppress(FileNotFoundError):  # renamed or removed meanwhile
+                        found.append((key, full.stat()))
+        return sorted(found)
 
-        for item in await self._run(walk):
-            yield item
+    async def list(self, prefix: str) -> AsyncIterator[StoredObject]:
+        for key, stat in await self._run(partial(self._walk, prefix, False)):
+            yield StoredObject(key, stat.st_size, stat.st_mtime)
+
+    async def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
+        for key, stat in await self._run(partial(self._walk, prefix, True)):
+            yield IncompleteUpload(key, key.rsplit("/", 1)[-1], stat.st_mtime)
+
+    async def abort_upload(self, upload: IncompleteUpload) -> None:
+        if not upload.key.endswith(TMP_SUFFIX):
+            raise RemoteStorageError(f"{upload.key!r} is not an upload's temp file")
+        await self._run(partial(self.path(upload.key).unlink, missing_ok=True))
 
     async def close(self) -> None:
         self._pool.shutdown(wait=True)

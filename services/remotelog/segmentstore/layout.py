@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -93,6 +94,49 @@ class SegmentKeys:
     def all(self) -> tuple[str, str, str]:
         """In deletion order: the manifest first."""
         return (self.manifest, self.indexes, self.log)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentObject:
+    """What a segment object's key says: its partition, segment id and start offset."""
+
+    topic_id_partition: TopicIdPartition
+    segment_id: uuid.UUID
+    start_offset: int
+    suffix: str
+
+
+_UUID_CHARS = 22  # Kafka's Uuid.toString(): unpadded URL-safe base64 of 16 bytes
+_SUFFIXES = ("log", "indexes", "rsm-manifest")
+
+
+def parse_segment_key(prefix: str, key: str) -> SegmentObject | None:
+    """The inverse of SegmentKeys.of; None for a key this layout did not write."""
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    if len(parts) != 3:
+        return None
+    directory, partition, name = parts
+    stem, _, suffix = name.partition(".")
+    if suffix not in _SUFFIXES or len(stem) != 20 + 1 + _UUID_CHARS or stem[20] != "-":
+        return None
+    if len(directory) <= _UUID_CHARS + 1 or directory[-_UUID_CHARS - 1] != "-":
+        return None
+    if not (stem[:20].isdigit() and partition.isdigit()):
+        return None
+    try:
+        tip = TopicIdPartition(
+            parse_kafka_uuid(directory[-_UUID_CHARS:], "topic_id"),
+            directory[: -_UUID_CHARS - 1],
+            int(partition),
+        )
+        segment_id = parse_kafka_uuid(stem[21:], "segment_id")
+    except InvalidArgumentError:
+        return None
+    if partition_prefix(prefix, tip) + name != key:  # not in canonical form
+        return None
+    return SegmentObject(tip, segment_id, int(stem[:20]), suffix)
 
 
 @dataclass(frozen=True, slots=True)

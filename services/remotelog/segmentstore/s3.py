@@ -30,6 +30,7 @@ from remotelog.core.errors import (
     RemoteStorageError,
     RetriableRemoteStorageError,
 )
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
 
 T = TypeVar("T")
 
@@ -200,35 +201,48 @@ class S3Store:
         for key in keys:
             await self.call(key, partial(self._client.delete_object, Bucket=self.bucket, Key=key))
 
-    async def list(self, prefix: str) -> AsyncIterator[tuple[str, int]]:
-        token: str | None = None
+    async def _pages(self, operation: Any, prefix: str, **marker: str) -> AsyncIterator[Any]:
+        """Every page of a paginated listing; `marker` names the response's continuation keys."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         while True:
-            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = await self.call(prefix, partial(self._client.list_objects_v2, **kwargs))
-            for item in page.get("Contents", []):
-                yield item["Key"], int(item["Size"])
+            page = await self.call(prefix, partial(operation, **kwargs))
+            yield page
             if not page.get("IsTruncated"):
                 return
-            token = page.get("NextContinuationToken")
+            kwargs.update({request: page[response] for request, response in marker.items()})
 
-    async def abort_incomplete_uploads(self, prefix: str) -> int:
-        """Abort multipart uploads under `prefix` (left by a crashed process); returns how many."""
-        page = await self.call(
-            prefix,
-            lambda: self._client.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix),
+    async def list(self, prefix: str) -> AsyncIterator[StoredObject]:
+        pages = self._pages(
+            self._client.list_objects_v2, prefix, ContinuationToken="NextContinuationToken"
         )
-        uploads = page.get("Uploads", [])
-        for upload in uploads:
-            abort = partial(
-                self._client.abort_multipart_upload,
-                Bucket=self.bucket,
-                Key=upload["Key"],
-                UploadId=upload["UploadId"],
-            )
-            await self.call(upload["Key"], abort)
-        return len(uploads)
+        async for page in pages:
+            for item in page.get("Contents", []):
+                yield StoredObject(item["Key"], int(item["Size"]), item["LastModified"].timestamp())
+
+    async def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
+        pages = self._pages(
+            self._client.list_multipart_uploads,
+            prefix,
+            KeyMarker="NextKeyMarker",
+            UploadIdMarker="NextUploadIdMarker",
+        )
+        async for page in pages:
+            for upload in page.get("Uploads", []):
+                yield IncompleteUpload(
+                    upload["Key"], upload["UploadId"], upload["Initiated"].timestamp()
+                )
+
+    async def abort_upload(self, upload: IncompleteUpload) -> None:
+        abort = partial(
+            self._client.abort_multipart_upload,
+            Bucket=self.bucket,
+            Key=upload.key,
+            UploadId=upload.upload_id,
+        )
+        try:
+            await self.call(upload.key, abort)
+        except RemoteResourceNotFoundError:
+            return  # already completed or aborted
 
 
 async def _chunks(stream: Any, chunk_size: int) -> AsyncIterator[bytes]:
