@@ -112,8 +112,6 @@ class PartitionRemover:
         self._uncommitted_deletions: set[int] = set()
         self._workers: list[asyncio.Task[None]] = []
         self._consumer: MetadataConsumer | None = None
-        # Partitions deleted by this instance since it started (tests and the demo read it).
-        self.partitions_deleted = 0
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -310,16 +308,13 @@ class PartitionRemover:
                 s
                 async for s in self.metadata.list_remote_log_segments(tip, timeout_s=self.timeout_s)
             ]
-            status.segments_remaining = len(segments)
             if not segments:
                 break
             for segment in segments:
                 lease.check()
                 await self.deleter.delete(segment)
-                status.segments_remaining -= 1
         await self._publish(tip, FINISHED, lease)
         self.tracker.finished(tip, self.now_ms())
-        self.partitions_deleted += 1
         log.info("deleted the remote data of %s", tip)
 
     async def _publish(

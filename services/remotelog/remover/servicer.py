@@ -25,7 +25,7 @@ def status_to_proto(status: DeletionStatus) -> pb.DeletionStatus:
     return pb.DeletionStatus(
         topic_id_partition=topic_id_partition_to_proto(status.topic_id_partition),
         state=partition_delete_state_to_proto(status.state),
-        segments_remaining=status.segments_remaining or 0,
+        segments_remaining=status.segments_remaining,
         event_timestamp_ms=status.event_timestamp_ms,
         last_error_reason=error_reason_to_proto(status.last_error_reason),
         last_error_message=status.last_error_message,

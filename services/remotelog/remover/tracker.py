@@ -30,7 +30,8 @@ class DeletionStatus:
     # Offset of the first marker seen in the metadata partition: progress may not pass it.
     marker_offset: int
     event_timestamp_ms: int
-    segments_remaining: int | None = None
+    # Filled in by status queries, from the metadata manager.
+    segments_remaining: int = 0
     last_error_reason: str = ""
     last_error_message: str = ""
 
@@ -83,7 +84,6 @@ class DeletionTracker:
         if status is not None:
             status.state = FINISHED
             status.event_timestamp_ms = timestamp_ms
-            status.segments_remaining = 0
             status.last_error_reason = status.last_error_message = ""
 
     def status(self, tip: TopicIdPartition) -> DeletionStatus | None:
