@@ -1,6 +1,5 @@
 """Partition remover fixtures: the real S3 store, metadata manager and removers over Tansu."""
 
-import asyncio
 import uuid
 from dataclasses import dataclass, field
 
@@ -148,9 +147,4 @@ async def stack(tmp_path, broker, s3_endpoint):
     running = RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint)
     await running.start()
     yield running
-    try:
-        await asyncio.wait_for(running.stop(), 20)
-    except TimeoutError:
-        for task in asyncio.all_tasks():
-            task.print_stack()
-        raise
+    await running.stop()

@@ -317,9 +317,9 @@ class CopyScheduler:
                 self.running[(kind, tip)] = task
             wait = schedule.seconds_until_next()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    wake.wait(), timeout=None if wait is None else max(wait, 0.001)
-                )
+                # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancellation.
+                async with asyncio.timeout(None if wait is None else max(wait, 0.001)):
+                    await wake.wait()
 
     async def _run(self, kind: Kind, tip: TopicIdPartition) -> None:
         started = time.monotonic()
