@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor
 
 from remotelog.client.errors import from_rpc_error
+from remotelog.core import bulk_wire
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError
 
@@ -61,6 +64,39 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
         )
         return grpc.aio.secure_channel(target, credentials, options=channel_options)
     return grpc.aio.insecure_channel(target, options=channel_options)
+
+
+def bulk_stream(
+    channel: grpc.aio.Channel,
+    method: MethodDescriptor,
+    integer_fields: int,
+    from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
+) -> grpc.aio.UnaryStreamMultiCallable:
+    """A server-streaming method whose responses arrive as (data, integers) (`bulk_wire`).
+
+    Responses in protobuf's usual shape are sliced without protobuf's copies;
+    any other shape is parsed by protobuf and converted by `from_message`.
+    """
+    return channel.unary_stream(
+        f"/{method.containing_service.full_name}/{method.name}",
+        request_serializer=message_factory.GetMessageClass(method.input_type).SerializeToString,
+        response_deserializer=bulk_deserializer(
+            message_factory.GetMessageClass(method.output_type), integer_fields, from_message
+        ),
+        _registered_method=True,
+    )
+
+
+def bulk_deserializer(
+    response_class: Any,
+    integer_fields: int,
+    from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
+) -> Callable[[bytes], tuple[bytes, tuple[int, ...]]]:
+    def deserialize(raw: bytes) -> tuple[bytes, tuple[int, ...]]:
+        decoded = bulk_wire.decode(raw, integer_fields)
+        return decoded if decoded is not None else from_message(response_class.FromString(raw))
+
+    return deserialize
 
 
 def _is_retriable(exc: BaseException) -> bool:

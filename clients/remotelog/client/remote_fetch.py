@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
-from remotelog.client.base import ServiceClient
+from remotelog.client.base import ServiceClient, bulk_stream
 from remotelog.core.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
 from remotelog.core.model import TopicIdPartition
@@ -61,6 +61,12 @@ class RemoteFetchClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)
+        self._read_offset_range = bulk_stream(
+            self.channel,
+            pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name["ReadOffsetRange"],
+            2,
+            lambda m: (m.records, (m.first_offset, m.last_offset)),
+        )
 
     async def fetch(
         self,
@@ -120,10 +126,10 @@ class RemoteFetchClient(ServiceClient):
             end_offset=end_offset,
             chunk_bytes=chunk_bytes,
         )
-        async for response in self.call_server_stream(
-            self._stub.ReadOffsetRange, request, timeout_s=timeout_s
+        async for records, (first_offset, last_offset) in self.call_server_stream(
+            self._read_offset_range, request, timeout_s=timeout_s
         ):
-            yield RecordChunk(response.records, response.first_offset, response.last_offset)
+            yield RecordChunk(records, first_offset, last_offset)
 
     async def list_offsets(
         self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None

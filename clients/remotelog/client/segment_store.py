@@ -9,7 +9,7 @@ from pathlib import Path
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.client.base import ServiceClient
+from remotelog.client.base import ServiceClient, bulk_stream
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.model import RemoteLogSegmentMetadata
 
@@ -65,6 +65,13 @@ class SegmentStoreClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
+        methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
+        self._fetch_log_segment = bulk_stream(
+            self.channel, methods["FetchLogSegment"], 0, lambda m: (m.data, ())
+        )
+        self._fetch_index = bulk_stream(
+            self.channel, methods["FetchIndex"], 0, lambda m: (m.data, ())
+        )
 
     async def copy_log_segment_data(
         self,
@@ -106,10 +113,10 @@ class SegmentStoreClient(ServiceClient):
             start_position=start_position,
             end_position=end_position,
         )
-        async for response in self.call_server_stream(
-            self._stub.FetchLogSegment, request, timeout_s=timeout_s
+        async for data, _ in self.call_server_stream(
+            self._fetch_log_segment, request, timeout_s=timeout_s
         ):
-            yield response.data
+            yield data
 
     async def fetch_index(
         self,
@@ -123,9 +130,9 @@ class SegmentStoreClient(ServiceClient):
             remote_log_segment_metadata=segment_metadata_to_proto(metadata), index_type=index_type
         )
         pieces = [
-            response.data
-            async for response in self.call_server_stream(
-                self._stub.FetchIndex, request, timeout_s=timeout_s
+            data
+            async for data, _ in self.call_server_stream(
+                self._fetch_index, request, timeout_s=timeout_s
             )
         ]
         return b"".join(pieces)

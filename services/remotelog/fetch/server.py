@@ -10,6 +10,7 @@ from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.fetch.metrics import register
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
+from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.server import open_segment_store
 
@@ -48,7 +49,7 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
     return await start_service(
         config,
         fetch,
-        lambda s: pb_grpc.add_RemoteFetchServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        registering_encoded(pb_grpc.add_RemoteFetchServiceServicer_to_server, servicer),
         [SERVICE_NAME],
         close,
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.config import SegmentStoreConfig, StorageSettings
@@ -62,7 +63,7 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
     return await start_service(
         config,
         store,
-        lambda s: pb_grpc.add_SegmentStoreServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+        registering_encoded(pb_grpc.add_SegmentStoreServiceServicer_to_server, servicer),
         [SERVICE_NAME],
         backend.close,
     )

@@ -13,6 +13,7 @@ import grpc
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_from_proto
 from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import InvalidArgumentError
@@ -109,7 +110,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         end = request.end_position if request.HasField("end_position") else None
         with deadline_after(context.time_remaining()):
             async for data in self.store.fetch_log_segment(metadata, request.start_position, end):
-                yield pb.FetchLogSegmentResponse(data=data)
+                yield bulk_wire.encode(data)  # type: ignore[misc]
 
     async def FetchIndex(
         self, request: pb.FetchIndexRequest, context: grpc.aio.ServicerContext
@@ -120,7 +121,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
             raise InvalidArgumentError("index_type", f"unknown index type {request.index_type}")
         with deadline_after(context.time_remaining()):
             async for data in self.store.fetch_index(metadata, index):
-                yield pb.FetchIndexResponse(data=data)
+                yield bulk_wire.encode(data)  # type: ignore[misc]
 
     async def DeleteLogSegmentData(
         self, request: pb.DeleteLogSegmentDataRequest, context: grpc.aio.ServicerContext

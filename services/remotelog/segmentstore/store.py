@@ -21,6 +21,7 @@ from opentelemetry import metrics, trace
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.core.tasks import read_ahead
 from remotelog.segmentstore.backend import ObjectStore, Upload
 from remotelog.segmentstore.layout import (
     INDEX_FILES,
@@ -195,9 +196,10 @@ class SegmentStore:
         FETCH_REQUESTS.add(1, attributes)
         with _tracer.start_as_current_span("SegmentStore.fetch_log_segment", attributes=attributes):
             try:
-                async for chunk in self.objects.read(
+                chunks = self.objects.read(
                     self.keys(metadata).log, start, last, self.options.fetch_chunk_size
-                ):
+                )
+                async for chunk in read_ahead(chunks, 4):
                     FETCH_BYTES.add(len(chunk), attributes)
                     yield chunk
             except Exception:
