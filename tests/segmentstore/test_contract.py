@@ -1,6 +1,7 @@
 """The segment store's contract, run against the filesystem and the S3 (moto) backends alike."""
 
 import asyncio
+import gc
 import json
 import os
 import re
@@ -12,8 +13,10 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import IndexType
 from remotelog.core.convert import segment_metadata_to_proto
+from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import kafka_uuid_str
+from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.segmentstore.layout import Manifest
 
 from .segments import segment_files, segment_metadata, synthetic_files
@@ -266,3 +269,41 @@ async def test_first_message_must_be_metadata(store):
         await stub.CopyLogSegmentData(requests(), timeout=10)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details().startswith("metadata:")
+
+
+async def test_a_fetch_abandoned_early_is_closed_in_its_own_task(store):
+    """Closing a fetch stream closes every generator under it then and there.
+
+    A nested async generator left to the garbage collector is closed later from
+    another task, where its span and deadline context tokens cannot be reset:
+    the loop then reports "Task exception was never retrieved" once per
+    abandoned read (a remote Fetch abandons one every time it fills max_bytes).
+    """
+    size = 5 * MIB
+    metadata = segment_metadata(size=size)
+    data = os.urandom(size)
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        for reader in (DirectSegmentReader(store.service.app), store.client):
+            chunks = reader.fetch_log_segment(metadata, 0, timeout_s=10)
+            first = await anext(chunks)
+            assert 0 < len(first) < size
+            assert first == data[: len(first)]
+            await chunks.aclose()
+            gc.collect()
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+            pumps = [
+                t
+                for t in asyncio.all_tasks()
+                if t.get_coro().__qualname__ == "read_ahead.<locals>.pump"
+            ]
+            assert pumps == []  # the read-ahead task ended with the stream
+            assert current_deadline() is None
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []

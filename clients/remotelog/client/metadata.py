@@ -7,6 +7,7 @@ the client retries within the call's deadline; metadata writes are idempotent
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
@@ -106,11 +107,13 @@ class MetadataClient(ServiceClient):
         request = pb.ListRemoteLogSegmentsRequest(
             topic_id_partition=topic_id_partition_to_proto(partition), leader_epoch=leader_epoch
         )
-        async for response in self.call_server_stream(
+        responses = self.call_server_stream(
             self._stub.ListRemoteLogSegments, request, timeout_s=timeout_s
-        ):
-            for segment in response.remote_log_segment_metadata:
-                yield segment_metadata_from_proto(segment)
+        )
+        async with contextlib.aclosing(responses):
+            async for response in responses:
+                for segment in response.remote_log_segment_metadata:
+                    yield segment_metadata_from_proto(segment)
 
     async def remote_log_size(
         self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None

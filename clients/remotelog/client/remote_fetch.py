@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
@@ -118,7 +119,7 @@ class RemoteFetchClient(ServiceClient):
         *,
         chunk_bytes: int = 0,
         timeout_s: float | None = None,
-    ) -> AsyncIterator[RecordChunk]:
+    ) -> AsyncGenerator[RecordChunk, None]:
         """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`."""
         request = pb.ReadOffsetRangeRequest(
             topic_id_partition=topic_id_partition_to_proto(partition),
@@ -126,10 +127,10 @@ class RemoteFetchClient(ServiceClient):
             end_offset=end_offset,
             chunk_bytes=chunk_bytes,
         )
-        async for records, (first_offset, last_offset) in self.call_server_stream(
-            self._read_offset_range, request, timeout_s=timeout_s
-        ):
-            yield RecordChunk(records, first_offset, last_offset)
+        responses = self.call_server_stream(self._read_offset_range, request, timeout_s=timeout_s)
+        async with contextlib.aclosing(responses):
+            async for records, (first_offset, last_offset) in responses:
+                yield RecordChunk(records, first_offset, last_offset)
 
     async def list_offsets(
         self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,11 +89,12 @@ class SegmentStoreClient(ServiceClient):
             yield first
             for kind, source in data.files():
                 position = 0
-                async for piece in _read_chunks(source, chunk_bytes):
-                    yield pb.CopyLogSegmentDataRequest(
-                        chunk=pb.SegmentDataChunk(file=kind, position=position, data=piece)
-                    )
-                    position += len(piece)
+                async with contextlib.aclosing(_read_chunks(source, chunk_bytes)) as pieces:
+                    async for piece in pieces:
+                        yield pb.CopyLogSegmentDataRequest(
+                            chunk=pb.SegmentDataChunk(file=kind, position=position, data=piece)
+                        )
+                        position += len(piece)
 
         response = await self.call_client_stream(
             self._stub.CopyLogSegmentData, requests, timeout_s=timeout_s
@@ -106,17 +108,17 @@ class SegmentStoreClient(ServiceClient):
         end_position: int | None = None,
         *,
         timeout_s: float | None = None,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """The log's bytes from `start_position` to `end_position` (inclusive) or the end."""
         request = pb.FetchLogSegmentRequest(
             remote_log_segment_metadata=segment_metadata_to_proto(metadata),
             start_position=start_position,
             end_position=end_position,
         )
-        async for data, _ in self.call_server_stream(
-            self._fetch_log_segment, request, timeout_s=timeout_s
-        ):
-            yield data
+        responses = self.call_server_stream(self._fetch_log_segment, request, timeout_s=timeout_s)
+        async with contextlib.aclosing(responses):
+            async for data, _ in responses:
+                yield data
 
     async def fetch_index(
         self,

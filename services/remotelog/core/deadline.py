@@ -6,10 +6,14 @@ read it to bound their retries, so a retry never outlives the caller's patience.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _deadline: ContextVar[float | None] = ContextVar("remotelog_deadline", default=None)
 # Work stops this much before the caller's deadline (at most a tenth of the
@@ -38,3 +42,30 @@ def deadline_after(seconds: float | None) -> Iterator[None]:
         yield
     finally:
         _deadline.reset(token)
+
+
+async def stream_within(
+    seconds: float | None, source: AsyncGenerator[T, None]
+) -> AsyncGenerator[T, None]:
+    """`source`'s items, each produced under a deadline `seconds` from the first step.
+
+    For streams, instead of `deadline_after` around a `yield`: an async
+    generator runs in its consumer's context, so a variable it sets stays set
+    for the consumer between items, and if the generator is closed from
+    elsewhere (gRPC abandons a cancelled stream; the garbage collector closes
+    it from another task) the reset fails. Here the deadline is set and reset
+    within each step, never across a yield.
+    """
+    deadline: float | None = None
+    if seconds is not None:
+        deadline = time.monotonic() + seconds - min(REPLY_MARGIN_S, seconds / 10)
+    async with contextlib.aclosing(source):
+        while True:
+            token = _deadline.set(deadline)
+            try:
+                item = await anext(source)
+            except StopAsyncIteration:
+                return
+            finally:
+                _deadline.reset(token)
+            yield item

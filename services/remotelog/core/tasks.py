@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, recancel_s: f
 _END = object()
 
 
-async def read_ahead(source: AsyncIterator[T], depth: int) -> AsyncIterator[T]:
+async def read_ahead(source: AsyncGenerator[T, None], depth: int) -> AsyncGenerator[T, None]:
     """`source`'s items in order, with up to `depth` of them fetched before they are asked for.
 
     A streamed response otherwise alternates between reading its source and

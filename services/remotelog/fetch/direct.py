@@ -8,9 +8,10 @@ read path. Writes and deletes still go through the segment store service only.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncGenerator
 
-from remotelog.core.deadline import deadline_after
+from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.fetch.ports import IndexType
 from remotelog.segmentstore.layout import SegmentFile
@@ -37,8 +38,9 @@ class DirectSegmentReader:
         *,
         timeout_s: float | None = None,
     ) -> AsyncGenerator[bytes, None]:
-        with deadline_after(timeout_s):
-            async for chunk in self.store.fetch_log_segment(metadata, start_position, end_position):
+        chunks = self.store.fetch_log_segment(metadata, start_position, end_position)
+        async with contextlib.aclosing(stream_within(timeout_s, chunks)) as within:
+            async for chunk in within:
                 yield chunk
 
     async def fetch_index(

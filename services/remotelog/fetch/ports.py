@@ -7,7 +7,7 @@ imports gRPC, so it runs the same over the services or over in-process fakes.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
@@ -30,7 +30,7 @@ class SegmentReader(Protocol):
         end_position: int | None = None,
         *,
         timeout_s: float | None = None,
-    ) -> AsyncIterator[bytes]: ...
+    ) -> AsyncGenerator[bytes, None]: ...
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None

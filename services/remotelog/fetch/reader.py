@@ -12,6 +12,7 @@ the caller's deadline.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -154,16 +155,20 @@ class RemoteLogReader:
         end = segment.segment_size_in_bytes
         if first_range_bytes is not None and position + first_range_bytes < end:
             bound = position + first_range_bytes
-            async for chunk in self.store.fetch_log_segment(
+            first = self.store.fetch_log_segment(
                 segment, position, bound - 1, timeout_s=deadline.remaining()
-            ):
-                yield chunk
+            )
+            async with contextlib.aclosing(first):
+                async for chunk in first:
+                    yield chunk
             position = bound
         if position < end:
-            async for chunk in self.store.fetch_log_segment(
+            rest = self.store.fetch_log_segment(
                 segment, position, None, timeout_s=deadline.remaining()
-            ):
-                yield chunk
+            )
+            async with contextlib.aclosing(rest):
+                async for chunk in rest:
+                    yield chunk
 
     async def _read_from(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -213,7 +213,7 @@ class RemoteFetch:
         *,
         chunk_bytes: int = 0,
         timeout_s: float | None = None,
-    ) -> AsyncIterator[Batches]:
+    ) -> AsyncGenerator[Batches, None]:
         """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`.
 
         A producer task reads ahead up to `remote.fetch.bulk.read.ahead.chunks`

@@ -7,6 +7,7 @@ server's interceptor maps to statuses.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -120,13 +121,15 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
             raise InvalidArgumentError(
                 "chunk_bytes", f"{chunk_bytes} exceeds the {limit} bytes a message can carry"
             )
-        async for batches in self.remote_fetch.read_offset_range(
+        reads = self.remote_fetch.read_offset_range(
             tip, start, end, chunk_bytes=chunk_bytes, timeout_s=context.time_remaining()
-        ):
-            # ReadOffsetRangeResponse, encoded without protobuf's copies of the records
-            yield bulk_wire.encode(  # type: ignore[misc]
-                batches.data, (2, batches.first_offset), (3, batches.last_offset)
-            )
+        )
+        async with contextlib.aclosing(reads):
+            async for batches in reads:
+                # ReadOffsetRangeResponse, encoded without protobuf's copies of the records
+                yield bulk_wire.encode(  # type: ignore[misc]
+                    batches.data, (2, batches.first_offset), (3, batches.last_offset)
+                )
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext

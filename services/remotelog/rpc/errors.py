@@ -9,6 +9,7 @@ becomes INTERNAL without internal detail.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import uuid
@@ -90,8 +91,9 @@ def _wrap_stream(behavior: Behavior, method: str) -> Behavior:
         request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
         try:
-            async for item in behavior(request, context):
-                yield item
+            async with contextlib.aclosing(behavior(request, context)) as items:
+                async for item in items:
+                    yield item
         except grpc.aio.AbortError:
             raise
         except Exception as exc:

@@ -7,7 +7,7 @@ at all. An upload streams parts and becomes visible only at `complete()`;
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,7 +54,9 @@ class ObjectStore(Protocol):
 
     async def put(self, key: str, data: bytes) -> None: ...
 
-    def read(self, key: str, start: int, end: int | None, chunk_size: int) -> AsyncIterator[bytes]:
+    def read(
+        self, key: str, start: int, end: int | None, chunk_size: int
+    ) -> AsyncGenerator[bytes, None]:
         """Bytes `start`..`end` (inclusive; None = to the end) in chunks of `chunk_size`."""
         ...
 

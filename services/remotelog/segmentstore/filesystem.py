@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -66,7 +66,7 @@ class FileSystemStore:
 
     async def read(
         self, key: str, start: int, end: int | None, chunk_size: int
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         path = self.path(key)
         fd = await self._run(partial(os.open, path, os.O_RDONLY))
         try:

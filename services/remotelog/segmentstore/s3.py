@@ -12,8 +12,9 @@ botocore's own retries are off so there is one retry policy, bounded by it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -169,7 +170,7 @@ class S3Store:
 
     async def read(
         self, key: str, start: int, end: int | None, chunk_size: int
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         position = start
         deadline = self._deadline()
         failures = 0
@@ -181,9 +182,10 @@ class S3Store:
             expected = position + int(response["ContentLength"])
             stream = response["Body"]
             try:
-                async for chunk in _chunks(stream, chunk_size):
-                    position += len(chunk)
-                    yield chunk
+                async with contextlib.aclosing(_chunks(stream, chunk_size)) as chunks:
+                    async for chunk in chunks:
+                        position += len(chunk)
+                        yield chunk
                 if position < expected:
                     raise ConnectionError(f"body ended at {position} of {expected} bytes")
                 return
@@ -245,7 +247,7 @@ class S3Store:
             return  # already completed or aborted
 
 
-async def _chunks(stream: Any, chunk_size: int) -> AsyncIterator[bytes]:
+async def _chunks(stream: Any, chunk_size: int) -> AsyncGenerator[bytes, None]:
     """The body in chunks of exactly `chunk_size` bytes (the last may be shorter)."""
     content = stream.content  # aiohttp's StreamReader: readexactly avoids re-buffering
     while True:

@@ -15,7 +15,7 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_from_proto
-from remotelog.core.deadline import deadline_after
+from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
@@ -108,8 +108,12 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
     ) -> AsyncIterator[pb.FetchLogSegmentResponse]:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
         end = request.end_position if request.HasField("end_position") else None
-        with deadline_after(context.time_remaining()):
-            async for data in self.store.fetch_log_segment(metadata, request.start_position, end):
+        chunks = stream_within(
+            context.time_remaining(),
+            self.store.fetch_log_segment(metadata, request.start_position, end),
+        )
+        async with contextlib.aclosing(chunks):
+            async for data in chunks:
                 yield bulk_wire.encode(data)  # type: ignore[misc]
 
     async def FetchIndex(
@@ -119,8 +123,9 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         index = _INDEXES.get(request.index_type)
         if index is None:
             raise InvalidArgumentError("index_type", f"unknown index type {request.index_type}")
-        with deadline_after(context.time_remaining()):
-            async for data in self.store.fetch_index(metadata, index):
+        chunks = stream_within(context.time_remaining(), self.store.fetch_index(metadata, index))
+        async with contextlib.aclosing(chunks):
+            async for data in chunks:
                 yield bulk_wire.encode(data)  # type: ignore[misc]
 
     async def DeleteLogSegmentData(

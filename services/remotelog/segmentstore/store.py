@@ -11,12 +11,14 @@ clean and a failed one leaves nothing that a reader could take for a segment.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 from opentelemetry import metrics, trace
+from opentelemetry.trace import StatusCode
 
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import RemoteLogSegmentMetadata
@@ -180,7 +182,7 @@ class SegmentStore:
 
     async def fetch_log_segment(
         self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Bytes `start`..`end` (inclusive; None or past the end = to the end) of the log."""
         size = metadata.segment_size_in_bytes
         if start < 0:
@@ -194,21 +196,28 @@ class SegmentStore:
         last = size - 1 if end is None else min(end, size - 1)
         attributes = {"topic": metadata.topic_id_partition.topic}
         FETCH_REQUESTS.add(1, attributes)
-        with _tracer.start_as_current_span("SegmentStore.fetch_log_segment", attributes=attributes):
-            try:
-                chunks = self.objects.read(
-                    self.keys(metadata).log, start, last, self.options.fetch_chunk_size
-                )
-                async for chunk in read_ahead(chunks, 4):
+        # Not the current span: a generator's context is its consumer's, and a
+        # span made current across a yield would leak into it (see stream_within).
+        span = _tracer.start_span("SegmentStore.fetch_log_segment", attributes=attributes)
+        try:
+            chunks = self.objects.read(
+                self.keys(metadata).log, start, last, self.options.fetch_chunk_size
+            )
+            async with contextlib.aclosing(read_ahead(chunks, 4)) as ahead:
+                async for chunk in ahead:
                     FETCH_BYTES.add(len(chunk), attributes)
                     yield chunk
-            except Exception:
-                FETCH_ERRORS.add(1, attributes)
-                raise
+        except Exception as exc:
+            FETCH_ERRORS.add(1, attributes)
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR)
+            raise
+        finally:
+            span.end()
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         if index not in INDEX_FILES:
             raise InvalidArgumentError("index_type", f"{index.value} is not an index")
         attributes = {"topic": metadata.topic_id_partition.topic}
@@ -222,14 +231,16 @@ class SegmentStore:
                     f"{metadata.remote_log_segment_id}: no {index.value} index"
                 )
             if where.size:
-                async for chunk in self.objects.read(
+                chunks = self.objects.read(
                     keys.indexes,
                     where.position,
                     where.position + where.size - 1,
                     self.options.fetch_chunk_size,
-                ):
-                    FETCH_BYTES.add(len(chunk), attributes)
-                    yield chunk
+                )
+                async with contextlib.aclosing(chunks):
+                    async for chunk in chunks:
+                        FETCH_BYTES.add(len(chunk), attributes)
+                        yield chunk
         except Exception:
             FETCH_ERRORS.add(1, attributes)
             raise
