@@ -1,3 +1,5 @@
+import asyncio
+import gc
 import json
 import shutil
 import subprocess
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import redis
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -112,3 +115,27 @@ def redis_url(tmp_path_factory):
     yield f"redis://127.0.0.1:{port}/0"
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def loop_reports_nothing():
+    """Fail a test during which the event loop reported an unhandled error.
+
+    asyncio reports what no code handled (a task's exception never retrieved, an
+    async generator that failed while the garbage collector closed it) to its
+    exception handler, which only logs. In a service those are real faults
+    (leaked streams, lost errors); here they fail the test that caused them.
+    """
+    loop = asyncio.get_running_loop()
+    reported: list[dict] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        yield
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert not reported, "the event loop reported: " + "; ".join(
+        f"{c.get('message')}: {c.get('exception')!r}" for c in reported
+    )

@@ -24,6 +24,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -154,8 +155,8 @@ class RemoteIndexCache:
     def load(self) -> None:
         """Delete partial files and incomplete entries; reuse the complete ones, oldest first."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        for partial in self.directory.glob("*.tmp"):
-            partial.unlink(missing_ok=True)
+        for leftover in self.directory.glob("*.tmp"):
+            leftover.unlink(missing_ok=True)
         stems: dict[str, dict[str, Path]] = {}
         for path in self.directory.iterdir():
             if path.suffix in _KINDS and "_" in path.stem:
@@ -199,9 +200,16 @@ class RemoteIndexCache:
         if loading is None:
             loading = asyncio.ensure_future(self._fetch(key, metadata, timeout_s))
             self._loading[key] = loading
-            loading.add_done_callback(lambda _: self._loading.pop(key, None))
+            loading.add_done_callback(partial(self._loaded, key))
         # Shielded: a caller that gives up does not cancel the fetch others wait for.
         return await asyncio.shield(loading)
+
+    def _loaded(self, key: str, loading: asyncio.Future[IndexEntry]) -> None:
+        self._loading.pop(key, None)
+        if not loading.cancelled():
+            # Retrieved here: when every caller gave up before the fetch failed,
+            # nobody else would, and asyncio would report the error as lost.
+            loading.exception()
 
     async def _fetch(
         self, key: str, metadata: RemoteLogSegmentMetadata, timeout_s: float | None
