@@ -37,14 +37,20 @@ class BatchCutter:
     Batches that end before `from_offset` are dropped (the index points at or
     before the wanted batch); `take` stops at `until_offset` (exclusive), at a
     byte limit, or where the bytes fed so far end.
+
+    The unread bytes are one `bytes` object and a start position, not a
+    growing buffer: a chunk fed when nothing is pending is kept as it is, so a
+    Fetch answered from one chunk costs one copy (none when it takes the whole
+    chunk), and only a batch straddling two chunks makes the next one copied.
     """
 
     def __init__(self, from_offset: int, source: str, until_offset: int | None = None) -> None:
         self.from_offset = from_offset
         self.until_offset = until_offset
         self.source = source
-        self._buffer = bytearray()
-        self._consumed = 0  # stream position of _buffer[0], for error messages
+        self._data = b""
+        self._start = 0  # first unread byte of _data
+        self._consumed = 0  # stream position of _data[_start], for error messages
         self._skip = 0  # bytes still to come of a batch dropped before from_offset
         self.reached_end = False  # a batch at or past until_offset was seen
 
@@ -54,84 +60,91 @@ class BatchCutter:
             self._skip -= dropped
             self._consumed += dropped
             data = data[dropped:]
-        self._buffer += data
+        if self._start == len(self._data):
+            self._data, self._start = data, 0
+        elif data:
+            self._data, self._start = self._data[self._start :] + data, 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._data) - self._start
 
     def next_batch_size(self) -> int | None:
         """Size of the next wanted batch once its header has arrived (older ones are dropped)."""
         self._drop_before_start()
-        if len(self._buffer) < HEADER_BYTES:
+        if self.buffered < HEADER_BYTES:
             return None
-        return self._size_at(0)
+        return self._size_at(self._start)
 
-    def _size_at(self, position: int) -> int:
-        _, length = _OVERHEAD.unpack_from(self._buffer, position)
+    def _size_at(self, at: int) -> int:
+        _, length = _OVERHEAD.unpack_from(self._data, at)
         if length < HEADER_BYTES - LOG_OVERHEAD:
             raise CorruptRecordError(
                 "records",
-                f"{self.source}: position {self._consumed + position}: batch length {length} "
+                f"{self.source}: position {self._position(at)}: batch length {length} "
                 "is below the minimum",
             )
-        if len(self._buffer) > position + _MAGIC_AT and self._buffer[position + _MAGIC_AT] != 2:
+        if len(self._data) > at + _MAGIC_AT and self._data[at + _MAGIC_AT] != 2:
             raise CorruptRecordError(
                 "records",
-                f"{self.source}: position {self._consumed + position}: unsupported magic "
-                f"{self._buffer[position + _MAGIC_AT]}",
+                f"{self.source}: position {self._position(at)}: unsupported magic "
+                f"{self._data[at + _MAGIC_AT]}",
             )
         return LOG_OVERHEAD + int(length)
 
-    def _last_offset_at(self, position: int) -> tuple[int, int]:
-        base = _OVERHEAD.unpack_from(self._buffer, position)[0]
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(self._buffer, position + _LAST_OFFSET_DELTA_AT)
+    def _position(self, at: int) -> int:
+        return self._consumed + at - self._start
+
+    def _last_offset_at(self, at: int) -> tuple[int, int]:
+        base = _OVERHEAD.unpack_from(self._data, at)[0]
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(self._data, at + _LAST_OFFSET_DELTA_AT)
         return base, base + delta
 
+    def _advance(self, to: int) -> None:
+        self._consumed += to - self._start
+        self._start = to
+
     def _drop_before_start(self) -> None:
-        position = 0
-        buffer = self._buffer
-        while len(buffer) - position >= HEADER_BYTES:
-            size = self._size_at(position)
-            if self._last_offset_at(position)[1] >= self.from_offset:
+        at, end = self._start, len(self._data)
+        while end - at >= HEADER_BYTES:
+            size = self._size_at(at)
+            if self._last_offset_at(at)[1] >= self.from_offset:
                 break
-            if len(buffer) - position < size:
+            if end - at < size:
                 # Before the start and not all here: drop what is, skip the rest as it comes.
-                self._skip = size - (len(buffer) - position)
-                position = len(buffer)
+                self._skip = size - (end - at)
+                at = end
                 break
-            position += size
-        if position:
-            del buffer[:position]
-            self._consumed += position
+            at += size
+        self._advance(at)
 
     def take(self, max_bytes: int, *, at_least_one: bool = False) -> Batches | None:
         """Whole batches from the front, at most `max_bytes` (or one bigger when allowed)."""
         self._drop_before_start()
-        buffer = self._buffer
-        position = 0
+        start = at = self._start
+        end = len(self._data)
         first = last = -1
-        while len(buffer) - position >= HEADER_BYTES:
-            size = self._size_at(position)
-            if len(buffer) - position < size:
+        while end - at >= HEADER_BYTES:
+            size = self._size_at(at)
+            if end - at < size:
                 break
-            base, batch_last = self._last_offset_at(position)
+            base, batch_last = self._last_offset_at(at)
             if self.until_offset is not None and base >= self.until_offset:
                 self.reached_end = True
                 break
-            if position + size > max_bytes and not (at_least_one and position == 0):
+            if at - start + size > max_bytes and not (at_least_one and at == start):
                 break
             if first < 0:
                 first = base
             last = batch_last
-            position += size
+            at += size
             if self.until_offset is not None and batch_last >= self.until_offset - 1:
                 self.reached_end = True
                 break
-        if not position:
+        if at == start:
             return None
-        with memoryview(buffer) as view:
-            data = bytes(view[:position])  # one copy (a bytearray slice would make two)
-        del buffer[:position]
-        self._consumed += position
+        data = self._data[start:at]  # one copy; none when it is the whole chunk
+        self._advance(at)
+        if self._start == end:
+            self._data, self._start = b"", 0
         return Batches(data, first, last)

@@ -15,6 +15,7 @@ from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.server import open_segment_store
 
 SERVICE_NAME = "remotelog.api.fetch.v1.RemoteFetchService"
+DIRECT_READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[RemoteFetch]:
@@ -25,7 +26,12 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
     )
     store: SegmentStoreClient | DirectSegmentReader
     if config.direct_storage_read:
-        store = DirectSegmentReader(await open_segment_store(config, config.backoff()))
+        # No message carries these chunks, so they can be as large as a Fetch:
+        # a read of one chunk is handed on without being cut (and copied).
+        direct = await open_segment_store(
+            config, config.backoff(), fetch_chunk_size=DIRECT_READ_CHUNK_BYTES
+        )
+        store = DirectSegmentReader(direct)
     else:
         store = SegmentStoreClient(config.segment_store_address, options=options)
     metadata = MetadataClient(config.metadata_manager_address, options=options)

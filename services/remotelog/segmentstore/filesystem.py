@@ -14,7 +14,7 @@ import contextlib
 import os
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -27,8 +27,22 @@ TMP_SUFFIX = ".tmp"
 READ_BLOCK = 8 * 1024 * 1024
 
 
-def _file_size(fd: int) -> int:
-    return os.fstat(fd).st_size
+def _release_abandoned(release: Callable[[T], object], work: Future[T]) -> None:
+    if not work.cancelled() and work.exception() is None:
+        release(work.result())
+
+
+def _open_and_read(path: Path, start: int, end: int | None, block: int) -> tuple[int, int, bytes]:
+    """(descriptor, where the read stops, its first block) of bytes start..end of `path`."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        stop = size if end is None else min(end + 1, size)
+        data = os.pread(fd, min(block, stop - start), start) if start < stop else b""
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, stop, data
 
 
 class FileSystemStore:
@@ -37,9 +51,15 @@ class FileSystemStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
 
-    async def _run(self, fn: Callable[[], T]) -> T:
+    async def _run(self, fn: Callable[[], T], release: Callable[[T], object] | None = None) -> T:
+        """`fn` in the pool; `release` gets its result if the caller stopped waiting for it."""
+        work = self._pool.submit(fn)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+            return await asyncio.wrap_future(work)
+        except asyncio.CancelledError:
+            if release is not None:
+                work.add_done_callback(partial(_release_abandoned, release))
+            raise
         except FileNotFoundError as exc:
             raise RemoteResourceNotFoundError(f"no object {exc.filename}") from None
         except OSError as exc:
@@ -68,20 +88,21 @@ class FileSystemStore:
         self, key: str, start: int, end: int | None, chunk_size: int
     ) -> AsyncGenerator[bytes, None]:
         path = self.path(key)
-        fd = await self._run(partial(os.open, path, os.O_RDONLY))
+        # One thread hop per READ_BLOCK, not per chunk: hops cost more than the copy.
+        block = max(chunk_size, READ_BLOCK - READ_BLOCK % chunk_size)
+        # The first hop opens, sizes and reads: a short read (a Fetch) is one hop.
+        fd, stop, data = await self._run(
+            partial(_open_and_read, path, start, end, block), lambda opened: os.close(opened[0])
+        )
         try:
-            size = await self._run(partial(_file_size, fd))
-            stop = size if end is None else min(end + 1, size)
             position = start
-            # One thread hop per READ_BLOCK, not per chunk: hops cost more than the copy.
-            block = max(chunk_size, READ_BLOCK - READ_BLOCK % chunk_size)
-            while position < stop:
-                data = await self._run(partial(os.pread, fd, min(block, stop - position), position))
-                if not data:
-                    break
+            while data:
                 position += len(data)
                 for offset in range(0, len(data), chunk_size):
-                    yield data[offset : offset + chunk_size]
+                    yield data[offset : offset + chunk_size]  # no copy when one chunk
+                if position >= stop:
+                    break
+                data = await self._run(partial(os.pread, fd, min(block, stop - position), position))
         finally:
             os.close(fd)
 

@@ -39,7 +39,11 @@ async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> 
 
 
 async def open_segment_store(
-    config: StorageSettings, backoff: ExponentialBackoff, custom_metadata_max_bytes: int = 128
+    config: StorageSettings,
+    backoff: ExponentialBackoff,
+    custom_metadata_max_bytes: int = 128,
+    *,
+    fetch_chunk_size: int | None = None,
 ) -> SegmentStore:
     """The RemoteStorageManager over the configured backend (for the service or a direct reader)."""
     validate_key_prefix(config.key_prefix)
@@ -50,7 +54,7 @@ async def open_segment_store(
         backend,
         StoreOptions(
             key_prefix=config.key_prefix,
-            fetch_chunk_size=config.fetch_chunk_size,
+            fetch_chunk_size=fetch_chunk_size or config.fetch_chunk_size,
             custom_metadata_max_bytes=custom_metadata_max_bytes,
         ),
     )

@@ -35,6 +35,8 @@ from remotelog.segmentstore.layout import (
 )
 
 _tracer = trace.get_tracer("remotelog.segmentstore")
+# Chunks of a long log read fetched ahead of the consumer (memory: this x chunk size).
+_READ_AHEAD_CHUNKS = 4
 _meter = metrics.get_meter("remotelog.segmentstore")
 # Kafka's RemoteLogManager metric names, so dashboards built for Kafka read these.
 COPY_BYTES = _meter.create_counter("RemoteCopyBytesPerSec", unit="By")
@@ -200,11 +202,14 @@ class SegmentStore:
         # span made current across a yield would leak into it (see stream_within).
         span = _tracer.start_span("SegmentStore.fetch_log_segment", attributes=attributes)
         try:
-            chunks = self.objects.read(
-                self.keys(metadata).log, start, last, self.options.fetch_chunk_size
-            )
-            async with contextlib.aclosing(read_ahead(chunks, 4)) as ahead:
-                async for chunk in ahead:
+            chunk_size = self.options.fetch_chunk_size
+            chunks = self.objects.read(self.keys(metadata).log, start, last, chunk_size)
+            if last - start >= _READ_AHEAD_CHUNKS * chunk_size:
+                # Long reads overlap the backend with the consumer; a short one
+                # (a Fetch) would only pay for the extra task.
+                chunks = read_ahead(chunks, _READ_AHEAD_CHUNKS)
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
                     FETCH_BYTES.add(len(chunk), attributes)
                     yield chunk
         except Exception as exc:
