@@ -1,6 +1,8 @@
-"""bulk_wire writes exactly protobuf's bytes and reads them back, or declines."""
+"""bulk_wire writes exactly protobuf's bytes and reads them back, or leaves it to protobuf."""
 
 from __future__ import annotations
+
+import uuid
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,7 +10,14 @@ from hypothesis import strategies as st
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as fetch_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.client.base import bulk_deserializer
+from remotelog.client.remote_fetch import decode_fetch_response
 from remotelog.core import bulk_wire
+from remotelog.core.convert import error_reason_to_proto, topic_id_partition_to_proto
+from remotelog.core.errors import OffsetOutOfRangeError
+from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.reader import PartitionData
+from remotelog.fetch.service import FetchResult
+from remotelog.fetch.servicer import encode_fetch_response
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 EDGES = [0, 1, 127, 128, 16_383, 16_384, 2**31, 2**63 - 1, -1, -(2**63)]
@@ -60,3 +69,56 @@ def test_deserializer_falls_back_to_protobuf_for_other_shapes() -> None:
     assert bulk_wire.decode(reordered, 2) is None
     assert deserialize(reordered) == (b"cd", (4, 9))
     assert deserialize(bulk_wire.encode(b"xy", (2, 4), (3, 9))) == (b"xy", (4, 9))
+
+
+def _fetch_results() -> tuple[list[fetch_pb.FetchPartition], list[FetchResult]]:
+    tips = [TopicIdPartition(uuid.UUID(int=n + 1), f"t{n}", n) for n in range(4)]
+    messages = [
+        fetch_pb.FetchPartition(topic_id_partition=topic_id_partition_to_proto(t)) for t in tips
+    ]
+    results = [
+        FetchResult(tips[0], PartitionData(b"\x01" * 300, [(7, 100), (9, 0)], 42)),
+        FetchResult(tips[1], PartitionData(), OffsetOutOfRangeError("offset 5 is below 10")),
+        FetchResult(tips[2], PartitionData(b"", [], 0)),  # the wait expired: no records
+        FetchResult(tips[3], PartitionData(bytes(range(256)) * 600, [], -1)),
+    ]
+    return messages, results
+
+
+def test_fetch_response_is_protobufs_bytes_and_reads_back() -> None:
+    messages, results = _fetch_results()
+    encoded = encode_fetch_response(messages, results)
+    expected = fetch_pb.FetchResponse()
+    for message, result in zip(messages, results, strict=True):
+        out = expected.partitions.add(topic_id_partition=message.topic_id_partition)
+        if result.error is not None:
+            out.error_reason = error_reason_to_proto(result.error.reason)
+            out.error_message = result.error.message
+            continue
+        out.records = result.data.records
+        out.log_start_offset = result.data.log_start_offset
+        for pid, first in result.data.aborted_transactions:
+            out.aborted_transactions.add(producer_id=pid, first_offset=first)
+    assert encoded == expected.SerializeToString()
+    decoded = decode_fetch_response(encoded)
+    assert [records for _, records in decoded] == [p.records for p in expected.partitions]
+    for (rest, _), partition in zip(decoded, expected.partitions, strict=True):
+        partition.ClearField("records")
+        assert rest == partition
+
+
+def test_fetch_response_in_another_encoders_order_reads_as_protobuf_reads_it() -> None:
+    # records first, then written again (the last one wins), then the other fields
+    partition = (
+        b"\x22\x03abc"
+        + b"\x22\x02xy"
+        + fetch_pb.FetchPartitionResult(log_start_offset=3, error_message="m").SerializeToString()
+    )
+    raw = b"\x0a" + bytes([len(partition)]) + partition
+    ((rest, records),) = decode_fetch_response(raw)
+    reference = fetch_pb.FetchResponse.FromString(raw).partitions[0]
+    assert records == reference.records == b"xy"
+    assert (rest.log_start_offset, rest.error_message) == (3, "m")
+    # an unknown top-level field: protobuf's reading, whole
+    assert decode_fetch_response(raw + b"\x10\x01")[0][1] == b"xy"
+    assert decode_fetch_response(b"") == []

@@ -87,6 +87,18 @@ def bulk_stream(
     )
 
 
+def bulk_unary(
+    channel: grpc.aio.Channel, method: MethodDescriptor, deserialize: Callable[[bytes], Any]
+) -> grpc.aio.UnaryUnaryMultiCallable:
+    """A unary method whose response `deserialize` reads (bulk_wire) instead of protobuf."""
+    return channel.unary_unary(
+        f"/{method.containing_service.full_name}/{method.name}",
+        request_serializer=message_factory.GetMessageClass(method.input_type).SerializeToString,
+        response_deserializer=deserialize,
+        _registered_method=True,
+    )
+
+
 def bulk_deserializer(
     response_class: Any,
     integer_fields: int,

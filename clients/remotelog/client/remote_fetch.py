@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
-from remotelog.client.base import ServiceClient, bulk_stream
+from remotelog.client.base import ServiceClient, bulk_stream, bulk_unary
+from remotelog.core import bulk_wire
 from remotelog.core.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
 from remotelog.core.model import TopicIdPartition
@@ -51,6 +52,27 @@ class OffsetAndTimestamp:
     leader_epoch: int | None
 
 
+_PARTITIONS_FIELD = pb.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].number
+_RECORDS_FIELD = pb.FetchPartitionResult.DESCRIPTOR.fields_by_name["records"].number
+
+
+def decode_fetch_response(raw: bytes) -> list[tuple[pb.FetchPartitionResult, bytes]]:
+    """Each partition's result and its records, the records sliced out once (bulk_wire).
+
+    Protobuf would copy them twice (parsing, then reading the field): the rest of
+    each result, small, is left to protobuf. Any shape not split here is parsed
+    by protobuf whole.
+    """
+    results = []
+    for start, end in bulk_wire.message_fields(raw, _PARTITIONS_FIELD) or [(-1, -1)]:
+        split = None if start < 0 else bulk_wire.split_bytes_field(raw, _RECORDS_FIELD, start, end)
+        if split is None:
+            return [(r, r.records) for r in pb.FetchResponse.FromString(raw).partitions]
+        rest, records = split
+        results.append((pb.FetchPartitionResult.FromString(rest), records))
+    return results
+
+
 def _error(result: pb.FetchPartitionResult) -> RemoteLogError | None:
     if result.error_reason == error_pb2.ERROR_REASON_UNSPECIFIED:
         return None
@@ -62,9 +84,11 @@ class RemoteFetchClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)
+        methods = pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name
+        self._fetch = bulk_unary(self.channel, methods["Fetch"], decode_fetch_response)
         self._read_offset_range = bulk_stream(
             self.channel,
-            pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name["ReadOffsetRange"],
+            methods["ReadOffsetRange"],
             2,
             lambda m: (m.records, (m.first_offset, m.last_offset)),
         )
@@ -99,16 +123,16 @@ class RemoteFetchClient(ServiceClient):
             max_bytes=max_bytes,
             min_one_message=min_one_message,
         )
-        response = await self.call_unary(self._stub.Fetch, request, timeout_s=timeout_s)
+        response = await self.call_unary(self._fetch, request, timeout_s=timeout_s)
         return [
             FetchedPartition(
                 topic_id_partition_from_proto(r.topic_id_partition),
-                r.records,
+                records,
                 [(a.producer_id, a.first_offset) for a in r.aborted_transactions],
                 r.log_start_offset,
                 _error(r),
             )
-            for r in response.partitions
+            for r, records in response
         ]
 
     async def read_offset_range(

@@ -30,14 +30,85 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+def bytes_field(number: int, data: bytes) -> list[bytes]:
+    """The pieces of a proto3 `bytes` field (none when empty, as protobuf omits it)."""
+    return [_varint(number << 3 | 2), _varint(len(data)), data] if data else []
+
+
+def message_field(number: int, pieces: list[bytes]) -> list[bytes]:
+    """The pieces of an embedded message field whose encoding is `pieces`."""
+    return [_varint(number << 3 | 2), _varint(sum(map(len, pieces))), *pieces]
+
+
 def encode(data: bytes, *integers: tuple[int, int]) -> bytes:
     """A message with `data` as bytes field 1 and each (field number >= 2, value) as int64."""
-    parts = [b"\x0a", _varint(len(data)), data] if data else []
+    parts = bytes_field(1, data)
     for number, value in integers:
         if value:
             parts.append(_varint(number << 3))
             parts.append(_varint(value))
     return b"".join(parts)
+
+
+def split_bytes_field(
+    raw: bytes, number: int, start: int = 0, end: int | None = None
+) -> tuple[bytes, bytes] | None:
+    """(the message without field `number`, that field's bytes) of `raw[start:end]`.
+
+    Lets a reader hand the small rest to protobuf and slice the big field out
+    itself. The last occurrence wins, as in protobuf. None: not a well-formed
+    message (the caller lets protobuf report it).
+    """
+    rest: list[bytes] = []
+    data = b""
+    position, end = start, len(raw) if end is None else end
+    try:
+        while position < end:
+            begin = position
+            key, position = _read_varint(raw, position)
+            wire_type = key & 7
+            if wire_type == 0:
+                _, position = _read_varint(raw, position)
+            elif wire_type == 1:
+                position += 8
+            elif wire_type == 5:
+                position += 4
+            elif wire_type == 2:
+                length, position = _read_varint(raw, position)
+                position += length
+                if key >> 3 == number:
+                    data = raw[position - length : position]
+                    continue
+            else:
+                return None  # groups: not in proto3
+            rest.append(raw[begin:position])
+    except IndexError:
+        return None
+    if position != end:
+        return None
+    return b"".join(rest), data
+
+
+def message_fields(raw: bytes, number: int) -> list[tuple[int, int]] | None:
+    """(start, end) in `raw` of every embedded-message field `number` (a repeated field).
+
+    None unless `raw` is made of that field only.
+    """
+    found = []
+    position, end = 0, len(raw)
+    try:
+        while position < end:
+            key, position = _read_varint(raw, position)
+            if key & 7 != 2 or key >> 3 != number:
+                return None
+            length, position = _read_varint(raw, position)
+            if position + length > end:
+                return None
+            found.append((position, position + length))
+            position += length
+    except IndexError:
+        return None
+    return found
 
 
 def _read_varint(raw: bytes, position: int) -> tuple[int, int]:

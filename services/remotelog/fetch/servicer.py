@@ -8,7 +8,7 @@ server's interceptor maps to statuses.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
@@ -72,19 +72,42 @@ def partition_reads(request: pb.FetchRequest) -> list[PartitionRead]:
     return reads
 
 
-def _result_to_proto(message: pb.FetchPartition, result: FetchResult) -> pb.FetchPartitionResult:
-    out = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
+_PARTITIONS_FIELD = pb.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].number
+_RECORDS_FIELD = pb.FetchPartitionResult.DESCRIPTOR.fields_by_name["records"].number
+
+
+def _result_pieces(message: pb.FetchPartition, result: FetchResult) -> list[bytes]:
+    """One FetchPartitionResult as wire pieces, its records not copied (see bulk_wire).
+
+    Fields before `records` and after it are serialized by protobuf as two small
+    messages around it, so the whole is byte-identical to SerializeToString.
+    """
+    head = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
     if result.error is not None:
-        out.error_reason = error_reason_to_proto(result.error.reason)
-        out.error_message = result.error.message
-        return out
-    out.records = result.data.records
-    out.log_start_offset = result.data.log_start_offset
-    out.aborted_transactions.extend(
+        head.error_reason = error_reason_to_proto(result.error.reason)
+        head.error_message = result.error.message
+        return [head.SerializeToString()]
+    tail = pb.FetchPartitionResult(log_start_offset=result.data.log_start_offset)
+    tail.aborted_transactions.extend(
         pb.AbortedTransaction(producer_id=pid, first_offset=first)
         for pid, first in result.data.aborted_transactions
     )
-    return out
+    return [
+        head.SerializeToString(),
+        *bulk_wire.bytes_field(_RECORDS_FIELD, result.data.records),
+        tail.SerializeToString(),
+    ]
+
+
+def encode_fetch_response(
+    messages: Sequence[pb.FetchPartition], results: list[FetchResult]
+) -> bytes:
+    """The FetchResponse's bytes; building it through protobuf would copy every partition's
+    records twice (into the message, then out when serialized): 0.4 ms per MiB."""
+    pieces = []
+    for message, result in zip(messages, results, strict=True):
+        pieces += bulk_wire.message_field(_PARTITIONS_FIELD, _result_pieces(message, result))
+    return b"".join(pieces)
 
 
 class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
@@ -101,11 +124,7 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
             max_bytes=request.max_bytes,
             timeout_s=context.time_remaining(),
         )
-        return pb.FetchResponse(
-            partitions=[
-                _result_to_proto(m, r) for m, r in zip(request.partitions, results, strict=True)
-            ]
-        )
+        return encode_fetch_response(request.partitions, results)  # type: ignore[return-value]
 
     async def ReadOffsetRange(
         self, request: pb.ReadOffsetRangeRequest, context: grpc.aio.ServicerContext
