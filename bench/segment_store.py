@@ -5,15 +5,18 @@ run: for filesystem, a file copy (with fsync, as the store does) and a file
 read; for S3, aioboto3 uploading (same part size, same concurrency) and
 downloading straight to the same moto server. The service runs in its own
 process (`remotelog serve segment-store`), as in production; moto in another.
-Targets (issue 4): copy >= 0.8x, fetch >= 0.8x.
+Targets (issue 4): copy >= 0.8x, fetch >= 0.8x. Reported beside them: bare
+loopback TCP between two processes, the ceiling of any network service here.
 Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -137,6 +140,42 @@ async def bare_s3(endpoint: str, bucket: str, log: Path, size: int) -> tuple[flo
         return t_up, t_down
 
 
+def _send_file(listener: socket.socket, log: Path) -> None:
+    """Child process: send `log` to each of ROUNDS + 1 connections."""
+    data = log.read_bytes()
+    for _ in range(ROUNDS + 1):
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(data)
+
+
+async def loopback_ceiling(log: Path, size: int) -> float:
+    """Seconds to move the segment over loopback TCP between two processes, no framing.
+
+    Any network service's fetch is bounded by this on the machine; it puts the
+    filesystem baseline (a page-cache read) in proportion.
+    """
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = multiprocessing.get_context("fork").Process(target=_send_file, args=(listener, log))
+    sender.start()
+    port = listener.getsockname()[1]
+
+    def receive() -> None:
+        buffer = bytearray(MIB)
+        n = 0
+        with socket.create_connection(("127.0.0.1", port)) as connection:
+            while received := connection.recv_into(buffer):
+                n += received
+        assert n == size
+
+    try:
+        await asyncio.to_thread(receive)  # warm
+        return await best(ROUNDS, lambda: asyncio.to_thread(receive))
+    finally:
+        sender.join(timeout=30)
+        listener.close()
+
+
 def serve(config: Path) -> tuple[subprocess.Popen[str], int]:
     process, line = start(serve_command("segment-store", config), "serving on")
     return process, int(line.rsplit(":", 1)[1])
@@ -171,6 +210,7 @@ async def main() -> None:
             processes.append(process)
             results[backend] = await through_service(port, log, files, size)
         results["filesystem_bare"] = await bare_filesystem(log, work / "bare-copy.log", size)
+        loopback = await loopback_ceiling(log, size)
     finally:
         for process in processes:
             process.terminate()
@@ -187,11 +227,14 @@ async def main() -> None:
             bare_fetch=round(mb / raw_fetch),
             segment_mib=size // MIB,
         )
+    report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
     for backend in ("filesystem", "s3"):
         (svc_copy, svc_fetch), (raw_copy, raw_fetch) = results[backend], results[f"{backend}_bare"]
         report.ratio(f"{backend}_copy_vs_bare", raw_copy / svc_copy, 0.8)
         report.ratio(f"{backend}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
-    for figure in report.figures[:2]:
+    # What the filesystem fetch reaches of the most any service could on this machine.
+    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / results["filesystem"][1], None)
+    for figure in report.figures[:3]:
         print(figure)
     report.finish()
 
