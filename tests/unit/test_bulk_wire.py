@@ -11,6 +11,7 @@ from remotelog.api.fetch.v1 import remote_fetch_pb2 as fetch_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.client.base import bulk_deserializer
 from remotelog.client.remote_fetch import decode_fetch_response
+from remotelog.client.segment_store import encode_chunk
 from remotelog.core import bulk_wire
 from remotelog.core.convert import error_reason_to_proto, topic_id_partition_to_proto
 from remotelog.core.errors import OffsetOutOfRangeError
@@ -122,3 +123,22 @@ def test_fetch_response_in_another_encoders_order_reads_as_protobuf_reads_it() -
     # an unknown top-level field: protobuf's reading, whole
     assert decode_fetch_response(raw + b"\x10\x01")[0][1] == b"xy"
     assert decode_fetch_response(b"") == []
+
+
+@given(
+    kind=st.sampled_from(list(store_pb.SegmentFile.values())),
+    position=st.integers(min_value=0, max_value=2**40) | st.just(0),
+    data=st.binary(max_size=200),
+)
+def test_copy_chunk_is_protobufs_bytes(kind: int, position: int, data: bytes) -> None:
+    expected = store_pb.CopyLogSegmentDataRequest(
+        chunk=store_pb.SegmentDataChunk(file=kind, position=position, data=data)
+    )
+    assert encode_chunk(kind, position, data) == expected.SerializeToString()
+
+
+def test_passing_bytes_sends_encoded_messages_as_they_are() -> None:
+    serialize = bulk_wire.passing_bytes(store_pb.FetchLogSegmentResponse.SerializeToString)
+    message = store_pb.FetchLogSegmentResponse(data=b"abc")
+    assert serialize(message) == message.SerializeToString()
+    assert serialize(b"\x0a\x01z") == b"\x0a\x01z"

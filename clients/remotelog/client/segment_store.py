@@ -11,6 +11,7 @@ from pathlib import Path
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient, bulk_stream
+from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.model import RemoteLogSegmentMetadata
 
@@ -62,11 +63,34 @@ async def _read_chunks(source: Path | bytes, chunk_bytes: int) -> AsyncIterator[
             first = False
 
 
+def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
+    """CopyLogSegmentDataRequest(chunk=SegmentDataChunk(...)) as its wire bytes (bulk_wire).
+
+    Built through protobuf, every byte of the segment would be copied into the
+    message and again when serialized.
+    """
+    chunk = [
+        *bulk_wire.varint_field(1, kind),
+        *bulk_wire.varint_field(2, position),
+        *bulk_wire.bytes_field(3, data),
+    ]
+    return b"".join(bulk_wire.message_field(2, chunk))
+
+
 class SegmentStoreClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
+        copy = methods["CopyLogSegmentData"]
+        self._copy_log_segment_data = self.channel.stream_unary(
+            f"/{copy.containing_service.full_name}/{copy.name}",
+            request_serializer=bulk_wire.passing_bytes(
+                pb.CopyLogSegmentDataRequest.SerializeToString
+            ),
+            response_deserializer=pb.CopyLogSegmentDataResponse.FromString,
+            _registered_method=True,
+        )
         self._fetch_log_segment = bulk_stream(
             self.channel, methods["FetchLogSegment"], 0, lambda m: (m.data, ())
         )
@@ -85,19 +109,17 @@ class SegmentStoreClient(ServiceClient):
         """Copy the segment; returns the store's custom metadata. Retried whole if unavailable."""
         first = pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(metadata))
 
-        async def requests() -> AsyncIterator[pb.CopyLogSegmentDataRequest]:
+        async def requests() -> AsyncIterator[pb.CopyLogSegmentDataRequest | bytes]:
             yield first
             for kind, source in data.files():
                 position = 0
                 async with contextlib.aclosing(_read_chunks(source, chunk_bytes)) as pieces:
                     async for piece in pieces:
-                        yield pb.CopyLogSegmentDataRequest(
-                            chunk=pb.SegmentDataChunk(file=kind, position=position, data=piece)
-                        )
+                        yield encode_chunk(kind, position, piece)
                         position += len(piece)
 
         response = await self.call_client_stream(
-            self._stub.CopyLogSegmentData, requests, timeout_s=timeout_s
+            self._copy_log_segment_data, requests, timeout_s=timeout_s
         )
         return response.custom_metadata if response.HasField("custom_metadata") else None
 

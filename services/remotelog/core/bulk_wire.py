@@ -17,6 +17,9 @@ returns None so the caller falls back to protobuf: it never misreads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -28,6 +31,20 @@ def _varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A serializer that sends already-encoded messages (bytes) as they are."""
+
+    def serializer(message: Any) -> bytes:
+        return message if type(message) is bytes else serialize(message)
+
+    return serializer
+
+
+def varint_field(number: int, value: int) -> list[bytes]:
+    """The pieces of a proto3 integer or enum field (none when zero, as protobuf omits it)."""
+    return [_varint(number << 3), _varint(value)] if value else []
 
 
 def bytes_field(number: int, data: bytes) -> list[bytes]:
@@ -44,9 +61,7 @@ def encode(data: bytes, *integers: tuple[int, int]) -> bytes:
     """A message with `data` as bytes field 1 and each (field number >= 2, value) as int64."""
     parts = bytes_field(1, data)
     for number, value in integers:
-        if value:
-            parts.append(_varint(number << 3))
-            parts.append(_varint(value))
+        parts += varint_field(number, value)
     return b"".join(parts)
 
 

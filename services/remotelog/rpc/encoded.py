@@ -1,6 +1,6 @@
-"""Registering servicers whose streaming methods may yield already-encoded responses.
+"""Registering servicers whose methods may answer with already-encoded responses.
 
-Bulk-data methods yield `bytes` from `remotelog.core.bulk_wire.encode` instead
+Bulk-data methods yield or return `bytes` from `remotelog.core.bulk_wire` instead
 of protobuf messages, to skip protobuf's copies of each chunk. The generated
 `add_*Servicer_to_server` functions fix each method's serializer to
 `SerializeToString`; registering through `registering_encoded` wraps every
@@ -15,15 +15,7 @@ from typing import Any
 
 import grpc
 
-
-def _passing_bytes(serializer: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
-    if serializer is None:
-        return None
-
-    def serialize(response: Any) -> bytes:
-        return response if type(response) is bytes else serializer(response)
-
-    return serialize
+from remotelog.core import bulk_wire
 
 
 class EncodedResponsesServer:
@@ -45,7 +37,7 @@ class EncodedResponsesServer:
     ) -> None:
         wrapped = {
             name: handler._replace(  # type: ignore[attr-defined]
-                response_serializer=_passing_bytes(handler.response_serializer)
+                response_serializer=bulk_wire.passing_bytes(handler.response_serializer)
             )
             for name, handler in method_handlers.items()
         }

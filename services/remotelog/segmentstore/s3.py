@@ -278,7 +278,8 @@ class S3Upload:
         self._size += len(data)
         part_size = self._store.settings.part_size
         while len(self._buffer) >= part_size:
-            part = bytes(self._buffer[:part_size])
+            with memoryview(self._buffer) as view:
+                part = bytes(view[:part_size])  # one copy (a bytearray slice would make two)
             del self._buffer[:part_size]
             await self._send_part(part)
 
