@@ -66,6 +66,31 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(target, options=channel_options)
 
 
+def bulk_method(
+    channel: grpc.aio.Channel,
+    method: MethodDescriptor,
+    deserialize: Callable[[bytes], Any] | None = None,
+) -> Any:
+    """A multicallable for `method` that sends already-encoded requests (bytes) as they
+    are and, given `deserialize`, reads responses with it instead of protobuf (bulk_wire).
+    """
+    make = {
+        (False, False): channel.unary_unary,
+        (False, True): channel.unary_stream,
+        (True, False): channel.stream_unary,
+        (True, True): channel.stream_stream,
+    }[(method.client_streaming, method.server_streaming)]
+    return make(
+        f"/{method.containing_service.full_name}/{method.name}",
+        request_serializer=bulk_wire.passing_bytes(
+            message_factory.GetMessageClass(method.input_type).SerializeToString
+        ),
+        response_deserializer=deserialize
+        or message_factory.GetMessageClass(method.output_type).FromString,
+        _registered_method=True,
+    )
+
+
 def bulk_stream(
     channel: grpc.aio.Channel,
     method: MethodDescriptor,
@@ -77,26 +102,9 @@ def bulk_stream(
     Responses in protobuf's usual shape are sliced without protobuf's copies;
     any other shape is parsed by protobuf and converted by `from_message`.
     """
-    return channel.unary_stream(
-        f"/{method.containing_service.full_name}/{method.name}",
-        request_serializer=message_factory.GetMessageClass(method.input_type).SerializeToString,
-        response_deserializer=bulk_deserializer(
-            message_factory.GetMessageClass(method.output_type), integer_fields, from_message
-        ),
-        _registered_method=True,
-    )
-
-
-def bulk_unary(
-    channel: grpc.aio.Channel, method: MethodDescriptor, deserialize: Callable[[bytes], Any]
-) -> grpc.aio.UnaryUnaryMultiCallable:
-    """A unary method whose response `deserialize` reads (bulk_wire) instead of protobuf."""
-    return channel.unary_unary(
-        f"/{method.containing_service.full_name}/{method.name}",
-        request_serializer=message_factory.GetMessageClass(method.input_type).SerializeToString,
-        response_deserializer=deserialize,
-        _registered_method=True,
-    )
+    response_class = message_factory.GetMessageClass(method.output_type)
+    deserialize = bulk_deserializer(response_class, integer_fields, from_message)
+    return bulk_method(channel, method, deserialize)  # type: ignore[no-any-return]
 
 
 def bulk_deserializer(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
-from remotelog.client.base import ServiceClient, bulk_stream, bulk_unary
+from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.core import bulk_wire
 from remotelog.core.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
@@ -63,13 +63,17 @@ def decode_fetch_response(raw: bytes) -> list[tuple[pb.FetchPartitionResult, byt
     each result, small, is left to protobuf. Any shape not split here is parsed
     by protobuf whole.
     """
+    ranges = bulk_wire.message_fields(raw, _PARTITIONS_FIELD)
     results = []
-    for start, end in bulk_wire.message_fields(raw, _PARTITIONS_FIELD) or [(-1, -1)]:
-        split = None if start < 0 else bulk_wire.split_bytes_field(raw, _RECORDS_FIELD, start, end)
+    for start, end in ranges or ():
+        split = bulk_wire.split_bytes_field(raw, _RECORDS_FIELD, start, end)
         if split is None:
-            return [(r, r.records) for r in pb.FetchResponse.FromString(raw).partitions]
+            ranges = None
+            break
         rest, records = split
         results.append((pb.FetchPartitionResult.FromString(rest), records))
+    if ranges is None:
+        return [(r, r.records) for r in pb.FetchResponse.FromString(raw).partitions]
     return results
 
 
@@ -85,7 +89,7 @@ class RemoteFetchClient(ServiceClient):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name
-        self._fetch = bulk_unary(self.channel, methods["Fetch"], decode_fetch_response)
+        self._fetch = bulk_method(self.channel, methods["Fetch"], decode_fetch_response)
         self._read_offset_range = bulk_stream(
             self.channel,
             methods["ReadOffsetRange"],

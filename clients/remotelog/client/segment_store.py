@@ -10,7 +10,7 @@ from pathlib import Path
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.client.base import ServiceClient, bulk_stream
+from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.model import RemoteLogSegmentMetadata
@@ -82,15 +82,7 @@ class SegmentStoreClient(ServiceClient):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
-        copy = methods["CopyLogSegmentData"]
-        self._copy_log_segment_data = self.channel.stream_unary(
-            f"/{copy.containing_service.full_name}/{copy.name}",
-            request_serializer=bulk_wire.passing_bytes(
-                pb.CopyLogSegmentDataRequest.SerializeToString
-            ),
-            response_deserializer=pb.CopyLogSegmentDataResponse.FromString,
-            _registered_method=True,
-        )
+        self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
         self._fetch_log_segment = bulk_stream(
             self.channel, methods["FetchLogSegment"], 0, lambda m: (m.data, ())
         )

@@ -27,17 +27,19 @@ def current_deadline() -> float | None:
     return _deadline.get()
 
 
+def _deadline_after(seconds: float | None) -> float | None:
+    if seconds is None:
+        return None
+    return time.monotonic() + seconds - min(REPLY_MARGIN_S, seconds / 10)
+
+
 @contextmanager
 def deadline_after(seconds: float | None) -> Iterator[None]:
     """Within the block, the deadline is `seconds` from now, less the reply margin.
 
     None: no deadline.
     """
-    if seconds is None:
-        token = _deadline.set(None)
-    else:
-        margin = min(REPLY_MARGIN_S, seconds / 10)
-        token = _deadline.set(time.monotonic() + seconds - margin)
+    token = _deadline.set(_deadline_after(seconds))
     try:
         yield
     finally:
@@ -56,9 +58,7 @@ async def stream_within(
     it from another task) the reset fails. Here the deadline is set and reset
     within each step, never across a yield.
     """
-    deadline: float | None = None
-    if seconds is not None:
-        deadline = time.monotonic() + seconds - min(REPLY_MARGIN_S, seconds / 10)
+    deadline = _deadline_after(seconds)
     async with contextlib.aclosing(source):
         while True:
             token = _deadline.set(deadline)
