@@ -1,12 +1,15 @@
 """The sidecar's view of a broker-written partition directory, and the copy quota."""
 
 import asyncio
+import os
+import time
 import uuid
 
 import pytest
 
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
-from remotelog.scheduler.local_log import LocalLog, largest_timestamp
+from remotelog.kafka.partition_log import LogConfig, PartitionLog, write_hw_checkpoint
+from remotelog.scheduler import local_log
+from remotelog.scheduler.local_log import HighWatermarkCheckpoints, LocalLog, largest_timestamp
 from remotelog.scheduler.quota import CopyQuota
 
 TOPIC_ID = uuid.UUID(int=11)
@@ -53,6 +56,60 @@ def test_the_high_watermark_and_open_transactions_bound_the_last_stable_offset(t
     log.append_marker(commit=True, producer_id=9, producer_epoch=0, leader_epoch=1)
     log.set_high_watermark(35)
     assert LocalLog.scan(log.directory).end_state() == (35, 35)
+
+
+def count_parses(monkeypatch) -> list[int]:
+    parses: list[int] = []
+    real = local_log.read_hw_checkpoint
+
+    def counting(path):
+        parses.append(1)
+        return real(path)
+
+    monkeypatch.setattr(local_log, "read_hw_checkpoint", counting)
+    return parses
+
+
+def write_checkpoint(path, entries, *, age_s: float) -> None:
+    write_hw_checkpoint(path, entries)
+    stamp = time.time_ns() - int(age_s * 1e9)
+    os.utime(path, ns=(stamp, stamp))
+
+
+def test_the_high_watermark_checkpoint_is_parsed_once_per_version(tmp_path, monkeypatch):
+    parses = count_parses(monkeypatch)
+    checkpoints = HighWatermarkCheckpoints()
+    path = tmp_path / "replication-offset-checkpoint"
+    assert checkpoints.read(path) == {}  # no file yet: no high watermarks
+
+    entries = {("orders", p): 100 + p for p in range(1000)}
+    write_checkpoint(path, entries, age_s=10)
+    for _ in range(5):
+        assert checkpoints.read(path) == entries
+    assert len(parses) == 1
+
+    # The broker's next checkpoint: same size, a later mtime, a new inode (renamed into place).
+    entries[("orders", 7)] = 108
+    write_checkpoint(path, entries, age_s=5)
+    assert checkpoints.read(path)[("orders", 7)] == 108
+    assert checkpoints.read(path)[("orders", 7)] == 108
+    assert len(parses) == 2
+
+
+def test_a_checkpoint_changed_within_a_timestamp_tick_is_read_again(tmp_path, monkeypatch):
+    """As git treats its index: a file that may still change within the same mtime is not kept."""
+    parses = count_parses(monkeypatch)
+    checkpoints = HighWatermarkCheckpoints()
+    path = tmp_path / "replication-offset-checkpoint"
+    write_checkpoint(path, {("orders", 0): 25}, age_s=0)
+    assert checkpoints.read(path) == {("orders", 0): 25}
+    stat = os.stat(path)
+    # Rewritten in place, same size, and the same mtime (a coarse filesystem clock).
+    path.write_text(path.read_text().replace("orders 0 25", "orders 0 26"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (os.stat(path).st_ino, os.stat(path).st_size) == (stat.st_ino, stat.st_size)
+    assert checkpoints.read(path) == {("orders", 0): 26}
+    assert len(parses) == 2
 
 
 def test_delete_removes_a_rolled_segments_files_and_never_the_active_one(tmp_path):

@@ -308,8 +308,7 @@ class PartitionLog:
         path = self.directory.parent / HW_CHECKPOINT
         entries = read_hw_checkpoint(path)
         entries[(topic, int(partition))] = self._high_watermark
-        lines = [f"{t} {p} {hw}" for (t, p), hw in sorted(entries.items())]
-        _atomic_write(path, "0\n" + f"{len(lines)}\n" + "".join(line + "\n" for line in lines))
+        write_hw_checkpoint(path, entries)
 
     @property
     def last_stable_offset(self) -> int:
@@ -505,6 +504,12 @@ def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         topic, partition, offset = line.split()
         entries[(topic, int(partition))] = int(offset)
     return entries
+
+
+def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    """Replace the replication-offset-checkpoint (temp file, fsync, rename, as Kafka does)."""
+    lines = [f"{t} {p} {hw}" for (t, p), hw in sorted(entries.items())]
+    _atomic_write(path, "0\n" + f"{len(lines)}\n" + "".join(line + "\n" for line in lines))
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,45 @@ def largest_timestamp(segment: LocalSegment) -> int:
     return max((h.max_timestamp for h in _headers(segment.path(".log"))), default=-1)
 
 
+class HighWatermarkCheckpoints:
+    """Each log dir's `replication-offset-checkpoint`, parsed once per version of the file.
+
+    The file holds a line for every partition of the log dir, and every run of
+    every partition needs its own line: parsing it per scan cost O(partitions)
+    each time, O(partitions^2) per task interval (10,000 partitions: a core).
+    Kafka replaces the file by rename (as does PartitionLog), so inode, mtime
+    and size name a version, except that a file changed again within the
+    filesystem's timestamp tick can look the same: as git does with its index,
+    a parse is kept only when it began well after the file's mtime. Scans run
+    in worker threads; a race parses twice and keeps either result.
+    """
+
+    # Longer than any filesystem's timestamp tick (jiffies: 1-10 ms).
+    RACY_NS = 50_000_000
+
+    def __init__(self) -> None:
+        self._parsed: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
+
+    def read(self, path: Path) -> dict[tuple[str, int], int]:
+        """{(topic, partition): high watermark}; empty when the file is missing or unreadable."""
+        began_ns = time.time_ns()
+        try:
+            stat = os.stat(path)
+            version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            cached = self._parsed.get(path)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            entries = read_hw_checkpoint(path)
+        except (OSError, ValueError):
+            return {}
+        if began_ns - stat.st_mtime_ns > self.RACY_NS:
+            self._parsed[path] = (version, entries)
+        return entries
+
+
+HIGH_WATERMARKS = HighWatermarkCheckpoints()
+
+
 @dataclass(frozen=True)
 class LocalLog:
     directory: Path
@@ -106,10 +146,7 @@ class LocalLog:
         topic, _, partition = directory.name.rpartition("-")
         high_watermark = None
         if partition.isdigit():
-            try:
-                checkpoint_hw = read_hw_checkpoint(directory.parent / HW_CHECKPOINT)
-            except (OSError, ValueError):
-                checkpoint_hw = {}
+            checkpoint_hw = HIGH_WATERMARKS.read(directory.parent / HW_CHECKPOINT)
             high_watermark = checkpoint_hw.get((topic, int(partition)))
         return cls(directory, segments, tuple(epochs), high_watermark)
 
