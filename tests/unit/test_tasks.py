@@ -1,13 +1,14 @@
-"""Task and stream helpers: cancel_and_wait, read_ahead, stream_within."""
+"""Task and stream helpers: cancel_and_wait, read_ahead, stream_within, BatchedCalls."""
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncGenerator
 
 import pytest
 
 from remotelog.core.deadline import current_deadline, stream_within
-from remotelog.core.tasks import cancel_and_wait, read_ahead
+from remotelog.core.tasks import BatchedCalls, cancel_and_wait, read_ahead
 
 
 async def test_a_task_that_swallows_its_first_cancellation_is_cancelled_again():
@@ -76,3 +77,43 @@ async def test_read_ahead_keeps_order_delivers_errors_in_place_and_stops_its_tas
     assert not [
         t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "read_ahead.<locals>.pump"
     ]
+
+
+async def test_batched_calls_share_worker_hops_and_answer_each_caller_alone() -> None:
+    threads: dict[int, int] = {}
+
+    def square(n: int) -> int:
+        threads[n] = threading.get_ident()
+        if n == 13:
+            raise ValueError("13 is refused")
+        return n * n
+
+    calls = BatchedCalls(square, max_batch=8)
+    results = await asyncio.gather(*(calls(n) for n in range(20)), return_exceptions=True)
+
+    assert results[:13] == [n * n for n in range(13)]
+    assert isinstance(results[13], ValueError)
+    assert str(results[13]) == "13 is refused"
+    assert results[14:] == [n * n for n in range(14, 20)]
+    assert calls.hops == 3  # 20 concurrent calls, 8 per hop
+    assert threading.get_ident() not in threads.values()  # never on the event loop's thread
+    assert await calls(3) == 9  # a later call starts a new hop
+    assert calls.hops == 4
+
+
+async def test_a_cancelled_batched_call_leaves_the_others_their_answers() -> None:
+    release = threading.Event()
+
+    def slow(n: int) -> int:
+        release.wait(5)
+        return n + 100
+
+    calls = BatchedCalls(slow)
+    tasks = [asyncio.create_task(calls(n)) for n in range(3)]
+    await asyncio.sleep(0.05)  # the hop is running
+    tasks[1].cancel()
+    release.set()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert (done[0], done[2]) == (100, 102)
+    assert isinstance(done[1], asyncio.CancelledError)
+    assert calls.hops == 1
