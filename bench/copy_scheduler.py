@@ -7,8 +7,10 @@
   partition's highest tiered offset is its last rolled offset. Baseline in the
   same run: aioboto3 uploading the same files (log and indexes) to the same
   moto server, 10 at a time (the copier pool's size). Target (issue 6): >= 0.8x.
-- Idle: 10,000 partitions with nothing to copy; the scheduler's CPU seconds per
-  `remote.log.manager.task.interval.ms` once they are all registered.
+- Idle: 10,000 partitions with nothing to copy; the scheduler's (and the
+  metadata manager's) CPU seconds per `remote.log.manager.task.interval.ms`
+  once they are all registered, averaged over LISTING_MAX_USES intervals so
+  that the expiration task's periodic listings are counted.
 (Not bench/copy.py: that name would shadow the standard library `copy` module.)
 Run: .venv/bin/python bench/copy_scheduler.py [MiB per segment, default 4]
 """
@@ -32,14 +34,20 @@ from common import Report, serve, serve_metadata_manager, start
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
 from remotelog.dev.broker import EmbeddedBroker
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.kafka.partition_log import (
+    HW_CHECKPOINT,
+    LogConfig,
+    PartitionLog,
+    write_hw_checkpoint,
+)
+from remotelog.scheduler.retention import LISTING_MAX_USES
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 PARTITIONS = 50
 SEGMENTS = 2
 IDLE_PARTITIONS = int(os.environ.get("IDLE_PARTITIONS", "10000"))
-IDLE_INTERVAL_S = 10
+IDLE_INTERVAL_S = 5
 COPIERS = 10
 
 
@@ -56,8 +64,12 @@ def write_partitions(
             while log.active_segment.size < segment_bytes:
                 log.append([(None, value)] * 4, leader_epoch=0)
             log.roll()
-        log.set_high_watermark(log.log_end_offset)
         logs.append(log)
+    # One checkpoint for the log dir, a line per partition, as the broker writes it.
+    write_hw_checkpoint(
+        log_dir / HW_CHECKPOINT,
+        {("bench", number): log.log_end_offset for number, log in enumerate(logs)},
+    )
     return logs
 
 
@@ -201,15 +213,19 @@ async def main() -> None:
         await tier(port, idle_logs)  # registered, and each has run once
         registration_s = time.perf_counter() - began
         await asyncio.sleep(IDLE_INTERVAL_S)
-        cpu_before, wall_before = cpu_seconds(scheduler.pid), time.perf_counter()
-        await asyncio.sleep(3 * IDLE_INTERVAL_S)
-        cpu = cpu_seconds(scheduler.pid) - cpu_before
+        # Over LISTING_MAX_USES intervals: one round of the periodic listings is included.
+        pids = {"scheduler": scheduler.pid, "metadata_manager": metadata.pid}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        wall_before = time.perf_counter()
+        await asyncio.sleep(LISTING_MAX_USES * IDLE_INTERVAL_S)
         intervals = (time.perf_counter() - wall_before) / IDLE_INTERVAL_S
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
         report.info(
-            "idle_10000_partitions",
-            cpu_s_per_interval=round(cpu / intervals, 2),
+            f"idle_{IDLE_PARTITIONS}_partitions",
+            cpu_s_per_interval=round(cpu["scheduler"] / intervals, 2),
+            metadata_manager_cpu_s_per_interval=round(cpu["metadata_manager"] / intervals, 2),
             interval_s=IDLE_INTERVAL_S,
-            core_percent=round(100 * cpu / (intervals * IDLE_INTERVAL_S), 1),
+            core_percent=round(100 * cpu["scheduler"] / (intervals * IDLE_INTERVAL_S), 1),
             registration_s=round(registration_s, 1),
         )
     finally:

@@ -77,7 +77,8 @@ async def ensure_log_start_offset(
     return runtime.log_start_offset
 
 
-def _pending(local: LocalLog, runtime: PartitionRuntime) -> list[LocalSegment]:
+def pending(local: LocalLog, runtime: PartitionRuntime) -> list[LocalSegment]:
+    """Rolled segments above the highest tiered offset and the log start: to be copied."""
     start = max(runtime.highest_tiered_offset + 1, runtime.log_start_offset or 0)
     return [s for s in local.rolled if s.end_offset >= start]
 
@@ -99,6 +100,7 @@ async def run_copy(
 
     if runtime.copy_token is None or token != runtime.copy_token + 1:
         # First run, or another instance held the lease since our last run.
+        runtime.remote_segments_changed()
         runtime.highest_tiered_offset = await find_highest_remote_offset(
             ctx, runtime, local.leader_epochs, log_end
         )
@@ -108,7 +110,7 @@ async def run_copy(
         runtime.update_lag(local)  # copying stopped for good; local retention still runs
         return
     try:
-        candidates = _pending(local, runtime)
+        candidates = pending(local, runtime)
         if candidates:
             _, stable = await state()
             for segment in candidates:
@@ -116,7 +118,10 @@ async def run_copy(
                     break  # not all of it is stable (or replicated) yet
                 guard()
                 await ctx.quota.acquire(segment.size)
-                await copy_segment(ctx, runtime, local, segment, guard)
+                try:
+                    await copy_segment(ctx, runtime, local, segment, guard)
+                finally:
+                    runtime.remote_segments_changed()
     finally:
         runtime.update_lag(local)
 

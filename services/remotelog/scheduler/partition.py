@@ -99,6 +99,13 @@ class PartitionRuntime:
     # Set when the store returned custom metadata over the cap: copying stops.
     copy_disabled: RemoteLogError | None = None
     segments_being_copied: set[uuid.UUID] = field(default_factory=set)
+    # The remote segments as last listed, for expiration runs that find nothing
+    # to delete (most of them): None when they must be listed again.
+    remote_segments: list[RemoteLogSegmentMetadata] | None = None
+    remote_segments_uses: int = 0
+    remote_segments_generation: int = 0
+    # Fencing token of the expiration lease of this instance's last run.
+    expiration_token: int | None = None
     # (base offset, size) -> largest timestamp, so local retention reads a segment once.
     timestamps: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -109,6 +116,11 @@ class PartitionRuntime:
     @property
     def directory(self) -> Path:
         return self.assignment.log_dir
+
+    def remote_segments_changed(self) -> None:
+        """A metadata write of this partition (or an unseen one): list the segments again."""
+        self.remote_segments = None
+        self.remote_segments_generation += 1
 
     def largest_timestamp(self, segment: LocalSegment) -> int:
         key = (segment.base_offset, segment.size)

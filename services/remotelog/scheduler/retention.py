@@ -34,6 +34,9 @@ FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 DELETING = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
 DELETED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 
+# Expiration runs one listing of a partition's remote segments serves at most.
+LISTING_MAX_USES = 10
+
 
 def local_deletable(
     local: LocalLog,
@@ -64,8 +67,19 @@ def local_deletable(
     return deletable
 
 
+def may_delete_locally(local: LocalLog, runtime: PartitionRuntime) -> bool:
+    """Whether the oldest rolled segment is tiered or below the log start: if it stays, all do."""
+    oldest = local.rolled[0] if local.rolled else None
+    return oldest is not None and (
+        oldest.end_offset <= runtime.highest_tiered_offset
+        or oldest.end_offset < (runtime.log_start_offset or 0)
+    )
+
+
 async def run_local_retention(ctx: TaskContext, runtime: PartitionRuntime, local: LocalLog) -> int:
     """Delete what local retention allows; returns how many segments went."""
+    if not may_delete_locally(local, runtime):
+        return 0  # no file to read (the common case)
     retention = Retention.of(runtime.assignment, ctx.config)
     bases = await asyncio.to_thread(
         local_deletable, local, runtime, retention, ctx.now_ms(), runtime.largest_timestamp
@@ -192,6 +206,57 @@ def plan_expiration(
     return list(doomed.values()), breaches.log_start_offset
 
 
+def kept_remote_segments(runtime: PartitionRuntime) -> list[RemoteLogSegmentMetadata] | None:
+    """The listing an earlier run kept, counted as one more use; None when it must be renewed."""
+    if runtime.remote_segments is None or runtime.remote_segments_uses >= LISTING_MAX_USES:
+        return None
+    runtime.remote_segments_uses += 1
+    return runtime.remote_segments
+
+
+async def remote_segments(
+    ctx: TaskContext, runtime: PartitionRuntime, *, fresh: bool = False
+) -> tuple[list[RemoteLogSegmentMetadata], bool]:
+    """(the partition's live remote segments, whether listed just now).
+
+    An idle partition's segments rarely change, and listing them is a call to
+    the metadata manager per partition per interval (10,000 partitions: most
+    of both services' CPU). So a listing is kept for up to LISTING_MAX_USES
+    runs, until this instance writes the partition's metadata, or until
+    another instance is seen to have run one of its tasks. A kept listing only
+    ever decides that nothing is deleted: deletions are planned from a new one.
+    """
+    kept = None if fresh else kept_remote_segments(runtime)
+    if kept is not None:
+        return kept, False
+    generation = runtime.remote_segments_generation
+    listing = ctx.metadata.list_remote_log_segments(runtime.tip, timeout_s=ctx.timeout_s)
+    live = [s async for s in listing if s.state is not DELETED]
+    if runtime.remote_segments_generation == generation:  # no write of ours while listing
+        runtime.remote_segments, runtime.remote_segments_uses = live, 1
+    return live, True
+
+
+async def _plan(
+    ctx: TaskContext,
+    runtime: PartitionRuntime,
+    local: LocalLog,
+    live: list[RemoteLogSegmentMetadata],
+) -> tuple[list[RemoteLogSegmentMetadata], int | None]:
+    if not live:
+        return [], None
+    log_end, _ = await asyncio.to_thread(local.end_state)
+    return plan_expiration(
+        live,
+        local,
+        runtime,
+        Retention.of(runtime.assignment, ctx.config),
+        log_end,
+        ctx.now_ms(),
+        ctx.config.dangling_segment_grace_ms,
+    )
+
+
 async def run_expiration(
     ctx: TaskContext,
     runtime: PartitionRuntime,
@@ -199,35 +264,26 @@ async def run_expiration(
     guard: Callable[[], None],
 ) -> int:
     """One run of the expiration task; returns how many remote segments were deleted."""
-    segments = [
-        s async for s in ctx.metadata.list_remote_log_segments(runtime.tip, timeout_s=ctx.timeout_s)
-    ]
-    live = [s for s in segments if s.state is not DELETED]
+    live, listed = await remote_segments(ctx, runtime)
+    doomed, new_start = await _plan(ctx, runtime, local, live)
+    if doomed and not listed:
+        live, _ = await remote_segments(ctx, runtime, fresh=True)
+        doomed, new_start = await _plan(ctx, runtime, local, live)
     runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
-    if not live:
-        runtime.delete_lag_bytes = runtime.delete_lag_segments = 0
-        return 0
-    log_end, _ = await asyncio.to_thread(local.end_state)
-    retention = Retention.of(runtime.assignment, ctx.config)
-    doomed, new_start = plan_expiration(
-        live,
-        local,
-        runtime,
-        retention,
-        log_end,
-        ctx.now_ms(),
-        ctx.config.dangling_segment_grace_ms,
-    )
     if new_start is not None and new_start > (runtime.log_start_offset or 0):
         # Published before deleting, so readers stop asking for what is about to go.
         runtime.log_start_offset = new_start
     runtime.delete_lag_segments = len(doomed)
     runtime.delete_lag_bytes = sum(s.segment_size_in_bytes for s in doomed)
-    for segment in doomed:
-        guard()
-        await delete_remote_segment(ctx, segment)
-        runtime.delete_lag_segments -= 1
-        runtime.delete_lag_bytes -= segment.segment_size_in_bytes
-        runtime.remote_log_size_bytes -= segment.segment_size_in_bytes
-        log.info("deleted remote segment %s", segment.remote_log_segment_id)
+    try:
+        for segment in doomed:
+            guard()
+            await delete_remote_segment(ctx, segment)
+            runtime.delete_lag_segments -= 1
+            runtime.delete_lag_bytes -= segment.segment_size_in_bytes
+            runtime.remote_log_size_bytes -= segment.segment_size_in_bytes
+            log.info("deleted remote segment %s", segment.remote_log_segment_id)
+    finally:
+        if doomed:
+            runtime.remote_segments_changed()
     return len(doomed)

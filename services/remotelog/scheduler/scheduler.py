@@ -28,7 +28,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.core.tasks import cancel_and_wait
+from remotelog.core.tasks import BatchedCalls, cancel_and_wait
 from remotelog.kafka.partition_log import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from remotelog.kafka.state_files import (
     CorruptStateFileError,
@@ -40,6 +40,7 @@ from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.copy_task import (
     ensure_log_start_offset,
     find_highest_remote_offset,
+    pending,
     run_copy,
 )
 from remotelog.scheduler.local_log import LocalLog
@@ -54,7 +55,12 @@ from remotelog.scheduler.partition import (
 )
 from remotelog.scheduler.quota import CopyQuota
 from remotelog.scheduler.remote_delete import delete_remote_segment
-from remotelog.scheduler.retention import run_expiration, run_local_retention
+from remotelog.scheduler.retention import (
+    kept_remote_segments,
+    may_delete_locally,
+    run_expiration,
+    run_local_retention,
+)
 from remotelog.scheduler.schedule import PartitionSchedule
 
 log = logging.getLogger(__name__)
@@ -158,6 +164,8 @@ class CopyScheduler:
             Kind.FOLLOWER: config.follower_pool_size,
         }
         self.running: dict[tuple[Kind, TopicIdPartition], asyncio.Task[None]] = {}
+        # Runs started together scan their directories in one worker-thread hop.
+        self._scan = BatchedCalls(LocalLog.scan)
         self.runs = dict.fromkeys(Kind, 0)
         self._wake = {kind: asyncio.Event() for kind in Kind}
         self._loops: list[asyncio.Task[None]] = []
@@ -180,14 +188,14 @@ class CopyScheduler:
     async def on_partition_leadership_changes(
         self, leaders: Iterable[Assignment], followers: Iterable[Assignment]
     ) -> None:
+        leaders, followers = list(leaders), list(followers)
         assignments = [*leaders, *followers]
         seen: set[TopicIdPartition] = set()
         for index, assignment in enumerate(assignments):
-            field = (
-                f"leaders[{index}]"
-                if assignment.role is Role.LEADER
-                else f"followers[{index - sum(a.role is Role.LEADER for a in assignments)}]"
+            role, position = (
+                ("leaders", index) if index < len(leaders) else ("followers", index - len(leaders))
             )
+            field = f"{role}[{position}]"
             validate_assignment(assignment, field)
             if assignment.topic_id_partition in seen:
                 raise InvalidArgumentError(
@@ -288,7 +296,7 @@ class CopyScheduler:
     ) -> tuple[int | None, int | None]:
         """Kafka's -4 / -5 / -6 ListOffsets answers: (offset, leader epoch), None when none."""
         runtime = self._runtime(tip)
-        local = await asyncio.to_thread(LocalLog.scan, runtime.directory)
+        local = await self._scan(runtime.directory)
         if timestamp == EARLIEST_LOCAL:
             offset: int | None = local.local_log_start_offset
         elif timestamp == LATEST_TIERED:
@@ -311,15 +319,23 @@ class CopyScheduler:
         wake = self._wake[kind]
         while True:
             wake.clear()
-            busy = sum(1 for k, _ in self.running if k is kind)
-            for tip in schedule.due(self.pool_sizes[kind] - busy):
-                task = asyncio.create_task(self._run(kind, tip))
-                self.running[(kind, tip)] = task
+            self._start_due(kind)
             wait = schedule.seconds_until_next()
             with contextlib.suppress(TimeoutError):
                 # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancellation.
                 async with asyncio.timeout(None if wait is None else max(wait, 0.001)):
                     await wake.wait()
+
+    def _start_due(self, kind: Kind) -> None:
+        """Start the due runs the pool has room for; idle expirations end without a task."""
+        schedule = self.schedules[kind]
+        while due := schedule.due(self.pool_sizes[kind] - sum(k is kind for k, _ in self.running)):
+            for tip in due:
+                runtime = self.partitions.get(tip)
+                if kind is Kind.EXPIRATION and runtime and self._idle_expiration(runtime):
+                    self._finished(kind, tip, time.monotonic(), failed=False)
+                else:
+                    self.running[(kind, tip)] = asyncio.create_task(self._run(kind, tip))
 
     async def _run(self, kind: Kind, tip: TopicIdPartition) -> None:
         started = time.monotonic()
@@ -348,11 +364,14 @@ class CopyScheduler:
                 runtime.last_error = RemoteLogError(f"{type(error).__name__}: {error}")
             log.exception("%s run of %s failed", kind.value, tip)
         finally:
-            self._busy_s += time.monotonic() - started
-            self.runs[kind] += 1
-            self.running.pop((kind, tip), None)
-            self.schedules[kind].finished(tip, failed=failed)
-            self._wake[kind].set()
+            self._finished(kind, tip, started, failed=failed)
+
+    def _finished(self, kind: Kind, tip: TopicIdPartition, started: float, *, failed: bool) -> None:
+        self._busy_s += time.monotonic() - started
+        self.runs[kind] += 1
+        self.running.pop((kind, tip), None)
+        self.schedules[kind].finished(tip, failed=failed)
+        self._wake[kind].set()
 
     def _guard(self, runtime: PartitionRuntime, lease: Lease) -> None:
         """Before each metadata write: still the lease holder, still the leader at this epoch."""
@@ -372,7 +391,7 @@ class CopyScheduler:
 
     async def _run_task(self, kind: Kind, runtime: PartitionRuntime) -> None:
         if kind is Kind.FOLLOWER:
-            local = await asyncio.to_thread(LocalLog.scan, runtime.directory)
+            local = await self._scan(runtime.directory)
 
             async def log_end() -> int:
                 return (await asyncio.to_thread(local.end_state))[0]
@@ -383,24 +402,58 @@ class CopyScheduler:
             runtime.update_lag(local)
             await run_local_retention(self.ctx, runtime, local)
             return
+        if kind is Kind.COPY:
+            local = await self._scan(runtime.directory)
+            if self._idle_copy(runtime, local):
+                runtime.update_lag(local)
+                return
         name = f"copy-scheduler/{kind.value}/{runtime.tip.topic_id}/{runtime.tip.partition}"
         async with held(self.leases, name, self.owner, self.config.lease_ms) as lease:
             if lease is None:
                 return  # another instance runs this partition's task now
-            local = await asyncio.to_thread(LocalLog.scan, runtime.directory)
 
             def guard() -> None:
                 self._guard(runtime, lease)
 
-            guard()
             if kind is Kind.COPY:
+                guard()
+                tiered = runtime.highest_tiered_offset
                 await run_copy(self.ctx, runtime, local, guard, lease.fencing_token)
-                await run_local_retention(
-                    self.ctx, runtime, await asyncio.to_thread(LocalLog.scan, runtime.directory)
-                )
-            else:
-                await ensure_log_start_offset(self.ctx, runtime, local)
-                await run_expiration(self.ctx, runtime, local, guard)
+                if runtime.highest_tiered_offset != tiered:
+                    # Copies take a while: retention sizes the log as it is now.
+                    local = await self._scan(runtime.directory)
+                await run_local_retention(self.ctx, runtime, local)
+                return
+            if runtime.expiration_token != lease.fencing_token - 1:
+                runtime.remote_segments_changed()  # another instance ran it since our last run
+            runtime.expiration_token = lease.fencing_token
+            local = await self._scan(runtime.directory)
+            guard()
+            await ensure_log_start_offset(self.ctx, runtime, local)
+            await run_expiration(self.ctx, runtime, local, guard)
+
+    @staticmethod
+    def _idle_copy(runtime: PartitionRuntime, local: LocalLog) -> bool:
+        """After the first run: nothing to copy and nothing local retention may delete.
+
+        Decided without the lease: another instance only ever raises the
+        highest tiered offset, so a stale one here can only mean more work.
+        """
+        return (
+            runtime.copy_token is not None
+            and runtime.log_start_offset is not None
+            and not pending(local, runtime)
+            and not may_delete_locally(local, runtime)
+        )
+
+    @staticmethod
+    def _idle_expiration(runtime: PartitionRuntime) -> bool:
+        """Nothing tiered, as a recent listing says: nothing to expire (see remote_segments)."""
+        return (
+            runtime.log_start_offset is not None
+            and runtime.remote_segments == []
+            and kept_remote_segments(runtime) is not None
+        )
 
     # ------------------------------------------------------------ metrics
 
