@@ -102,10 +102,13 @@ async def test_bad_ranges_name_the_field(store, start, end, field):
     assert caught.value.field == field
 
 
-async def test_multipart_sized_segment_round_trips(store):
+@pytest.mark.parametrize("chunk_bytes", [MIB, 700_001])  # parts cut at or inside chunks
+async def test_multipart_sized_segment_round_trips(store, chunk_bytes):
     data = os.urandom(12 * MIB + 12345)  # three 5 MiB parts on S3
     metadata = segment_metadata(size=len(data))
-    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    await store.client.copy_log_segment_data(
+        metadata, synthetic_files(data), chunk_bytes=chunk_bytes
+    )
     assert await fetch(store, metadata) == data
     assert (
         await fetch(store, metadata, 5 * MIB - 10, 5 * MIB + 10)

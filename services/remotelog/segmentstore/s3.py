@@ -266,7 +266,11 @@ class S3Upload:
     def __init__(self, store: S3Store, key: str) -> None:
         self._store = store
         self._key = key
-        self._buffer = bytearray()
+        # Written pieces not sent yet, kept as they came: a part (or the single
+        # PUT's body) is joined from them in one copy. Appending them to a
+        # bytearray cost a copy per piece, its regrowths, and another copy out.
+        self._pending: list[bytes | memoryview] = []
+        self._pending_bytes = 0
         self._upload_id: str | None = None
         self._parts: dict[int, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -274,14 +278,24 @@ class S3Upload:
         self._size = 0
 
     async def write(self, data: bytes) -> None:
-        self._buffer += data
         self._size += len(data)
         part_size = self._store.settings.part_size
-        while len(self._buffer) >= part_size:
-            with memoryview(self._buffer) as view:
-                part = bytes(view[:part_size])  # one copy (a bytearray slice would make two)
-            del self._buffer[:part_size]
+        piece: bytes | memoryview = data
+        while self._pending_bytes + len(piece) >= part_size:
+            cut = part_size - self._pending_bytes
+            view = memoryview(piece)
+            part = b"".join([*self._pending, view[:cut]])
+            piece = view[cut:]
+            self._pending, self._pending_bytes = [], 0
             await self._send_part(part)
+        if len(piece):
+            self._pending.append(piece)
+            self._pending_bytes += len(piece)
+
+    def _take_pending(self) -> bytes:
+        body = b"".join(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        return body
 
     async def _send_part(self, part: bytes) -> None:
         for task in self._tasks:
@@ -318,14 +332,10 @@ class S3Upload:
     async def complete(self) -> int:
         store = self._store
         if self._upload_id is None:
-            body = bytes(self._buffer)
-            self._buffer.clear()
-            await store.put(self._key, body)
+            await store.put(self._key, self._take_pending())
             return self._size
-        if self._buffer:
-            part = bytes(self._buffer)
-            self._buffer.clear()
-            await self._send_part(part)
+        if self._pending:
+            await self._send_part(self._take_pending())
         await asyncio.gather(*self._tasks)
         parts = [{"PartNumber": n, "ETag": self._parts[n]} for n in sorted(self._parts)]
         await store.call(
@@ -345,7 +355,7 @@ class S3Upload:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        self._buffer.clear()
+        self._pending, self._pending_bytes = [], 0
         upload_id, self._upload_id = self._upload_id, None
         if upload_id is not None:
             store = self._store

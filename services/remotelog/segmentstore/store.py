@@ -146,7 +146,6 @@ class SegmentStore:
                     f"{received[SegmentFile.LOG]} bytes",
                 )
             written_objects = True
-            log_size = await upload.complete()
             ranges: dict[SegmentFile, IndexRange] = {}
             body = bytearray()
             for index in INDEX_FILES:
@@ -154,7 +153,11 @@ class SegmentStore:
                     data = indexes.get(index, b"")
                     ranges[index] = IndexRange(len(body), len(data))
                     body += data
-            await self.objects.put(keys.indexes, bytes(body))
+            # The log and the indexes together; the manifest, which says the
+            # segment is complete, only once both are there.
+            log_size, _ = await asyncio.gather(
+                upload.complete(), self.objects.put(keys.indexes, bytes(body))
+            )
             manifest = Manifest(metadata, log_size, ranges)
             await self.objects.put(keys.manifest, manifest.to_json())
             self._manifests.pop(keys.base, None)
