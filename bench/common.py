@@ -91,5 +91,9 @@ def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subproce
             "bootstrap.servers": bootstrap_servers,
             "remote.log.metadata.topic.replication.factor": "1",
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
+            # Tansu answers a fetch when its max wait ends, Kafka as soon as a record
+            # arrives: at the 100 ms default every metadata write here would wait
+            # 50 ms on average for its own record, against a few ms on Kafka.
+            "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
         },
     )
