@@ -104,8 +104,6 @@ class PartitionRuntime:
     remote_segments: list[RemoteLogSegmentMetadata] | None = None
     remote_segments_uses: int = 0
     remote_segments_generation: int = 0
-    # Fencing token of the expiration lease of this instance's last run.
-    expiration_token: int | None = None
     # (base offset, size) -> largest timestamp, so local retention reads a segment once.
     timestamps: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -121,6 +119,10 @@ class PartitionRuntime:
         """A metadata write of this partition (or an unseen one): list the segments again."""
         self.remote_segments = None
         self.remote_segments_generation += 1
+
+    def known_largest_timestamp(self, segment: LocalSegment) -> int | None:
+        """The segment's largest timestamp if it was read already (rolled segments never change)."""
+        return self.timestamps.get((segment.base_offset, segment.size))
 
     def largest_timestamp(self, segment: LocalSegment) -> int:
         key = (segment.base_offset, segment.size)

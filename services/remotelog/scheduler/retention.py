@@ -23,7 +23,7 @@ from collections.abc import Callable
 from remotelog.core.epochs import entries_in_range, filtered, within_lineage
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.scheduler.local_log import LocalLog
+from remotelog.scheduler.local_log import LocalLog, LocalSegment
 from remotelog.scheduler.partition import PartitionRuntime, Retention, TaskContext
 from remotelog.scheduler.remote_delete import delete_remote_segment
 
@@ -38,47 +38,70 @@ DELETED = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
 LISTING_MAX_USES = 10
 
 
+def _local_segment_goes(
+    segment: LocalSegment,
+    remaining: int,
+    runtime: PartitionRuntime,
+    retention: Retention,
+    now_ms: int,
+    largest_timestamp: Callable[[LocalSegment], int | None],
+) -> bool:
+    """Local retention's test of one rolled segment; an unknown (None) timestamp counts as old."""
+    if segment.end_offset < (runtime.log_start_offset or 0):
+        return True
+    if segment.end_offset > runtime.highest_tiered_offset:
+        return False  # never untiered data
+    if retention.local_retention_bytes > -1 and (
+        remaining - segment.size >= retention.local_retention_bytes
+    ):
+        return True
+    if retention.local_retention_ms > -1:
+        timestamp = largest_timestamp(segment)
+        return timestamp is None or now_ms - timestamp > retention.local_retention_ms
+    return False
+
+
 def local_deletable(
     local: LocalLog,
     runtime: PartitionRuntime,
     retention: Retention,
     now_ms: int,
-    largest_timestamp: Callable[..., int],
+    largest_timestamp: Callable[[LocalSegment], int],
 ) -> list[int]:
     """Base offsets of the local segments to delete now: always a prefix of the rolled ones."""
-    log_start = runtime.log_start_offset or 0
     remaining = local.size
     deletable: list[int] = []
     for segment in local.rolled:
-        below_start = segment.end_offset < log_start
-        tiered = segment.end_offset <= runtime.highest_tiered_offset
-        by_time = (
-            retention.local_retention_ms > -1
-            and now_ms - largest_timestamp(segment) > retention.local_retention_ms
-        )
-        by_size = (
-            retention.local_retention_bytes > -1
-            and remaining - segment.size >= retention.local_retention_bytes
-        )
-        if not (below_start or (tiered and (by_time or by_size))):
+        if not _local_segment_goes(
+            segment, remaining, runtime, retention, now_ms, largest_timestamp
+        ):
             break
         deletable.append(segment.base_offset)
         remaining -= segment.size
     return deletable
 
 
-def may_delete_locally(local: LocalLog, runtime: PartitionRuntime) -> bool:
-    """Whether the oldest rolled segment is tiered or below the log start: if it stays, all do."""
-    oldest = local.rolled[0] if local.rolled else None
-    return oldest is not None and (
-        oldest.end_offset <= runtime.highest_tiered_offset
-        or oldest.end_offset < (runtime.log_start_offset or 0)
+def may_delete_locally(local: LocalLog, runtime: PartitionRuntime, ctx: TaskContext) -> bool:
+    """Whether local retention may take the oldest rolled segment; if it stays, all do.
+
+    Decided in memory (a segment's largest timestamp once read is kept), so
+    that idle partitions read no file: an unread timestamp means maybe.
+    """
+    if not local.rolled:
+        return False
+    return _local_segment_goes(
+        local.rolled[0],
+        local.size,
+        runtime,
+        Retention.of(runtime.assignment, ctx.config),
+        ctx.now_ms(),
+        runtime.known_largest_timestamp,
     )
 
 
 async def run_local_retention(ctx: TaskContext, runtime: PartitionRuntime, local: LocalLog) -> int:
     """Delete what local retention allows; returns how many segments went."""
-    if not may_delete_locally(local, runtime):
+    if not may_delete_locally(local, runtime, ctx):
         return 0  # no file to read (the common case)
     retention = Retention.of(runtime.assignment, ctx.config)
     bases = await asyncio.to_thread(
@@ -222,9 +245,9 @@ async def remote_segments(
     An idle partition's segments rarely change, and listing them is a call to
     the metadata manager per partition per interval (10,000 partitions: most
     of both services' CPU). So a listing is kept for up to LISTING_MAX_USES
-    runs, until this instance writes the partition's metadata, or until
-    another instance is seen to have run one of its tasks. A kept listing only
-    ever decides that nothing is deleted: deletions are planned from a new one.
+    runs, or until this instance writes the partition's metadata or sees that
+    another instance copied. A kept listing only ever decides that nothing is
+    deleted: deletions are planned from a new one, under the lease.
     """
     kept = None if fresh else kept_remote_segments(runtime)
     if kept is not None:
@@ -245,7 +268,11 @@ async def _plan(
 ) -> tuple[list[RemoteLogSegmentMetadata], int | None]:
     if not live:
         return [], None
-    log_end, _ = await asyncio.to_thread(local.end_state)
+    # The log end only decides whether a segment ends below it: the active
+    # segment's base does for every segment below it, without reading the log.
+    log_end = local.segments[-1].base_offset if local.segments else 0
+    if any(s.end_offset >= log_end for s in live):
+        log_end, _ = await asyncio.to_thread(local.end_state)
     return plan_expiration(
         live,
         local,
@@ -257,18 +284,32 @@ async def _plan(
     )
 
 
+async def expiration_due(ctx: TaskContext, runtime: PartitionRuntime, local: LocalLog) -> bool:
+    """Whether an expiration run would delete anything, judged from a kept listing if any.
+
+    Needs no lease (it writes nothing), so the runs of idle partitions take none.
+    """
+    live, _ = await remote_segments(ctx, runtime)
+    runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
+    doomed, _ = await _plan(ctx, runtime, local, live)
+    if not doomed:
+        runtime.delete_lag_bytes = runtime.delete_lag_segments = 0
+    return bool(doomed)
+
+
 async def run_expiration(
     ctx: TaskContext,
     runtime: PartitionRuntime,
     local: LocalLog,
     guard: Callable[[], None],
 ) -> int:
-    """One run of the expiration task; returns how many remote segments were deleted."""
-    live, listed = await remote_segments(ctx, runtime)
+    """One run of the expiration task, under its lease; returns how many segments were deleted.
+
+    Plans from a new listing: another instance or a late write may have changed
+    what a kept one shows.
+    """
+    live, _ = await remote_segments(ctx, runtime, fresh=True)
     doomed, new_start = await _plan(ctx, runtime, local, live)
-    if doomed and not listed:
-        live, _ = await remote_segments(ctx, runtime, fresh=True)
-        doomed, new_start = await _plan(ctx, runtime, local, live)
     runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
     if new_start is not None and new_start > (runtime.log_start_offset or 0):
         # Published before deleting, so readers stop asking for what is about to go.

@@ -56,6 +56,7 @@ from remotelog.scheduler.partition import (
 from remotelog.scheduler.quota import CopyQuota
 from remotelog.scheduler.remote_delete import delete_remote_segment
 from remotelog.scheduler.retention import (
+    expiration_due,
     kept_remote_segments,
     may_delete_locally,
     run_expiration,
@@ -402,10 +403,15 @@ class CopyScheduler:
             runtime.update_lag(local)
             await run_local_retention(self.ctx, runtime, local)
             return
+        local = await self._scan(runtime.directory)
+        # Decided without the lease: most runs of most partitions write nothing.
         if kind is Kind.COPY:
-            local = await self._scan(runtime.directory)
             if self._idle_copy(runtime, local):
                 runtime.update_lag(local)
+                return
+        else:
+            await ensure_log_start_offset(self.ctx, runtime, local)
+            if not await expiration_due(self.ctx, runtime, local):
                 return
         name = f"copy-scheduler/{kind.value}/{runtime.tip.topic_id}/{runtime.tip.partition}"
         async with held(self.leases, name, self.owner, self.config.lease_ms) as lease:
@@ -415,35 +421,27 @@ class CopyScheduler:
             def guard() -> None:
                 self._guard(runtime, lease)
 
-            if kind is Kind.COPY:
-                guard()
-                tiered = runtime.highest_tiered_offset
-                await run_copy(self.ctx, runtime, local, guard, lease.fencing_token)
-                if runtime.highest_tiered_offset != tiered:
-                    # Copies take a while: retention sizes the log as it is now.
-                    local = await self._scan(runtime.directory)
-                await run_local_retention(self.ctx, runtime, local)
+            if kind is Kind.EXPIRATION:
+                await run_expiration(self.ctx, runtime, local, guard)
                 return
-            if runtime.expiration_token != lease.fencing_token - 1:
-                runtime.remote_segments_changed()  # another instance ran it since our last run
-            runtime.expiration_token = lease.fencing_token
-            local = await self._scan(runtime.directory)
-            guard()
-            await ensure_log_start_offset(self.ctx, runtime, local)
-            await run_expiration(self.ctx, runtime, local, guard)
+            tiered = runtime.highest_tiered_offset
+            await run_copy(self.ctx, runtime, local, guard, lease.fencing_token)
+            if runtime.highest_tiered_offset != tiered:
+                # Copies take a while: retention sizes the log as it is now.
+                local = await self._scan(runtime.directory)
+            await run_local_retention(self.ctx, runtime, local)
 
-    @staticmethod
-    def _idle_copy(runtime: PartitionRuntime, local: LocalLog) -> bool:
+    def _idle_copy(self, runtime: PartitionRuntime, local: LocalLog) -> bool:
         """After the first run: nothing to copy and nothing local retention may delete.
 
-        Decided without the lease: another instance only ever raises the
-        highest tiered offset, so a stale one here can only mean more work.
+        Another instance only ever raises the highest tiered offset, so a
+        stale one here can only mean more work, never less.
         """
         return (
             runtime.copy_token is not None
             and runtime.log_start_offset is not None
             and not pending(local, runtime)
-            and not may_delete_locally(local, runtime)
+            and not may_delete_locally(local, runtime, self.ctx)
         )
 
     @staticmethod
