@@ -5,9 +5,10 @@ from pathlib import Path
 
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.local_log import LocalLog, LocalSegment
-from remotelog.scheduler.partition import Assignment, PartitionRuntime, Retention, Role
-from remotelog.scheduler.retention import local_deletable, plan_expiration
+from remotelog.scheduler.partition import Assignment, PartitionRuntime, Retention, Role, TaskContext
+from remotelog.scheduler.retention import local_deletable, may_delete_locally, plan_expiration
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
 NOW = 1_700_000_000_000
@@ -131,3 +132,34 @@ def test_local_retention_by_size_and_by_log_start():
     assert local_deletable(local, runtime(299), retention(local_bytes=250), NOW, new) == [0]
     # Below the log start offset (DeleteRecords): deleted whether tiered or not.
     assert local_deletable(local, runtime(-1, log_start=150), retention(), NOW, new) == [0]
+
+
+def test_the_idle_check_agrees_with_local_retention_and_reads_no_file():
+    """may_delete_locally: what local_deletable would say of the oldest segment, in memory."""
+    local = local_log([(0, 100), (100, 200), (200, None)])
+
+    def may(rt, *, local_ms=-1, local_bytes=-1):
+        rt.assignment = Assignment(
+            TIP,
+            Path("/nonexistent"),
+            0,
+            Role.LEADER,
+            local_retention_ms=local_ms,
+            local_retention_bytes=local_bytes,
+        )
+        ctx = TaskContext(CopySchedulerConfig(), None, None, None, clock=lambda: NOW / 1000)
+        return may_delete_locally(local, rt, ctx)
+
+    # Tiered, but local retention is unlimited: nothing to do (it used to take the lease).
+    assert not may(runtime(199))
+    assert not may(runtime(-1), local_ms=1)  # nothing tiered
+    assert may(runtime(-1, log_start=150))  # below the log start
+    assert may(runtime(199), local_bytes=150)  # 300 bytes on disk against 150
+    assert not may(runtime(199), local_bytes=250)
+    # By time: a timestamp not read yet means maybe; once read, it decides.
+    rt = runtime(199)
+    assert may(rt, local_ms=DAY)
+    rt.timestamps[(0, 100)] = NOW - 2 * DAY
+    assert may(rt, local_ms=DAY)
+    rt.timestamps[(0, 100)] = NOW - 1000
+    assert not may(rt, local_ms=DAY)
