@@ -7,10 +7,11 @@
   partition's highest tiered offset is its last rolled offset. Baseline in the
   same run: aioboto3 uploading the same files (log and indexes) to the same
   moto server, 10 at a time (the copier pool's size). Target (issue 6): >= 0.8x.
-- Idle: 10,000 partitions with nothing to copy; the scheduler's (and the
+- Idle: 10,000 partitions with nothing to copy and nothing tiered, then 2,000
+  with one tiered segment each (kept by retention); the scheduler's (and the
   metadata manager's) CPU seconds per `remote.log.manager.task.interval.ms`
-  once they are all registered, averaged over LISTING_MAX_USES intervals so
-  that the expiration task's periodic listings are counted.
+  once they are all tiered, averaged over LISTING_MAX_USES intervals so that
+  the expiration task's periodic listings are counted.
 (Not bench/copy.py: that name would shadow the standard library `copy` module.)
 Run: .venv/bin/python bench/copy_scheduler.py [MiB per segment, default 4]
 """
@@ -47,6 +48,7 @@ MIB = 1024 * 1024
 PARTITIONS = 50
 SEGMENTS = 2
 IDLE_PARTITIONS = int(os.environ.get("IDLE_PARTITIONS", "10000"))
+IDLE_TIERED_PARTITIONS = int(os.environ.get("IDLE_TIERED_PARTITIONS", "2000"))
 IDLE_INTERVAL_S = 5
 COPIERS = 10
 
@@ -138,6 +140,42 @@ async def tier(port: int, logs: list[PartitionLog], epoch: int = 0) -> float:
         await client.close()
 
 
+async def idle_cpu(
+    report: Report,
+    name: str,
+    logs: list[PartitionLog],
+    work: Path,
+    properties: dict[str, str],
+    processes: list[subprocess.Popen[str]],
+    pids: dict[str, int],
+) -> None:
+    """CPU per task interval of a scheduler whose partitions are all tiered up to date."""
+    scheduler, port = serve("copy-scheduler", work / f"{name}.properties", properties)
+    processes.append(scheduler)
+    began = time.perf_counter()
+    await tier(port, logs)  # registered, each has run, every rolled segment is tiered
+    registration_s = time.perf_counter() - began
+    await asyncio.sleep(IDLE_INTERVAL_S)
+    # Over LISTING_MAX_USES intervals: one round of the periodic listings is included.
+    pids = {"scheduler": scheduler.pid, **pids}
+    cpu_before = {process: cpu_seconds(pid) for process, pid in pids.items()}
+    wall_before = time.perf_counter()
+    await asyncio.sleep(LISTING_MAX_USES * IDLE_INTERVAL_S)
+    intervals = (time.perf_counter() - wall_before) / IDLE_INTERVAL_S
+    cpu = {process: cpu_seconds(pid) - cpu_before[process] for process, pid in pids.items()}
+    report.info(
+        f"{name}_{len(logs)}_partitions",
+        cpu_s_per_interval=round(cpu["scheduler"] / intervals, 2),
+        metadata_manager_cpu_s_per_interval=round(cpu["metadata_manager"] / intervals, 2),
+        interval_s=IDLE_INTERVAL_S,
+        core_percent=round(100 * cpu["scheduler"] / (intervals * IDLE_INTERVAL_S), 1),
+        registration_s=round(registration_s, 1),
+    )
+    scheduler.terminate()
+    scheduler.wait()
+    processes.remove(scheduler)
+
+
 async def main() -> None:
     segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 4 * MIB
     work = Path(tempfile.mkdtemp(prefix="remotelog-bench-copy-"))
@@ -206,29 +244,16 @@ async def main() -> None:
         scheduler.wait()
         processes.remove(scheduler)
 
-        # Idle partitions: one small rolled-and-tiered-free segment each (nothing to copy).
-        idle_logs = write_partitions(work / "idle-logs", IDLE_PARTITIONS, 0, 0)
         scheduler_properties["remote.log.manager.task.interval.ms"] = str(IDLE_INTERVAL_S * 1000)
-        scheduler, port = serve("copy-scheduler", work / "idle.properties", scheduler_properties)
-        processes.append(scheduler)
-        began = time.perf_counter()
-        await tier(port, idle_logs)  # registered, and each has run once
-        registration_s = time.perf_counter() - began
-        await asyncio.sleep(IDLE_INTERVAL_S)
-        # Over LISTING_MAX_USES intervals: one round of the periodic listings is included.
-        pids = {"scheduler": scheduler.pid, "metadata_manager": metadata.pid}
-        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        wall_before = time.perf_counter()
-        await asyncio.sleep(LISTING_MAX_USES * IDLE_INTERVAL_S)
-        intervals = (time.perf_counter() - wall_before) / IDLE_INTERVAL_S
-        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
-        report.info(
-            f"idle_{IDLE_PARTITIONS}_partitions",
-            cpu_s_per_interval=round(cpu["scheduler"] / intervals, 2),
-            metadata_manager_cpu_s_per_interval=round(cpu["metadata_manager"] / intervals, 2),
-            interval_s=IDLE_INTERVAL_S,
-            core_percent=round(100 * cpu["scheduler"] / (intervals * IDLE_INTERVAL_S), 1),
-            registration_s=round(registration_s, 1),
+        scheduler_properties["log.retention.ms"] = str(7 * 86_400_000)  # nothing expires
+        pids = {"metadata_manager": metadata.pid}
+        # Nothing tiered, nothing to copy (an empty active segment each).
+        idle_logs = write_partitions(work / "idle-logs", IDLE_PARTITIONS, 0, 0)
+        await idle_cpu(report, "idle", idle_logs, work, scheduler_properties, processes, pids)
+        # Realistic idle partitions: a tiered segment each, to keep by retention.
+        tiered_logs = write_partitions(work / "tiered-logs", IDLE_TIERED_PARTITIONS, 1, 256 * 1024)
+        await idle_cpu(
+            report, "idle_tiered", tiered_logs, work, scheduler_properties, processes, pids
         )
     finally:
         for process in processes:
