@@ -147,7 +147,7 @@ async def idle_cpu(
     work: Path,
     properties: dict[str, str],
     processes: list[subprocess.Popen[str]],
-    pids: dict[str, int],
+    others: dict[str, int],
 ) -> None:
     """CPU per task interval of a scheduler whose partitions are all tiered up to date."""
     scheduler, port = serve("copy-scheduler", work / f"{name}.properties", properties)
@@ -157,7 +157,7 @@ async def idle_cpu(
     registration_s = time.perf_counter() - began
     await asyncio.sleep(IDLE_INTERVAL_S)
     # Over LISTING_MAX_USES intervals: one round of the periodic listings is included.
-    pids = {"scheduler": scheduler.pid, **pids}
+    pids = {"scheduler": scheduler.pid, **others}
     cpu_before = {process: cpu_seconds(pid) for process, pid in pids.items()}
     wall_before = time.perf_counter()
     await asyncio.sleep(LISTING_MAX_USES * IDLE_INTERVAL_S)

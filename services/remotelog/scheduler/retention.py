@@ -239,8 +239,8 @@ def kept_remote_segments(runtime: PartitionRuntime) -> list[RemoteLogSegmentMeta
 
 async def remote_segments(
     ctx: TaskContext, runtime: PartitionRuntime, *, fresh: bool = False
-) -> tuple[list[RemoteLogSegmentMetadata], bool]:
-    """(the partition's live remote segments, whether listed just now).
+) -> list[RemoteLogSegmentMetadata]:
+    """The partition's live remote segments (and RemoteLogSizeBytes from them).
 
     An idle partition's segments rarely change, and listing them is a call to
     the metadata manager per partition per interval (10,000 partitions: most
@@ -249,15 +249,15 @@ async def remote_segments(
     another instance copied. A kept listing only ever decides that nothing is
     deleted: deletions are planned from a new one, under the lease.
     """
-    kept = None if fresh else kept_remote_segments(runtime)
-    if kept is not None:
-        return kept, False
-    generation = runtime.remote_segments_generation
-    listing = ctx.metadata.list_remote_log_segments(runtime.tip, timeout_s=ctx.timeout_s)
-    live = [s async for s in listing if s.state is not DELETED]
-    if runtime.remote_segments_generation == generation:  # no write of ours while listing
-        runtime.remote_segments, runtime.remote_segments_uses = live, 1
-    return live, True
+    live = None if fresh else kept_remote_segments(runtime)
+    if live is None:
+        generation = runtime.remote_segments_generation
+        listing = ctx.metadata.list_remote_log_segments(runtime.tip, timeout_s=ctx.timeout_s)
+        live = [s async for s in listing if s.state is not DELETED]
+        if runtime.remote_segments_generation == generation:  # no write of ours while listing
+            runtime.remote_segments, runtime.remote_segments_uses = live, 1
+    runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
+    return live
 
 
 async def _plan(
@@ -289,8 +289,7 @@ async def expiration_due(ctx: TaskContext, runtime: PartitionRuntime, local: Loc
 
     Needs no lease (it writes nothing), so the runs of idle partitions take none.
     """
-    live, _ = await remote_segments(ctx, runtime)
-    runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
+    live = await remote_segments(ctx, runtime)
     doomed, _ = await _plan(ctx, runtime, local, live)
     if not doomed:
         runtime.delete_lag_bytes = runtime.delete_lag_segments = 0
@@ -308,9 +307,8 @@ async def run_expiration(
     Plans from a new listing: another instance or a late write may have changed
     what a kept one shows.
     """
-    live, _ = await remote_segments(ctx, runtime, fresh=True)
+    live = await remote_segments(ctx, runtime, fresh=True)
     doomed, new_start = await _plan(ctx, runtime, local, live)
-    runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
     if new_start is not None and new_start > (runtime.log_start_offset or 0):
         # Published before deleting, so readers stop asking for what is about to go.
         runtime.log_start_offset = new_start
