@@ -9,8 +9,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
-# Reinstall when the dependencies or the compiled decoder's sources change.
-BUILD_INPUTS := pyproject.toml hatch_build.py services/remotelog/kafka/_fastrecords.c
+# Reinstall when the dependencies or the C extensions' sources change.
+BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
 .PHONY: setup test lint format typecheck buf-check drift protos pytest clean

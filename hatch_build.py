@@ -1,11 +1,17 @@
-"""Hatchling build hook: compiles the C record decoder (remotelog.kafka._fastrecords).
+"""Hatchling build hook: compiles the C extensions.
 
-Record decoding is the Spark connector's per-record cost; the compiled decoder
-is several times faster than the Python one in records.py, which stays the
-reference and the fallback. Runs for wheels and editable installs alike; the
-extension lands next to its source, so an editable install imports it from the
-tree. Without a C compiler the build warns and ships pure Python, unless
-REMOTELOG_REQUIRE_EXTENSION=1 (set by `make setup`) makes that an error.
+- remotelog.kafka._fastrecords, the record decoder: record decoding is the
+  Spark connector's per-record cost; the compiled decoder is several times
+  faster than the Python one in records.py, which stays the reference and the
+  fallback.
+- remotelog.segmentstore._pagecache, reads of page-cached bytes that never
+  block (preadv2 RWF_NOWAIT into a new bytes object); pagecache.py is the
+  fallback.
+
+Runs for wheels and editable installs alike; each extension lands next to its
+source, so an editable install imports it from the tree. Without a C compiler
+the build warns and ships pure Python, unless REMOTELOG_REQUIRE_EXTENSION=1
+(set by `make setup`) makes that an error.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("services/remotelog/kafka/_fastrecords.c")
+SOURCES = (
+    Path("services/remotelog/kafka/_fastrecords.c"),
+    Path("services/remotelog/segmentstore/_pagecache.c"),
+)
 
 
 def _compiler() -> list[str] | None:
@@ -35,10 +44,10 @@ def _compiler() -> list[str] | None:
     return None
 
 
-def build_extension(root: Path) -> Path:
-    """Compile SOURCE into `_fastrecords<EXT_SUFFIX>` beside it; returns its path."""
-    source = root / SOURCE
-    target = source.with_name("_fastrecords" + sysconfig.get_config_var("EXT_SUFFIX"))
+def build_extension(root: Path, relative: Path) -> Path:
+    """Compile `relative` (a .c file) into `<stem><EXT_SUFFIX>` beside it; returns its path."""
+    source = root / relative
+    target = source.with_name(source.stem + sysconfig.get_config_var("EXT_SUFFIX"))
     if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
         return target
     compiler = _compiler()
@@ -72,14 +81,15 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         root = Path(self.root)
         try:
-            built = build_extension(root)
+            built = [build_extension(root, source) for source in SOURCES]
         except RuntimeError as exc:
             if os.environ.get("REMOTELOG_REQUIRE_EXTENSION") == "1":
                 raise
-            print(f"remotelog: C record decoder not built, pure Python: {exc}", file=sys.stderr)
+            print(f"remotelog: C extensions not built, pure Python: {exc}", file=sys.stderr)
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         if version != "editable":
-            relative = built.relative_to(root / "services").as_posix()
-            build_data["force_include"][str(built)] = relative
+            for library in built:
+                relative = library.relative_to(root / "services").as_posix()
+                build_data["force_include"][str(library)] = relative

@@ -1,0 +1,56 @@
+"""Reads that never wait for a disk: the bytes if all are in the page cache, else None.
+
+A Fetch reads about a MiB of a segment; when the kernel holds those bytes (a
+segment just tiered, or read a moment ago) the copy takes about 0.1 ms, while
+a hop to a reader thread and back costs 0.2 ms at the median and 0.4-0.6 ms
+at the tail. `pread_cached` lets the caller copy on its own thread (the event
+loop) when no wait is possible, and take the hop only for bytes that must
+come from a disk. Linux only (preadv2 with RWF_NOWAIT); elsewhere it always
+answers None and every read takes the hop, as before.
+
+The compiled `_pagecache.pread_cached` reads straight into a new bytes object;
+without it, `os.preadv` reads into a bytearray that is then copied.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+
+COMPILED = False
+
+
+def _pread_cached_python(fd: int, length: int, offset: int) -> bytes | None:
+    """The reference: the same answers as the compiled function, one copy more."""
+    if length < 0 or offset < 0:
+        raise ValueError("pread_cached: negative length or offset")
+    nowait = getattr(os, "RWF_NOWAIT", None)
+    if nowait is None:
+        return None
+    buffer = bytearray(length)
+    view = memoryview(buffer)
+    got = 0
+    while got < length:
+        try:
+            n = os.preadv(fd, [view[got:]], offset + got, nowait)
+        except BlockingIOError:
+            return None  # some of it is not cached
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # no RWF_NOWAIT for this file
+                return None
+            raise
+        if n == 0:
+            break  # end of file: fewer bytes, as pread gives
+        got += n
+    view.release()
+    return bytes(buffer[:got]) if got < length else bytes(buffer)
+
+
+pread_cached: Callable[[int, int, int], bytes | None] = _pread_cached_python
+try:
+    from remotelog.segmentstore import _pagecache  # type: ignore[attr-defined]
+except ImportError:  # not built (no C compiler at install): the Python reference
+    pass
+else:
+    pread_cached, COMPILED = _pagecache.pread_cached, True
