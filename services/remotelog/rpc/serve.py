@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from remotelog.core.settings import ServerSettings
+from remotelog.rpc.memory import freeze_startup_objects, keep_freed_memory
 from remotelog.rpc.telemetry import configure_telemetry
 
 
@@ -28,8 +29,10 @@ class Stoppable(Protocol):
 async def serve_until_signal(
     name: str, settings: ServerSettings, start: Callable[[], Awaitable[Stoppable]]
 ) -> None:
+    keep_freed_memory()
     tracer_provider = configure_telemetry(name, settings)
     service = await start()
+    freeze_startup_objects()
     host = settings.listen_address.rsplit(":", 1)[0]
     print(f"remotelog {name} serving on {host}:{service.port}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
