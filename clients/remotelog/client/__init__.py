@@ -14,6 +14,9 @@ from remotelog.client.remote_fetch import (
 )
 from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
 
+# For the process that reads through the clients: what the services do at start.
+from remotelog.rpc.memory import keep_freed_memory
+
 __all__ = [
     "ClientOptions",
     "CopySchedulerClient",
@@ -31,4 +34,5 @@ __all__ = [
     "SegmentStoreClient",
     "ServiceClient",
     "from_rpc_error",
+    "keep_freed_memory",
 ]
