@@ -81,8 +81,17 @@ def serve(
     return process, int(line.rsplit(":", 1)[1])
 
 
-def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subprocess.Popen[str], int]:
-    """A metadata manager on the benchmark's broker, its snapshots under `work`."""
+def serve_metadata_manager(
+    work: Path, bootstrap_servers: str, fetch_max_wait_ms: int = 10
+) -> tuple[subprocess.Popen[str], int]:
+    """A metadata manager on the benchmark's broker, its snapshots under `work`.
+
+    Tansu answers a fetch when its max wait ends, Kafka as soon as a record
+    arrives: at the 100 ms default every metadata write here would wait 50 ms
+    on average for its own record, against a few ms on Kafka; hence 10 ms where
+    writes are timed. Where they are not, a longer wait keeps the idle consumer
+    (100 polls a second at 10 ms, on Kafka none) from disturbing what is timed.
+    """
     return serve(
         "metadata-manager",
         work / "metadata.properties",
@@ -91,9 +100,6 @@ def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subproce
             "bootstrap.servers": bootstrap_servers,
             "remote.log.metadata.topic.replication.factor": "1",
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
-            # Tansu answers a fetch when its max wait ends, Kafka as soon as a record
-            # arrives: at the 100 ms default every metadata write here would wait
-            # 50 ms on average for its own record, against a few ms on Kafka.
-            "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
+            "remote.log.metadata.consumer.fetch.max.wait.ms": str(fetch_max_wait_ms),
         },
     )

@@ -241,7 +241,10 @@ async def main() -> None:
             },
         )
         processes.append(store)
-        metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
+        # Fetches read no metadata topic: Kafka's consumer default wait, not the writes' 10 ms.
+        metadata, metadata_port = serve_metadata_manager(
+            work, broker.bootstrap_servers, fetch_max_wait_ms=500
+        )
         processes.append(metadata)
         addresses = {
             "segment.store.address": f"127.0.0.1:{store_port}",
