@@ -4,7 +4,10 @@ Like Kafka's LocalTieredStorage, `<root>/<topic>-<topicId>/<partition>/<offset>-
 An upload writes `<key>.<random>.tmp` beside its final name, then fsyncs it,
 renames it into place and fsyncs the directory: a crash leaves either the old
 state or the whole new object, never half of one under the final name. Blocking
-file calls run in a bounded thread pool, never on the event loop.
+file calls run in a bounded thread pool, never on the event loop; the one
+exception is a short read whose bytes are all in the page cache, copied on the
+loop with a read that refuses to wait (pagecache.py) after an open and fstat
+of the file, which is what a Fetch costs most when it takes the hop.
 """
 
 from __future__ import annotations
