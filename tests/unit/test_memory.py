@@ -1,5 +1,6 @@
 """The services keep freed buffers for reuse: glibc takes both thresholds."""
 
+import gc
 import platform
 
 import pytest
@@ -18,8 +19,6 @@ def test_without_a_c_library_nothing_is_done(monkeypatch):
 
 
 def test_startup_objects_are_frozen_and_new_garbage_is_still_collected():
-    import gc
-
     class Cycle:
         pass
 

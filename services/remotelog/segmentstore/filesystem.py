@@ -65,6 +65,11 @@ def _open_and_read(path: Path, start: int, end: int | None, block: int) -> tuple
     return fd, stop, data
 
 
+def _in_chunks(data: bytes, chunk_size: int) -> Iterator[bytes]:
+    for offset in range(0, len(data), chunk_size):
+        yield data[offset : offset + chunk_size]  # no copy when one chunk
+
+
 @contextlib.contextmanager
 def _storage_errors() -> Iterator[None]:
     """File errors as the store's: a missing file is a missing object."""
@@ -130,8 +135,8 @@ class FileSystemStore:
             with _storage_errors():
                 cached = _read_if_cached(path, start, end)
             if cached is not None:
-                for offset in range(0, len(cached), chunk_size):
-                    yield cached[offset : offset + chunk_size]  # no copy when one chunk
+                for chunk in _in_chunks(cached, chunk_size):
+                    yield chunk
                 return
         # One thread hop per READ_BLOCK, not per chunk: hops cost more than the copy.
         block = max(chunk_size, READ_BLOCK - READ_BLOCK % chunk_size)
@@ -143,8 +148,8 @@ class FileSystemStore:
             position = start
             while data:
                 position += len(data)
-                for offset in range(0, len(data), chunk_size):
-                    yield data[offset : offset + chunk_size]  # no copy when one chunk
+                for chunk in _in_chunks(data, chunk_size):
+                    yield chunk
                 if position >= stop:
                     break
                 data = await self._run(partial(os.pread, fd, min(block, stop - position), position))
