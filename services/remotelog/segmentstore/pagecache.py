@@ -47,10 +47,10 @@ def _pread_cached_python(fd: int, length: int, offset: int) -> bytes | None:
     return bytes(buffer[:got]) if got < length else bytes(buffer)
 
 
-pread_cached: Callable[[int, int, int], bytes | None] = _pread_cached_python
+pread_cached: Callable[[int, int, int], bytes | None]
 try:
     from remotelog.segmentstore import _pagecache  # type: ignore[attr-defined]
 except ImportError:  # not built (no C compiler at install): the Python reference
-    pass
+    pread_cached = _pread_cached_python
 else:
     pread_cached, COMPILED = _pagecache.pread_cached, True
