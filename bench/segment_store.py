@@ -3,8 +3,11 @@
 Each backend is measured against a bare transfer of the same bytes in the same
 run: for filesystem, a file copy (with fsync, as the store does) and a file
 read; for S3, aioboto3 uploading (same part size, same concurrency) and
-downloading straight to the same moto server. The service runs in its own
-process (`remotelog serve segment-store`), as in production; moto in another.
+downloading straight to the same moto server. Rounds of the service and of the
+bare transfer alternate, so both meet the same state of the backend (moto's
+memory, the disk's writeback queue) and the same noise of the machine; the
+best round of each is compared. The service runs in its own process
+(`remotelog serve segment-store`), as in production; moto in another.
 Targets (issue 4): copy >= 0.8x, fetch >= 0.8x. Reported beside them: bare
 loopback TCP between two processes, the ceiling of any network service here.
 Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
@@ -13,6 +16,7 @@ Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -22,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import aioboto3
@@ -38,7 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 PART = 8 * MIB
 CONCURRENCY = 4
-ROUNDS = 3
+ROUNDS = 5
+
+# One timed transfer of the whole segment.
+Round = Callable[[], Awaitable[None]]
 
 
 def metadata(size: int) -> RemoteLogSegmentMetadata:
@@ -64,42 +71,54 @@ async def best(rounds: int, fn: Callable[[], Awaitable[object]]) -> float:
     return min(times)
 
 
-async def through_service(
-    port: int, log: Path, files: LogSegmentData, size: int
-) -> tuple[float, float]:
-    client = SegmentStoreClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300))
-    try:
-        copied: list[RemoteLogSegmentMetadata] = []
-
-        async def copy() -> None:
-            m = metadata(size)
-            await client.copy_log_segment_data(m, files)
-            copied.append(m)
-
-        async def fetch() -> None:
-            n = 0
-            async for chunk in client.fetch_log_segment(copied[-1], 0):
-                n += len(chunk)
-            assert n == size
-
-        t_copy = await best(ROUNDS, copy)
-        await fetch()  # warm
-        t_fetch = await best(ROUNDS, fetch)
-        return t_copy, t_fetch
-    finally:
-        await client.close()
+async def best_alternating(rounds: int, service: Round, bare: Round) -> tuple[float, float]:
+    """Best (service, bare) seconds, after a warm-up of each, one round of each in turn."""
+    await service()
+    await bare()
+    service_times, bare_times = [], []
+    for _ in range(rounds):
+        for fn, times in ((service, service_times), (bare, bare_times)):
+            began = time.perf_counter()
+            await fn()
+            times.append(time.perf_counter() - began)
+    return min(service_times), min(bare_times)
 
 
-async def bare_filesystem(log: Path, target: Path, size: int) -> tuple[float, float]:
+def service_rounds(
+    client: SegmentStoreClient, files: LogSegmentData, size: int
+) -> tuple[Round, Round]:
+    """(copy, fetch) through the service: each copy a new segment, fetches read the last."""
+    copied: list[RemoteLogSegmentMetadata] = []
+
+    async def copy() -> None:
+        m = metadata(size)
+        await client.copy_log_segment_data(m, files)
+        copied.append(m)
+
+    async def fetch() -> None:
+        n = 0
+        async for chunk in client.fetch_log_segment(copied[-1], 0):
+            n += len(chunk)
+        assert n == size
+
+    return copy, fetch
+
+
+def filesystem_rounds(log: Path, work: Path, size: int) -> tuple[Round, Round]:
+    """(copy, read) of plain files in a thread, as the store's pool does them."""
+    copies: list[Path] = []
+
     def copy() -> None:
+        target = work / f"bare-{len(copies)}.log"
         shutil.copyfile(log, target)
         fd = os.open(target, os.O_RDONLY)
         os.fsync(fd)
         os.close(fd)
+        copies.append(target)
 
     def read() -> None:
         n = 0
-        with target.open("rb") as handle:
+        with copies[-1].open("rb") as handle:
             while chunk := handle.read(MIB):
                 n += len(chunk)
         assert n == size
@@ -107,12 +126,14 @@ async def bare_filesystem(log: Path, target: Path, size: int) -> tuple[float, fl
     async def in_thread(fn: Callable[[], None]) -> None:
         await asyncio.to_thread(fn)
 
-    t_copy = await best(ROUNDS, lambda: in_thread(copy))
-    t_read = await best(ROUNDS, lambda: in_thread(read))
-    return t_copy, t_read
+    return lambda: in_thread(copy), lambda: in_thread(read)
 
 
-async def bare_s3(endpoint: str, bucket: str, log: Path, size: int) -> tuple[float, float]:
+@contextlib.asynccontextmanager
+async def s3_rounds(
+    endpoint: str, bucket: str, log: Path, size: int
+) -> AsyncIterator[tuple[Round, Round]]:
+    """(upload, download) with aioboto3 straight to the server: each upload a new key, as a copy."""
     session = aioboto3.Session(
         aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
     )
@@ -122,22 +143,22 @@ async def bare_s3(endpoint: str, bucket: str, log: Path, size: int) -> tuple[flo
         transfer = TransferConfig(
             multipart_threshold=PART, multipart_chunksize=PART, max_concurrency=CONCURRENCY
         )
+        keys: list[str] = []
 
         async def upload() -> None:
-            await s3.upload_file(str(log), bucket, "bare/segment.log", Config=transfer)
+            key = f"bare/{len(keys)}.log"
+            await s3.upload_file(str(log), bucket, key, Config=transfer)
+            keys.append(key)
 
         async def download() -> None:
-            response = await s3.get_object(Bucket=bucket, Key="bare/segment.log")
+            response = await s3.get_object(Bucket=bucket, Key=keys[-1])
             n = 0
             async with response["Body"] as body:
                 while chunk := await body.content.read(MIB):
                     n += len(chunk)
             assert n == size
 
-        t_up = await best(ROUNDS, upload)
-        await download()
-        t_down = await best(ROUNDS, download)
-        return t_up, t_down
+        yield upload, download
 
 
 def _send_file(listener: socket.socket, log: Path) -> None:
@@ -181,6 +202,20 @@ def serve(config: Path) -> tuple[subprocess.Popen[str], int]:
     return process, int(line.rsplit(":", 1)[1])
 
 
+def store_config(work: Path, backend: str, endpoint: str, bucket: str) -> Path:
+    config = work / f"{backend}.properties"
+    config.write_text(
+        "listen.address=127.0.0.1:0\n"
+        f"storage.backend={backend}\nstorage.root={work / 'store'}\n"
+        f"storage.s3.bucket.name={bucket}\nstorage.s3.endpoint.url={endpoint}\n"
+        "storage.s3.path.style.access.enabled=true\n"
+        "storage.aws.access.key.id=test\nstorage.aws.secret.access.key=test\n"
+        f"storage.s3.multipart.upload.part.size={PART}\n"
+        f"storage.s3.upload.concurrency={CONCURRENCY}\n"
+    )
+    return config
+
+
 async def main() -> None:
     size = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
     work = Path(tempfile.mkdtemp(prefix="remotelog-bench-"))
@@ -191,25 +226,26 @@ async def main() -> None:
     endpoint = f"http://127.0.0.1:{line.split()[1]}"
     processes = [moto]
     report = Report("segment_store")
+    # backend -> ((service copy, bare copy), (service fetch, bare fetch)) seconds
+    results: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
     try:
-        results = {}
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        results["s3_bare"] = await bare_s3(endpoint, bucket, log, size)
-        for backend in ("filesystem", "s3"):
-            config = work / f"{backend}.properties"
-            config.write_text(
-                "listen.address=127.0.0.1:0\n"
-                f"storage.backend={backend}\nstorage.root={work / 'store'}\n"
-                f"storage.s3.bucket.name={bucket}\nstorage.s3.endpoint.url={endpoint}\n"
-                "storage.s3.path.style.access.enabled=true\n"
-                "storage.aws.access.key.id=test\nstorage.aws.secret.access.key=test\n"
-                f"storage.s3.multipart.upload.part.size={PART}\n"
-                f"storage.s3.upload.concurrency={CONCURRENCY}\n"
-            )
-            process, port = serve(config)
-            processes.append(process)
-            results[backend] = await through_service(port, log, files, size)
-        results["filesystem_bare"] = await bare_filesystem(log, work / "bare-copy.log", size)
+        async with s3_rounds(endpoint, bucket, log, size) as s3_bare:
+            bare = {"filesystem": filesystem_rounds(log, work, size), "s3": s3_bare}
+            for backend in ("filesystem", "s3"):
+                process, port = serve(store_config(work, backend, endpoint, bucket))
+                processes.append(process)
+                client = SegmentStoreClient(
+                    f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300)
+                )
+                try:
+                    copy, fetch = service_rounds(client, files, size)
+                    bare_copy, bare_fetch = bare[backend]
+                    copies = await best_alternating(ROUNDS, copy, bare_copy)
+                    fetches = await best_alternating(ROUNDS, fetch, bare_fetch)
+                finally:
+                    await client.close()
+                results[backend] = (copies, fetches)
         loopback = await loopback_ceiling(log, size)
     finally:
         for process in processes:
@@ -217,8 +253,7 @@ async def main() -> None:
             process.wait()
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
-    for backend in ("filesystem", "s3"):
-        (svc_copy, svc_fetch), (raw_copy, raw_fetch) = results[backend], results[f"{backend}_bare"]
+    for backend, ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
         report.info(
             f"{backend}_mb_per_s",
             copy=round(mb / svc_copy),
@@ -228,12 +263,11 @@ async def main() -> None:
             segment_mib=size // MIB,
         )
     report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
-    for backend in ("filesystem", "s3"):
-        (svc_copy, svc_fetch), (raw_copy, raw_fetch) = results[backend], results[f"{backend}_bare"]
+    for backend, ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
         report.ratio(f"{backend}_copy_vs_bare", raw_copy / svc_copy, 0.8)
         report.ratio(f"{backend}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
     # What the filesystem fetch reaches of the most any service could on this machine.
-    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / results["filesystem"][1], None)
+    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / results["filesystem"][1][0], None)
     for figure in report.figures[:3]:
         print(figure)
     report.finish()
