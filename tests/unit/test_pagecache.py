@@ -1,11 +1,9 @@
 """pread_cached: page-cached bytes on the caller's thread, None for what a disk must supply.
-start_writeback: dirty bytes sent to the disk without waiting.
 
-Both the compiled functions and the Python references answer every case alike.
+Both the compiled function and the Python reference answer every case alike.
 """
 
 import os
-import time
 
 import pytest
 
@@ -13,10 +11,8 @@ from remotelog.segmentstore import filesystem, pagecache
 from remotelog.segmentstore.filesystem import FileSystemStore
 
 READERS = [pytest.param(pagecache._pread_cached_python, id="python")]
-WRITEBACKS = [pytest.param(pagecache._start_writeback_python, id="python")]
 if pagecache.COMPILED:
     READERS.append(pytest.param(pagecache.pread_cached, id="compiled"))
-    WRITEBACKS.append(pytest.param(pagecache.start_writeback, id="compiled"))
 
 DATA = os.urandom(3 * 1024 * 1024 + 123)
 
@@ -83,65 +79,4 @@ async def test_short_ranges_read_alike_from_the_cache_and_through_the_reader_thr
         assert all(len(c) <= chunk for c in chunks)
     with pytest.raises(filesystem.RemoteResourceNotFoundError):
         [c async for c in store.read("t-x/0/missing.log", 0, 10, 1024)]
-    await store.close()
-
-
-def _dirty_bytes():
-    """The kernel's count of dirty page-cache bytes, all files together."""
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("Dirty:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no Dirty line in /proc/meminfo")
-
-
-@pytest.mark.parametrize("start_writeback", WRITEBACKS)
-def test_started_writeback_cleans_the_written_pages(start_writeback, tmp_path):
-    size = 64 * 1024 * 1024
-    fd = os.open(tmp_path / "upload.tmp", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        before = _dirty_bytes()
-        os.write(fd, os.urandom(size))
-        written = _dirty_bytes()
-        if written - before < size // 2:
-            pytest.skip("this filesystem's pages are not counted dirty (tmpfs?)")
-        # Left alone the kernel keeps them dirty for dirty_expire (30 s) and
-        # more; started, the writeback cleans them at once. Polled, not timed:
-        # the write is started, not waited for.
-        start_writeback(fd, 0, size)
-        deadline = time.monotonic() + 10
-        while _dirty_bytes() > written - size * 3 // 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _dirty_bytes() <= written - size * 3 // 4
-    finally:
-        os.close(fd)
-
-
-@pytest.mark.parametrize("start_writeback", WRITEBACKS)
-def test_writeback_refuses_bad_arguments(start_writeback, tmp_path):
-    with pytest.raises(ValueError, match="negative"):
-        start_writeback(0, -1, 10)
-    with pytest.raises(ValueError, match="negative"):
-        start_writeback(0, 0, -10)
-    with pytest.raises(OSError, match="Bad file descriptor"):
-        start_writeback(999_999, 0, 10)
-
-
-async def test_an_upload_starts_the_writeback_of_each_piece_it_writes(tmp_path, monkeypatch):
-    started = []
-    monkeypatch.setattr(
-        filesystem, "start_writeback", lambda fd, offset, length: started.append((offset, length))
-    )
-    store = FileSystemStore(tmp_path / "store", io_threads=2)
-    upload = store.open_upload("t-x/0/segment.log")
-    pieces = [DATA[:1000], DATA[1000 : 1024 * 1024], DATA[1024 * 1024 :]]
-    for piece in pieces:
-        await upload.write(piece)
-    assert await upload.complete() == len(DATA)
-    assert started == [
-        (0, 1000),
-        (1000, 1024 * 1024 - 1000),
-        (1024 * 1024, len(DATA) - 1024 * 1024),
-    ]
-    assert (tmp_path / "store" / "t-x/0/segment.log").read_bytes() == DATA
     await store.close()

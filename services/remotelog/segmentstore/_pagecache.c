@@ -9,17 +9,10 @@
  * allocated once and read into: one copy, as os.pread. Python's os.preadv
  * needs a writable buffer and so a second copy into bytes; pagecache.py falls
  * back to that when this module is not built.
- *
- * start_writeback(fd, offset, length): ask the kernel to start writing those
- * dirty bytes to disk now, without waiting (sync_file_range with
- * SYNC_FILE_RANGE_WRITE). An upload does this for each piece it writes, so the
- * disk works while the rest of the segment arrives and the fsync that
- * publishes the object waits for the last piece, not for the whole segment.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/uio.h>
 
 static PyObject *pread_cached(PyObject *self, PyObject *args) {
@@ -67,40 +60,14 @@ static PyObject *pread_cached(PyObject *self, PyObject *args) {
 #endif
 }
 
-static PyObject *start_writeback(PyObject *self, PyObject *args) {
-    int fd;
-    long long offset, length;
-    if (!PyArg_ParseTuple(args, "iLL:start_writeback", &fd, &offset, &length)) {
-        return NULL;
-    }
-    if (length < 0 || offset < 0) {
-        PyErr_SetString(PyExc_ValueError, "start_writeback: negative length or offset");
-        return NULL;
-    }
-#ifdef SYNC_FILE_RANGE_WRITE
-    int failed;
-    Py_BEGIN_ALLOW_THREADS
-    failed = sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
-    Py_END_ALLOW_THREADS
-    if (failed) {
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-#else
-    (void)fd; /* no early writeback here: the fsync that publishes writes it all */
-#endif
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"pread_cached", pread_cached, METH_VARARGS,
      "pread_cached(fd, length, offset) -> bytes | None: the bytes if all are page-cached."},
-    {"start_writeback", start_writeback, METH_VARARGS,
-     "start_writeback(fd, offset, length): start writing those dirty bytes to disk, no wait."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_pagecache", "Page-cache reads that never wait for a disk; writeback started early.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_pagecache", "Reads that never wait for a disk.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__pagecache(void) { return PyModule_Create(&module_def); }

@@ -1,11 +1,9 @@
 """Filesystem backend: objects are files under a root, in a layout a person can read.
 
 Like Kafka's LocalTieredStorage, `<root>/<topic>-<topicId>/<partition>/<offset>-<uuid>.log`.
-An upload writes `<key>.<random>.tmp` beside its final name, starting the
-writeback of each piece as it is written (so the disk keeps pace with the
-stream), then fsyncs it, renames it into place and fsyncs the directory: a
-crash leaves either the old state or the whole new object, never half of one
-under the final name. Blocking
+An upload writes `<key>.<random>.tmp` beside its final name, then fsyncs it,
+renames it into place and fsyncs the directory: a crash leaves either the old
+state or the whole new object, never half of one under the final name. Blocking
 file calls run in a bounded thread pool, never on the event loop; the one
 exception is a short read whose bytes are all in the page cache, copied on the
 loop with a read that refuses to wait (pagecache.py) after an open and fstat
@@ -26,7 +24,7 @@ from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
-from remotelog.segmentstore.pagecache import pread_cached, start_writeback
+from remotelog.segmentstore.pagecache import pread_cached
 
 T = TypeVar("T")
 TMP_SUFFIX = ".tmp"
@@ -213,8 +211,8 @@ class FileUpload:
                 return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
             self._file = await self._store._run(create)
-        fd, offset = self._file, self._size
-        await self._store._run(partial(_write_all, fd, data, offset))
+        fd = self._file
+        await self._store._run(lambda: _write_all(fd, data))
         self._size += len(data)
 
     async def complete(self) -> int:
@@ -248,10 +246,8 @@ class FileUpload:
         await self._store._run(drop)
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    """Write `data`, which lands at `offset`, and start its writeback (see complete's fsync)."""
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
-    start_writeback(fd, offset, len(data))

@@ -1,6 +1,4 @@
-"""The page cache: reads that never wait for a disk, and writeback started early.
-
-`pread_cached` answers the bytes if all are in the page cache, else None.
+"""Reads that never wait for a disk: the bytes if all are in the page cache, else None.
 
 A Fetch reads about a MiB of a segment; when the kernel holds those bytes (a
 segment just tiered, or read a moment ago) the copy takes about 0.1 ms, while
@@ -12,19 +10,10 @@ answers None and every read takes the hop, as before.
 
 The compiled `_pagecache.pread_cached` reads straight into a new bytes object;
 without it, `os.preadv` reads into a bytearray that is then copied.
-
-`start_writeback` asks the kernel to write dirty bytes of a file to disk now,
-without waiting (sync_file_range, as RocksDB's bytes_per_sync). An upload
-calls it for each piece it writes: otherwise the kernel keeps a whole segment
-dirty until the fsync that publishes it, and that fsync then waits for every
-byte (45 ms of a 64 MiB copy here, against 16 ms with writeback started). The
-Python fallback calls libc's sync_file_range through ctypes; where libc has
-none (not Linux) it does nothing, and the fsync writes everything as before.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 from collections.abc import Callable
@@ -58,30 +47,10 @@ def _pread_cached_python(fd: int, length: int, offset: int) -> bytes | None:
     return bytes(buffer[:got]) if got < length else bytes(buffer)
 
 
-SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
-_libc = ctypes.CDLL(None, use_errno=True)
-_sync_file_range = getattr(_libc, "sync_file_range", None)
-if _sync_file_range is not None:
-    _sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-
-
-def _start_writeback_python(fd: int, offset: int, length: int) -> None:
-    """The reference: what the compiled function does, through ctypes."""
-    if length < 0 or offset < 0:
-        raise ValueError("start_writeback: negative length or offset")
-    if _sync_file_range is None:
-        return  # no early writeback on this platform: the publishing fsync writes it all
-    if _sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-
-
 pread_cached: Callable[[int, int, int], bytes | None]
-start_writeback: Callable[[int, int, int], None]
 try:
     from remotelog.segmentstore import _pagecache  # type: ignore[attr-defined]
-except ImportError:  # not built (no C compiler at install): the Python references
-    pread_cached, start_writeback = _pread_cached_python, _start_writeback_python
+except ImportError:  # not built (no C compiler at install): the Python reference
+    pread_cached = _pread_cached_python
 else:
-    pread_cached, start_writeback = _pagecache.pread_cached, _pagecache.start_writeback
-    COMPILED = True
+    pread_cached, COMPILED = _pagecache.pread_cached, True
