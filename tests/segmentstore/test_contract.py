@@ -187,6 +187,20 @@ def with_topic(metadata, topic):
     return proto
 
 
+async def test_a_copy_must_start_with_its_metadata(store):
+    stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
+
+    async def requests():
+        for c in valid_chunks(b"z" * 10):
+            yield c
+
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.CopyLogSegmentData(requests(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "the first message must carry the metadata" in caught.value.details()
+    assert store.objects() == {}
+
+
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
@@ -206,6 +220,13 @@ def with_topic(metadata, topic):
             "chunk.position",
         ),
         (lambda m, c: (segment_metadata_to_proto(m), [chunk(0, 0, b"x")]), "chunk.file"),
+        (
+            lambda m, c: (
+                segment_metadata_to_proto(m),
+                [pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(m)), *c],
+            ),
+            "every message after the first is a chunk",
+        ),
         (
             lambda m, c: (
                 segment_metadata_to_proto(m),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as fetch_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
+from remotelog.api.type.v1 import segment_pb2 as segment_pb
 from remotelog.client.base import bulk_deserializer
 from remotelog.client.remote_fetch import decode_fetch_response
 from remotelog.client.segment_store import encode_chunk
@@ -19,6 +20,7 @@ from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import PartitionData
 from remotelog.fetch.service import FetchResult
 from remotelog.fetch.servicer import encode_fetch_response
+from remotelog.segmentstore.servicer import DecodedChunk, decode_copy_request
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 EDGES = [0, 1, 127, 128, 16_383, 16_384, 2**31, 2**63 - 1, -1, -(2**63)]
@@ -135,6 +137,42 @@ def test_copy_chunk_is_protobufs_bytes(kind: int, position: int, data: bytes) ->
         chunk=store_pb.SegmentDataChunk(file=kind, position=position, data=data)
     )
     assert encode_chunk(kind, position, data) == expected.SerializeToString()
+
+
+@given(
+    kind=st.integers(min_value=0, max_value=2**31 - 1),
+    position=st.integers(min_value=0, max_value=2**40) | st.just(0),
+    data=st.binary(max_size=200),
+)
+def test_copy_chunk_reads_back_as_protobuf_reads_it(kind: int, position: int, data: bytes) -> None:
+    raw = encode_chunk(kind, position, data)
+    decoded = decode_copy_request(raw)
+    assert isinstance(decoded, DecodedChunk)
+    reference = store_pb.CopyLogSegmentDataRequest.FromString(raw).chunk
+    assert (decoded.chunk.file, decoded.chunk.position, decoded.data) == (
+        reference.file,
+        reference.position,
+        reference.data,
+    )
+
+
+def test_copy_requests_it_does_not_own_are_left_to_protobuf() -> None:
+    metadata = store_pb.CopyLogSegmentDataRequest(
+        metadata=segment_pb.RemoteLogSegmentMetadata(segment_size_in_bytes=5)
+    )
+    one = encode_chunk(store_pb.SEGMENT_FILE_LOG, 0, b"ab")
+    unowned = [
+        metadata.SerializeToString(),  # the first message: protobuf's
+        one + encode_chunk(store_pb.SEGMENT_FILE_LOG, 2, b"cd"),  # two chunks: protobuf merges
+        one[:-1],  # cut short
+        b"\x12\x03\x1a\x05a",  # the chunk's data runs past its end
+        b"",
+    ]
+    for raw in unowned:
+        assert decode_copy_request(raw) is None
+    assert decode_copy_request(one) == DecodedChunk(
+        store_pb.SegmentDataChunk(file=store_pb.SEGMENT_FILE_LOG), b"ab"
+    )
 
 
 def test_passing_bytes_sends_encoded_messages_as_they_are() -> None:

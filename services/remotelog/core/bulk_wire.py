@@ -104,6 +104,22 @@ def split_bytes_field(
     return b"".join(rest), data
 
 
+def split_embedded_bytes_field(
+    raw: bytes, number: int, data_number: int
+) -> tuple[bytes, bytes] | None:
+    """(that message without field `data_number`, that field's bytes) when `raw` is a
+    message holding only one embedded message, field `number`; else None.
+
+    Reads a streamed request whose payload is a message with one bulk `bytes`
+    field (a copy's chunk) with one slice of the bytes, protobuf left the rest.
+    """
+    fields = message_fields(raw, number)
+    if fields is None or len(fields) != 1:
+        return None
+    start, end = fields[0]
+    return split_bytes_field(raw, data_number, start, end)
+
+
 def message_fields(raw: bytes, number: int) -> list[tuple[int, int]] | None:
     """(start, end) in `raw` of every embedded-message field `number` (a repeated field).
 

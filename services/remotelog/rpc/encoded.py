@@ -6,6 +6,10 @@ of protobuf messages, to skip protobuf's copies of each chunk. The generated
 `SerializeToString`; registering through `registering_encoded` wraps every
 serializer so bytes pass through as they are and messages are serialized as
 before. The wire is the same either way.
+
+Bulk requests (a copy's chunks) go the other way: a method may be given a
+decoder that reads the request's bytes itself, answering None for any message
+it does not take, which protobuf then parses as before.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import grpc
 
 from remotelog.core import bulk_wire
 
+# A request's bytes -> what the method receives, or None to let protobuf parse them.
+RequestDecoder = Callable[[bytes], object | None]
+
 
 class EncodedResponsesServer:
     """What a generated add_*_to_server function sees in place of the server.
@@ -26,8 +33,11 @@ class EncodedResponsesServer:
     the named handlers with their serializers wrapped.
     """
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(
+        self, server: grpc.aio.Server, request_decoders: Mapping[str, RequestDecoder]
+    ) -> None:
         self._server = server
+        self._request_decoders = request_decoders
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         return None  # registered from add_registered_method_handlers, which follows
@@ -37,7 +47,10 @@ class EncodedResponsesServer:
     ) -> None:
         wrapped = {
             name: handler._replace(  # type: ignore[attr-defined]
-                response_serializer=bulk_wire.passing_bytes(handler.response_serializer)
+                response_serializer=bulk_wire.passing_bytes(handler.response_serializer),
+                request_deserializer=_decoding(
+                    self._request_decoders.get(name), handler.request_deserializer
+                ),
             )
             for name, handler in method_handlers.items()
         }
@@ -46,8 +59,27 @@ class EncodedResponsesServer:
         self._server.add_registered_method_handlers(service_name, wrapped)
 
 
+def _decoding(
+    decoder: RequestDecoder | None, deserialize: Callable[[bytes], Any]
+) -> Callable[[bytes], Any]:
+    if decoder is None:
+        return deserialize
+
+    def deserializer(raw: bytes) -> Any:
+        decoded = decoder(raw)
+        return deserialize(raw) if decoded is None else decoded
+
+    return deserializer
+
+
 def registering_encoded(
-    add_to_server: Callable[[Any, Any], None], servicer: object
+    add_to_server: Callable[[Any, Any], None],
+    servicer: object,
+    request_decoders: Mapping[str, RequestDecoder] | None = None,
 ) -> Callable[[grpc.aio.Server], None]:
-    """The `register` of start_server for `servicer`, its methods accepting encoded responses."""
-    return lambda server: add_to_server(servicer, EncodedResponsesServer(server))
+    """The `register` of start_server for `servicer`, its methods accepting encoded responses.
+
+    `request_decoders`: method name -> a decoder of its requests (see the module doc).
+    """
+    decoders = request_decoders or {}
+    return lambda server: add_to_server(servicer, EncodedResponsesServer(server, decoders))

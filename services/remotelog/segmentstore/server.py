@@ -14,7 +14,7 @@ from remotelog.segmentstore.config import SegmentStoreConfig, StorageSettings
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.layout import validate_key_prefix
 from remotelog.segmentstore.s3 import S3Settings, S3Store
-from remotelog.segmentstore.servicer import SegmentStoreServicer
+from remotelog.segmentstore.servicer import SegmentStoreServicer, decode_copy_request
 from remotelog.segmentstore.store import SegmentStore, StoreOptions
 
 SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
@@ -67,7 +67,11 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
     return await start_service(
         config,
         store,
-        registering_encoded(pb_grpc.add_SegmentStoreServiceServicer_to_server, servicer),
+        registering_encoded(
+            pb_grpc.add_SegmentStoreServiceServicer_to_server,
+            servicer,
+            {"CopyLogSegmentData": decode_copy_request},
+        ),
         [SERVICE_NAME],
         backend.close,
     )

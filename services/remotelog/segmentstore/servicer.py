@@ -1,5 +1,8 @@
 """SegmentStoreService: protobuf in, SegmentStore calls, protobuf out. Nothing else.
 
+A copy's chunks are the exception on the way in: sliced from their bytes
+(decode_copy_request), not parsed by protobuf.
+
 Errors are domain exceptions; the server's interceptor maps them to statuses.
 """
 
@@ -8,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
@@ -28,6 +33,8 @@ _FILES = {
     pb.SEGMENT_FILE_PRODUCER_SNAPSHOT: SegmentFile.PRODUCER_SNAPSHOT,
     pb.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT: SegmentFile.LEADER_EPOCH_CHECKPOINT,
 }
+_CHUNK_FIELD = pb.CopyLogSegmentDataRequest.DESCRIPTOR.fields_by_name["chunk"].number
+_DATA_FIELD = pb.SegmentDataChunk.DESCRIPTOR.fields_by_name["data"].number
 _INDEXES = {
     pb.INDEX_TYPE_OFFSET: SegmentFile.OFFSET_INDEX,
     pb.INDEX_TYPE_TIMESTAMP: SegmentFile.TIME_INDEX,
@@ -35,6 +42,31 @@ _INDEXES = {
     pb.INDEX_TYPE_PRODUCER_SNAPSHOT: SegmentFile.PRODUCER_SNAPSHOT,
     pb.INDEX_TYPE_LEADER_EPOCH: SegmentFile.LEADER_EPOCH_CHECKPOINT,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedChunk:
+    """A CopyLogSegmentData chunk message as decode_copy_request reads it."""
+
+    chunk: pb.SegmentDataChunk  # file and position; its data is `data`
+    data: bytes
+
+
+def decode_copy_request(raw: bytes) -> DecodedChunk | None:
+    """A chunk request with its data sliced out once; None for the rest (protobuf reads them).
+
+    protobuf copies a chunk's data when it parses the message and again for
+    `.data`: 92 us per 1 MiB chunk in a service's heap, against 40 us sliced.
+    """
+    split = bulk_wire.split_embedded_bytes_field(raw, _CHUNK_FIELD, _DATA_FIELD)
+    if split is None:
+        return None
+    rest, data = split
+    try:
+        chunk = pb.SegmentDataChunk.FromString(rest)
+    except DecodeError:
+        return None  # protobuf reports it when it parses the whole message
+    return DecodedChunk(chunk, data)
 
 
 # How long a failed copy keeps reading what the client still sends. grpc-python's
@@ -61,7 +93,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
 
     async def CopyLogSegmentData(
         self,
-        request_iterator: AsyncIterator[pb.CopyLogSegmentDataRequest],
+        request_iterator: AsyncIterator[pb.CopyLogSegmentDataRequest | DecodedChunk],
         context: grpc.aio.ServicerContext,
     ) -> pb.CopyLogSegmentDataResponse:
         requests = aiter(request_iterator)
@@ -75,29 +107,35 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
 
     async def _copy(
         self,
-        requests: AsyncIterator[pb.CopyLogSegmentDataRequest],
+        requests: AsyncIterator[pb.CopyLogSegmentDataRequest | DecodedChunk],
         context: grpc.aio.ServicerContext,
     ) -> pb.CopyLogSegmentDataResponse:
         first = await anext(requests, None)
-        if first is None or first.WhichOneof("payload") != "metadata":
+        if (
+            not isinstance(first, pb.CopyLogSegmentDataRequest)
+            or first.WhichOneof("payload") != "metadata"
+        ):
             raise InvalidArgumentError("metadata", "the first message must carry the metadata")
         metadata = segment_metadata_from_proto(first.metadata, "metadata")
 
         async def chunks() -> AsyncIterator[SegmentChunk]:
             async for request in requests:
-                if request.WhichOneof("payload") != "chunk":
+                if isinstance(request, DecodedChunk):
+                    chunk, data = request.chunk, request.data
+                elif request.WhichOneof("payload") == "chunk":
+                    chunk, data = request.chunk, request.chunk.data
+                else:
                     raise InvalidArgumentError("chunk", "every message after the first is a chunk")
-                chunk = request.chunk
                 file = _FILES.get(chunk.file)
                 if file is None:
                     raise InvalidArgumentError("chunk.file", f"unknown segment file {chunk.file}")
-                if len(chunk.data) > self.copy_chunk_max_bytes:
+                if len(data) > self.copy_chunk_max_bytes:
                     raise InvalidArgumentError(
                         "chunk.data",
-                        f"{len(chunk.data)} bytes exceed copy.chunk.max.bytes "
+                        f"{len(data)} bytes exceed copy.chunk.max.bytes "
                         f"{self.copy_chunk_max_bytes}",
                     )
-                yield SegmentChunk(file, chunk.position, chunk.data)
+                yield SegmentChunk(file, chunk.position, data)
 
         with deadline_after(context.time_remaining()):
             custom = await self.store.copy_log_segment_data(metadata, chunks())
