@@ -34,7 +34,12 @@ from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
 from common import Report, start
 
-from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
+from remotelog.client import (
+    ClientOptions,
+    LogSegmentData,
+    SegmentStoreClient,
+    keep_freed_memory,
+)
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.rpc.serve import serve_command
 
@@ -217,6 +222,9 @@ def store_config(work: Path, backend: str, endpoint: str, bucket: str) -> Path:
 
 
 async def main() -> None:
+    # The bench process plays the broker, as advised for client processes; its
+    # bare transfers run on the same heap.
+    keep_freed_memory()
     size = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
     work = Path(tempfile.mkdtemp(prefix="remotelog-bench-"))
     log = work / "00000000000000000000.log"
