@@ -187,18 +187,25 @@ def with_topic(metadata, topic):
     return proto
 
 
-async def test_a_copy_must_start_with_its_metadata(store):
+async def refused_copy(store, messages) -> str:
+    """The details of the INVALID_ARGUMENT a copy sending `messages` gets; nothing written."""
     stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
 
     async def requests():
-        for c in valid_chunks(b"z" * 10):
-            yield c
+        for message in messages:
+            yield message
 
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stub.CopyLogSegmentData(requests(), timeout=10)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "the first message must carry the metadata" in caught.value.details()
     assert store.objects() == {}
+    assert store.incomplete_uploads() == 0
+    return caught.value.details()
+
+
+async def test_a_copy_must_start_with_its_metadata(store):
+    details = await refused_copy(store, valid_chunks(b"z" * 10))
+    assert "the first message must carry the metadata" in details
 
 
 @pytest.mark.parametrize(
@@ -246,19 +253,8 @@ async def test_a_copy_must_start_with_its_metadata(store):
 async def test_bad_copies_are_invalid_argument_and_write_nothing(store, mutate, field):
     metadata = segment_metadata(size=10)
     proto, chunks = mutate(metadata, valid_chunks(b"z" * 10))
-    stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
-
-    async def requests():
-        yield pb.CopyLogSegmentDataRequest(metadata=proto)
-        for c in chunks:
-            yield c
-
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.CopyLogSegmentData(requests(), timeout=10)
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert field in caught.value.details()
-    assert store.objects() == {}
-    assert store.incomplete_uploads() == 0
+    details = await refused_copy(store, [pb.CopyLogSegmentDataRequest(metadata=proto), *chunks])
+    assert field in details
 
 
 async def test_a_copy_refused_early_reports_the_refusal_while_the_client_still_writes(store):
