@@ -151,7 +151,9 @@ async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_resta
         sum(p.stat().st_size for p in directory.glob(f"{log.stem}.*index"))
         for log in sorted(directory.glob("*.log"))
     ]
-    bound = 3 * max(sizes)  # room for at least three entries, never all of them
+    # Room for at least three entries, never all of them. The time indexes' sizes follow the
+    # wall clock (an entry only when the max timestamp grows), so 3 or 4 entries may fit.
+    bound = 3 * max(sizes)
     extra = {"remote.log.index.file.cache.total.size.bytes": str(bound)}
     running = await fs_stack.start_fetch("cached", **extra)
     tip = fs_stack.tip("indexed")
@@ -176,7 +178,7 @@ async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_resta
         sorted(p.name for p in directory.iterdir() if "partial" in p.name or "incomplete" in p.name)
         == []
     )
-    assert len(cache) == 3
+    assert len(cache) == kept  # every complete entry is reloaded; the leftovers are not
     newest = segment_starts(fs_stack)[-1]
     (result,) = await running.client.fetch([FetchPartition(tip, newest)])
     assert result.records
