@@ -11,7 +11,7 @@ import random
 import pytest
 
 from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
-from remotelog.core.timing_wheel import TimerTask, TimingWheelTimer
+from remotelog.core.timing_wheel import ScheduledCall, TimerTask, TimingWheelTimer
 
 N = 100_000
 
@@ -20,7 +20,7 @@ def run_clock(timer, fired, steps):
     for now in steps:
         for task in timer.advance(now):
             fired.setdefault(id(task), []).append(now)
-            task.action()
+            task.run()
 
 
 @pytest.mark.parametrize(("tick_ms", "wheel_size"), [(1, 20), (10, 8), (3, 64)])
@@ -72,6 +72,54 @@ def test_next_expiration_is_never_after_the_earliest_pending_task():
     assert timer.next_expiration_ms() is None
 
 
+def test_a_large_overflow_bucket_goes_back_a_slice_per_tick_and_each_task_fires_on_time():
+    # With tick 1 and 20 buckets, [400, 800) is one bucket of the third wheel.
+    rng = random.Random(3)
+    timer = TimingWheelTimer(1, 20, start_ms=0)
+    tasks = [timer.schedule(rng.randrange(400, 800), lambda: None) for _ in range(10_000)]
+    cancelled = [task for task in tasks if task.expiration_ms >= 500][:100]
+    assert timer.advance(399) == []
+    assert timer.staged == 0
+
+    assert [t.expiration_ms for t in timer.advance(400)] == [
+        t.expiration_ms for t in tasks if t.expiration_ms == 400
+    ]
+    # What is due within the first wheel's 20 ms went back at once, the rest
+    # only as far as a first slice.
+    later = sum(1 for t in tasks if t.expiration_ms >= 420)
+    assert later * 0.8 < timer.staged < later
+    assert timer.next_expiration_ms() == 401
+    for task in cancelled:  # cancel reaches a staged task too
+        task.cancel()
+    assert len(timer) == len(tasks) - len(cancelled) - sum(t.expiration_ms == 400 for t in tasks)
+
+    fired: dict[int, list[int]] = {}
+    run_clock(timer, fired, range(401, 420))
+    assert timer.staged == 0  # all back in the wheels before any of them was due
+    run_clock(timer, fired, range(420, 800))
+    assert len(timer) == 0
+    for task in tasks:
+        if task in cancelled:
+            assert id(task) not in fired
+        elif task.expiration_ms > 400:
+            assert fired[id(task)] == [task.expiration_ms]
+
+
+def test_a_clock_jumping_past_staged_tasks_expires_each_of_them_once():
+    timer = TimingWheelTimer(1, 20, start_ms=0)
+    tasks = [timer.schedule(400 + n % 400, lambda: None) for n in range(4_000)]
+    timer.advance(400)
+    assert timer.staged > 0
+    expired = timer.advance(5_000)
+    assert sorted(t.expiration_ms for t in expired) == sorted(
+        t.expiration_ms for t in tasks if t.expiration_ms > 400
+    )
+    assert len({id(t) for t in expired}) == len(expired)
+    assert timer.staged == 0
+    assert len(timer) == 0
+    assert timer.next_expiration_ms() is None
+
+
 def test_a_task_added_already_due_fires_on_the_next_advance():
     timer = TimingWheelTimer(1, 20, start_ms=1_000)
     late = timer.schedule(500, lambda: None)
@@ -87,7 +135,7 @@ def test_tick_and_wheel_size_are_checked():
         TimingWheelTimer(0, 20)
     with pytest.raises(ValueError, match="wheel_size"):
         TimingWheelTimer(1, 1)
-    assert isinstance(TimerTask(5, lambda: None), TimerTask)
+    assert isinstance(ScheduledCall(5, lambda: None), TimerTask)
 
 
 class Clock:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 
 from remotelog.core.timing_wheel import TimerTask, TimingWheelTimer
@@ -25,13 +25,16 @@ from remotelog.core.timing_wheel import TimerTask, TimingWheelTimer
 log = logging.getLogger(__name__)
 
 
-class DelayedOperation(ABC):
-    """An operation that completes when `try_complete` says so or when `delay_ms` passes."""
+class DelayedOperation(TimerTask):
+    """An operation that completes when `try_complete` says so or when `delay_ms` passes.
+
+    It is its own task on the purgatory's timer (Kafka: DelayedOperation extends TimerTask).
+    """
 
     def __init__(self, delay_ms: int) -> None:
+        super().__init__()
         self.delay_ms = delay_ms
         self._completed = False
-        self._timer_task: TimerTask | None = None
         self._watch_keys: tuple[Hashable, ...] = ()
         self._purgatory: DelayedOperationPurgatory | None = None
 
@@ -44,14 +47,14 @@ class DelayedOperation(ABC):
         if self._completed:
             return False
         self._completed = True
-        if self._timer_task is not None:
-            self._timer_task.cancel()
+        self.cancel()  # off the timer, if it was on it
         if self._purgatory is not None:
             self._purgatory._unwatch(self)
         self.on_complete()
         return True
 
-    def _expire(self) -> None:
+    def run(self) -> None:
+        """Expire: complete now, and only if that call completed it, on_expiration."""
         if self.force_complete():
             if self._purgatory is not None:
                 self._purgatory.expired += 1
@@ -65,7 +68,7 @@ class DelayedOperation(ABC):
     def on_complete(self) -> None:
         """The operation's result, exactly once, whether it completed or expired."""
 
-    def on_expiration(self) -> None:  # noqa: B027 - optional hook, as in Kafka
+    def on_expiration(self) -> None:
         """After on_complete, only when the delay passed first."""
 
 
@@ -106,7 +109,7 @@ class DelayedOperationPurgatory:
             self._reaper = None
         for watched in list(self._watchers.values()):
             for operation in list(watched.values()):
-                operation._expire()
+                operation.run()
 
     @property
     def delayed(self) -> int:
@@ -131,7 +134,8 @@ class DelayedOperationPurgatory:
         if operation.try_complete():
             return True
         expiration = self._now_ms() + operation.delay_ms
-        operation._timer_task = self._timer.schedule(expiration, operation._expire)
+        operation.expiration_ms = expiration
+        self._timer.schedule_task(operation)
         if self._sleeping_until is None or expiration < self._sleeping_until:
             self._wakeup.set()
         return False
@@ -156,7 +160,7 @@ class DelayedOperationPurgatory:
         expired = self._timer.advance(self._now_ms())
         for task in expired:
             try:
-                task.action()
+                task.run()
             except Exception:
                 log.exception("%s: an expired operation failed", self.name)
         return len(expired)

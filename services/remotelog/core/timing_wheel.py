@@ -9,6 +9,14 @@ O(log buckets) per expired bucket, never a scan of pending tasks. When an
 overflow bucket expires its tasks are re-inserted and fall into finer wheels,
 which is how a task far in the future still fires within one tick.
 
+One departure from Kafka: a bucket of the third wheel or above spans more
+than the first wheel, so when it expires only its tasks due within the first
+wheel's span are re-inserted at once. The rest stay in the bucket, detached
+from its wheel ("staged"), and are re-inserted a slice per tick, all before
+the earliest of them could be due. Re-inserting 8,000 tasks in one go stalls
+a Python event loop for about 6 ms, and every expiry due meanwhile fires that
+late; Kafka does it on its reaper thread, at JVM speed.
+
 Nothing here reads a clock or sleeps: `advance(now_ms)` returns what expired.
 The asyncio purgatory drives it with a reaper (remotelog.core.purgatory).
 """
@@ -17,20 +25,35 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+# Overflow buckets with at most this many tasks are re-inserted in one go.
+STAGE_AT_TASKS = 256
 
-class TimerTask:
-    """A task due at `expiration_ms`; cancel() removes it from its bucket in O(1)."""
 
-    __slots__ = ("_bucket", "action", "cancelled", "expiration_ms")
+class TimerTask(ABC):
+    """A task due at `expiration_ms`; `run()` is what its expiry does.
 
-    def __init__(self, expiration_ms: int, action: Callable[[], Any]) -> None:
+    As in Kafka, where DelayedOperation extends TimerTask, a delayed operation
+    is its own timer task: one object per pending operation, not three (a
+    task, a bound method and the operation), which is what the garbage
+    collector walks with 100,000 of them pending. cancel() removes it from its
+    bucket in O(1).
+    """
+
+    __slots__ = ("_bucket", "cancelled", "expiration_ms")
+
+    def __init__(self, expiration_ms: int = -1) -> None:
         self.expiration_ms = expiration_ms
-        self.action = action
         self.cancelled = False
         self._bucket: _Bucket | None = None
+
+    @abstractmethod
+    def run(self) -> None:
+        """Called once the task expired (never after cancel())."""
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -39,15 +62,34 @@ class TimerTask:
             bucket.remove(self)
 
 
+class ScheduledCall(TimerTask):
+    """A plain callable on the timer."""
+
+    __slots__ = ("action",)
+
+    def __init__(self, expiration_ms: int, action: Callable[[], Any]) -> None:
+        super().__init__(expiration_ms)
+        self.action = action
+
+    def run(self) -> None:
+        self.action()
+
+
 class _Bucket:
     """TimerTaskList: the tasks of one tick of one wheel, and when that tick ends."""
 
-    __slots__ = ("counter", "expiration_ms", "tasks")
+    __slots__ = ("counter", "early", "expiration_ms", "index", "slots", "tasks", "tick_ms")
 
-    def __init__(self, counter: list[int]) -> None:
+    def __init__(self, counter: list[int], slots: list[_Bucket], index: int, tick_ms: int) -> None:
         self.tasks: dict[int, TimerTask] = {}
+        # Of a bucket wider than the first wheel: its tasks due within the first
+        # wheel's span of its start, the ones that go back at once when it expires.
+        self.early: dict[int, TimerTask] = {}
         self.expiration_ms = -1
         self.counter = counter  # shared pending-task count of the whole timer
+        self.slots = slots  # the wheel's bucket list, and this bucket's place in it
+        self.index = index
+        self.tick_ms = tick_ms
 
     def add(self, task: TimerTask) -> None:
         self.tasks[id(task)] = task
@@ -56,6 +98,8 @@ class _Bucket:
 
     def remove(self, task: TimerTask) -> None:
         if self.tasks.pop(id(task), None) is not None:
+            if self.early:
+                self.early.pop(id(task), None)
             task._bucket = None
             self.counter[0] -= 1
 
@@ -71,8 +115,24 @@ class _Bucket:
             task._bucket = None
         self.counter[0] -= len(tasks)
         self.tasks.clear()
+        self.early.clear()
         self.expiration_ms = -1
         return tasks
+
+    def detach(self) -> None:
+        """Leave the wheel, tasks and all (a fresh bucket takes its place); cancel still works."""
+        self.slots[self.index] = _Bucket(self.counter, self.slots, self.index, self.tick_ms)
+        self.expiration_ms = -1  # its queue entries are stale from now on
+
+    def pop_into(self, add: Callable[[TimerTask], bool], count: int, due: list[TimerTask]) -> None:
+        """Re-insert up to `count` tasks with `add`; those already due go to `due`."""
+        tasks = self.tasks
+        for _ in range(min(count, len(tasks))):
+            _, task = tasks.popitem()
+            task._bucket = None
+            self.counter[0] -= 1
+            if not add(task):
+                due.append(task)  # cancelled tasks are never here: cancel() removed them
 
 
 class _Wheel:
@@ -82,7 +142,11 @@ class _Wheel:
         self.timer = timer
         self.tick_ms = tick_ms
         self.interval_ms = tick_ms * timer.wheel_size
-        self.buckets = [_Bucket(timer._counter) for _ in range(timer.wheel_size)]
+        self.buckets: list[_Bucket] = []
+        self.buckets.extend(
+            _Bucket(timer._counter, self.buckets, index, tick_ms)
+            for index in range(timer.wheel_size)
+        )
         self.current_ms = start_ms - start_ms % tick_ms
         self.overflow: _Wheel | None = None
 
@@ -95,8 +159,12 @@ class _Wheel:
             virtual_id = expiration // self.tick_ms
             bucket = self.buckets[virtual_id % len(self.buckets)]
             bucket.add(task)
-            if bucket.set_expiration(virtual_id * self.tick_ms):
+            start = virtual_id * self.tick_ms
+            if bucket.set_expiration(start):
                 self.timer._offer(bucket)
+            first_span = self.timer._first_span
+            if self.tick_ms > first_span and expiration < start + first_span:
+                bucket.early[id(task)] = task
             return True
         if self.overflow is None:
             self.overflow = _Wheel(self.timer, self.interval_ms, self.current_ms)
@@ -119,6 +187,7 @@ class TimingWheelTimer:
             raise ValueError("wheel_size must be >= 2")
         self.tick_ms = tick_ms
         self.wheel_size = wheel_size
+        self._first_span = tick_ms * wheel_size
         self._counter = [0]
         self._queue: list[tuple[int, int, _Bucket]] = []
         self._sequence = itertools.count()
@@ -126,6 +195,9 @@ class TimingWheelTimer:
         # Tasks added already due wait for the next advance(), as Kafka hands
         # them to its executor rather than running them inside add().
         self._due_now: list[TimerTask] = []
+        # Detached overflow buckets still being re-inserted, each with the time by
+        # which all of its tasks must be back in the wheels; in that order.
+        self._staged: deque[tuple[int, _Bucket]] = deque()
 
     def __len__(self) -> int:
         """Pending (not expired, not cancelled) tasks."""
@@ -138,36 +210,87 @@ class TimingWheelTimer:
         """Schedule `task`; False when it is already due (the caller should run it now)."""
         return self._wheel.add(task)
 
-    def schedule(self, expiration_ms: int, action: Callable[[], Any]) -> TimerTask:
-        task = TimerTask(expiration_ms, action)
-        if not self.add(task):
-            self._due_now.append(task)
+    def schedule(self, expiration_ms: int, action: Callable[[], Any]) -> ScheduledCall:
+        task = ScheduledCall(expiration_ms, action)
+        self.schedule_task(task)
         return task
 
+    def schedule_task(self, task: TimerTask) -> None:
+        """Schedule `task` at its expiration_ms; if already due, it expires on the next advance."""
+        if not self.add(task):
+            self._due_now.append(task)
+
+    @property
+    def staged(self) -> int:
+        """Tasks of expired overflow buckets not yet re-inserted (pending all the same)."""
+        return sum(len(bucket.tasks) for _, bucket in self._staged)
+
     def next_expiration_ms(self) -> int | None:
-        """When the earliest non-empty bucket expires; None when nothing is pending."""
+        """When the earliest non-empty bucket expires; None when nothing is pending.
+
+        While staged tasks wait to be re-inserted, the next tick: each advance
+        re-inserts a slice of them.
+        """
         if self._due_now:
             return self._wheel.current_ms
         queue = self._queue
         while queue:
             expiration, _, bucket = queue[0]
             if bucket.expiration_ms == expiration and bucket.tasks:
-                return expiration
+                break
             heapq.heappop(queue)  # a stale entry: the bucket was flushed or emptied
-        return None
+        else:
+            expiration = -1
+        if self._staged:
+            next_tick = self._wheel.current_ms + self.tick_ms
+            return next_tick if expiration < 0 else min(expiration, next_tick)
+        return expiration if expiration >= 0 else None
 
     def advance(self, now_ms: int) -> list[TimerTask]:
         """Move the clock to `now_ms`; the tasks that expired, in expiration order per bucket."""
         expired = [task for task in self._due_now if not task.cancelled]
         self._due_now.clear()
-        queue = self._queue
-        while queue and queue[0][0] <= now_ms:
+        queue, staged, add = self._queue, self._staged, self._wheel.add
+        while True:
+            if staged and staged[0][0] <= now_ms and (not queue or staged[0][0] <= queue[0][0]):
+                # The clock jumped past a staged bucket's deadline: all of it goes back now.
+                _, bucket = staged.popleft()
+                bucket.pop_into(add, len(bucket.tasks), expired)
+                continue
+            if not queue or queue[0][0] > now_ms:
+                break
             expiration, _, bucket = heapq.heappop(queue)
             if bucket.expiration_ms != expiration:
                 continue  # stale: flushed and re-queued under another expiration
             self._wheel.advance(expiration)
+            if bucket.tick_ms > self._first_span and len(bucket.tasks) > STAGE_AT_TASKS:
+                self._stage(bucket, expiration + self._first_span, expired)
+                continue
             for task in bucket.flush():
-                if not self._wheel.add(task) and not task.cancelled:
+                if not add(task) and not task.cancelled:
                     expired.append(task)
         self._wheel.advance(now_ms)
+        if staged:
+            deadline, bucket = staged[0]
+            # Spread the bucket over half the ticks left before its deadline.
+            ticks = max(1, (deadline - now_ms) // (2 * self.tick_ms))
+            bucket.pop_into(add, -(-len(bucket.tasks) // ticks), expired)
+            if not bucket.tasks:
+                staged.popleft()
         return expired
+
+    def _stage(self, bucket: _Bucket, deadline_ms: int, expired: list[TimerTask]) -> None:
+        """Re-insert the bucket's early tasks now (due before `deadline_ms`); stage the rest.
+
+        The wheels have just advanced to the bucket's expiration, so the first
+        wheel spans up to `deadline_ms`: every task due later goes to a wheel
+        whose buckets expire no sooner than that, and may wait until then.
+        Finding the early ones takes no scan: add() kept them aside.
+        """
+        bucket.detach()
+        for task in list(bucket.early.values()):
+            bucket.remove(task)
+            if not self._wheel.add(task):
+                expired.append(task)
+        if bucket.tasks:
+            self._staged.append((deadline_ms, bucket))
