@@ -95,6 +95,29 @@ def test_a_whole_chunk_of_whole_batches_is_handed_out_without_a_copy(segment: by
     assert got.data is segment
 
 
+def test_batches_across_chunks_are_handed_out_as_views_of_the_fed_chunks() -> None:
+    # A segment of many batches (most of the shared ones hold one), to cut through two.
+    segment = max((p.read_bytes() for p in SEGMENTS), key=lambda log: len(batches_of(log)))
+    batches = batches_of(segment)
+    assert len(batches) >= 3
+    # Cut inside the first batch's header and in the middle of the second batch.
+    cuts = [batches[0][0] + 30, batches[1][0] + batches[1][1] // 2]
+    fed = chunks(segment, cuts)
+    cutter = BatchCutter(0, "test")
+    for chunk in fed:
+        cutter.feed(chunk)
+    got = cutter.take_pieces(len(segment))
+    assert got is not None
+    assert b"".join(got.pieces) == segment
+    assert got.size == len(segment)
+    assert (got.first_offset, got.last_offset) == (batches[0][2], batches[-1][3])
+    # Nothing was copied: each piece is a fed chunk or a view of one.
+    sources = [p.obj if isinstance(p, memoryview) else p for p in got.pieces]
+    assert len(sources) == len(fed)
+    assert all(source is chunk for source, chunk in zip(sources, fed, strict=True))
+    assert cutter.buffered == 0
+
+
 def test_corruption_names_the_position_in_the_stream(segment: bytes) -> None:
     first_size = batches_of(segment)[0][1]
     broken = bytearray(segment[:first_size] * 2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import pairwise
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -38,6 +39,23 @@ def test_records_message_is_protobufs_bytes_and_reads_back(
     message = fetch_pb.ReadOffsetRangeResponse(records=data, first_offset=first, last_offset=last)
     assert encoded == message.SerializeToString()
     assert bulk_wire.decode(encoded, 2) == (data, (first, last))
+
+
+@given(
+    data=st.binary(max_size=300),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=4),
+    last=INT64,
+)
+def test_records_from_pieces_are_the_same_bytes_as_from_one_buffer(
+    data: bytes, cuts: list[int], last: int
+) -> None:
+    points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    view = memoryview(data)
+    pieces = [view[a:b] for a, b in pairwise(points)]
+    encoded = bulk_wire.encode_pieces(pieces, len(data), (2, 7), (3, last))
+    assert encoded == bulk_wire.encode(data, (2, 7), (3, last))
+    message = fetch_pb.ReadOffsetRangeResponse(records=data, first_offset=7, last_offset=last)
+    assert encoded == message.SerializeToString()
 
 
 def test_data_message_at_varint_length_boundaries() -> None:

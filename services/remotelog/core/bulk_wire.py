@@ -17,7 +17,7 @@ returns None so the caller falls back to protobuf: it never misreads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _MASK64 = (1 << 64) - 1
@@ -59,7 +59,14 @@ def message_field(number: int, pieces: list[bytes]) -> list[bytes]:
 
 def encode(data: bytes, *integers: tuple[int, int]) -> bytes:
     """A message with `data` as bytes field 1 and each (field number >= 2, value) as int64."""
-    parts = bytes_field(1, data)
+    return encode_pieces((data,), len(data), *integers)
+
+
+def encode_pieces(
+    pieces: Sequence[bytes | memoryview], size: int, *integers: tuple[int, int]
+) -> bytes:
+    """As encode(), bytes field 1 given as consecutive pieces of `size` bytes in all: one copy."""
+    parts: list[bytes | memoryview] = [_varint(1 << 3 | 2), _varint(size), *pieces] if size else []
     for number, value in integers:
         parts += varint_field(number, value)
     return b"".join(parts)

@@ -31,6 +31,29 @@ class Batches:
     last_offset: int
 
 
+Piece = bytes | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPieces:
+    """Whole batches as views of the chunks they were fed in, not yet copied together.
+
+    A message that carries them joins the pieces once, into itself; joining
+    here first and encoding after would copy every byte twice.
+    """
+
+    pieces: tuple[Piece, ...]
+    size: int
+    first_offset: int
+    last_offset: int
+
+    def joined(self) -> Batches:
+        """One bytes object: no copy when the batches are one whole fed chunk."""
+        (only, *more) = self.pieces
+        data = only if not more and type(only) is bytes else b"".join(self.pieces)
+        return Batches(data, self.first_offset, self.last_offset)
+
+
 class BatchCutter:
     """Feed bytes of a segment from a batch boundary; take whole batches out.
 
@@ -38,101 +61,140 @@ class BatchCutter:
     before the wanted batch); `take` stops at `until_offset` (exclusive), at a
     byte limit, or where the bytes fed so far end.
 
-    The unread bytes are one `bytes` object and a start position, not a
-    growing buffer: a chunk fed when nothing is pending is kept as it is, so a
-    Fetch answered from one chunk costs one copy (none when it takes the whole
-    chunk), and only a batch straddling two chunks makes the next one copied.
+    The unread bytes stay in the chunks they were fed in (a list, the first
+    one read from `_start`), never copied into a growing buffer: a batch that
+    straddles two chunks is handed out as a view of each. Only a header that
+    straddles two chunks is copied, its 61 bytes, to be read.
     """
 
     def __init__(self, from_offset: int, source: str, until_offset: int | None = None) -> None:
         self.from_offset = from_offset
         self.until_offset = until_offset
         self.source = source
-        self._data = b""
-        self._start = 0  # first unread byte of _data
-        self._consumed = 0  # stream position of _data[_start], for error messages
+        self._chunks: list[bytes] = []
+        self._start = 0  # first unread byte of _chunks[0]
+        self.buffered = 0  # unread bytes in all chunks
+        self._consumed = 0  # stream position of the first unread byte, for error messages
         self._skip = 0  # bytes still to come of a batch dropped before from_offset
         self.reached_end = False  # a batch at or past until_offset was seen
 
     def feed(self, data: bytes) -> None:
-        if self._skip:
-            dropped = min(self._skip, len(data))
-            self._skip -= dropped
-            self._consumed += dropped
-            data = data[dropped:]
-        if self._start == len(self._data):
-            self._data, self._start = data, 0
-        elif data:
-            self._data, self._start = self._data[self._start :] + data, 0
-
-    @property
-    def buffered(self) -> int:
-        return len(self._data) - self._start
+        start = 0
+        if self._skip:  # only ever set with nothing buffered
+            start = min(self._skip, len(data))
+            self._skip -= start
+            self._consumed += start
+        if start < len(data):
+            if not self._chunks:
+                self._start = start
+            self._chunks.append(data)
+            self.buffered += len(data) - start
 
     def next_batch_size(self) -> int | None:
         """Size of the next wanted batch once its header has arrived (older ones are dropped)."""
         self._drop_before_start()
         if self.buffered < HEADER_BYTES:
             return None
-        return self._size_at(self._start)
+        return self._size_of(*self._header(0), 0)
 
-    def _size_at(self, at: int) -> int:
-        _, length = _OVERHEAD.unpack_from(self._data, at)
+    def _header(self, at: int) -> tuple[bytes, int]:
+        """(buffer, position in it) of the HEADER_BYTES at unread position `at` (buffered)."""
+        position = self._start + at
+        for chunk in self._chunks:
+            if position + HEADER_BYTES <= len(chunk):
+                return chunk, position
+            if position < len(chunk):
+                break
+            position -= len(chunk)
+        # Straddles chunks: copy just the header.
+        pieces = self._pieces(at, HEADER_BYTES)
+        return b"".join(pieces), 0
+
+    def _pieces(self, at: int, size: int) -> list[Piece]:
+        """Views of the unread bytes [at, at + size), without consuming them."""
+        out: list[Piece] = []
+        position = self._start + at
+        for chunk in self._chunks:
+            if position >= len(chunk):
+                position -= len(chunk)
+                continue
+            end = min(len(chunk), position + size)
+            out.append(
+                chunk if position == 0 and end == len(chunk) else memoryview(chunk)[position:end]
+            )
+            size -= end - position
+            position = 0
+            if not size:
+                break
+        return out
+
+    def _consume(self, size: int) -> None:
+        self._consumed += size
+        self.buffered -= size
+        start = self._start + size
+        chunks = self._chunks
+        while chunks and start >= len(chunks[0]):
+            start -= len(chunks.pop(0))
+        self._start = start
+
+    def _size_of(self, buffer: bytes, position: int, at: int) -> int:
+        _, length = _OVERHEAD.unpack_from(buffer, position)
         if length < HEADER_BYTES - LOG_OVERHEAD:
             raise CorruptRecordError(
                 "records",
-                f"{self.source}: position {self._position(at)}: batch length {length} "
+                f"{self.source}: position {self._consumed + at}: batch length {length} "
                 "is below the minimum",
             )
-        if len(self._data) > at + _MAGIC_AT and self._data[at + _MAGIC_AT] != 2:
+        if buffer[position + _MAGIC_AT] != 2:
             raise CorruptRecordError(
                 "records",
-                f"{self.source}: position {self._position(at)}: unsupported magic "
-                f"{self._data[at + _MAGIC_AT]}",
+                f"{self.source}: position {self._consumed + at}: unsupported magic "
+                f"{buffer[position + _MAGIC_AT]}",
             )
         return LOG_OVERHEAD + int(length)
 
-    def _position(self, at: int) -> int:
-        return self._consumed + at - self._start
-
-    def _last_offset_at(self, at: int) -> tuple[int, int]:
-        base = _OVERHEAD.unpack_from(self._data, at)[0]
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(self._data, at + _LAST_OFFSET_DELTA_AT)
+    @staticmethod
+    def _offsets_of(buffer: bytes, position: int) -> tuple[int, int]:
+        base = _OVERHEAD.unpack_from(buffer, position)[0]
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(buffer, position + _LAST_OFFSET_DELTA_AT)
         return base, base + delta
 
-    def _advance(self, to: int) -> None:
-        self._consumed += to - self._start
-        self._start = to
-
     def _drop_before_start(self) -> None:
-        at, end = self._start, len(self._data)
-        while end - at >= HEADER_BYTES:
-            size = self._size_at(at)
-            if self._last_offset_at(at)[1] >= self.from_offset:
+        at = 0
+        while self.buffered - at >= HEADER_BYTES:
+            buffer, position = self._header(at)
+            size = self._size_of(buffer, position, at)
+            if self._offsets_of(buffer, position)[1] >= self.from_offset:
                 break
-            if end - at < size:
+            if self.buffered - at < size:
                 # Before the start and not all here: drop what is, skip the rest as it comes.
-                self._skip = size - (end - at)
-                at = end
+                self._skip = size - (self.buffered - at)
+                at = self.buffered
                 break
             at += size
-        self._advance(at)
+        if at:
+            self._consume(at)
 
     def take(self, max_bytes: int, *, at_least_one: bool = False) -> Batches | None:
         """Whole batches from the front, at most `max_bytes` (or one bigger when allowed)."""
+        taken = self.take_pieces(max_bytes, at_least_one=at_least_one)
+        return None if taken is None else taken.joined()
+
+    def take_pieces(self, max_bytes: int, *, at_least_one: bool = False) -> BatchPieces | None:
+        """As take(), the batches left as views of the chunks they came in."""
         self._drop_before_start()
-        start = at = self._start
-        end = len(self._data)
+        at, end = 0, self.buffered
         first = last = -1
         while end - at >= HEADER_BYTES:
-            size = self._size_at(at)
+            buffer, position = self._header(at)
+            size = self._size_of(buffer, position, at)
             if end - at < size:
                 break
-            base, batch_last = self._last_offset_at(at)
+            base, batch_last = self._offsets_of(buffer, position)
             if self.until_offset is not None and base >= self.until_offset:
                 self.reached_end = True
                 break
-            if at - start + size > max_bytes and not (at_least_one and at == start):
+            if at + size > max_bytes and not (at_least_one and at == 0):
                 break
             if first < 0:
                 first = base
@@ -141,10 +203,8 @@ class BatchCutter:
             if self.until_offset is not None and batch_last >= self.until_offset - 1:
                 self.reached_end = True
                 break
-        if at == start:
+        if at == 0:
             return None
-        data = self._data[start:at]  # one copy; none when it is the whole chunk
-        self._advance(at)
-        if self._start == end:
-            self._data, self._start = b"", 0
-        return Batches(data, first, last)
+        pieces = self._pieces(0, at)
+        self._consume(at)
+        return BatchPieces(tuple(pieces), at, first, last)

@@ -24,7 +24,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
-from remotelog.fetch.batches import BatchCutter, Batches
+from remotelog.fetch.batches import BatchCutter, Batches, BatchPieces
 from remotelog.fetch.index_cache import RemoteIndexCache
 from remotelog.fetch.ports import SegmentLookup, SegmentReader
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
@@ -207,7 +207,7 @@ class RemoteLogReader:
         stream = self.segment_bytes(
             segment, position, deadline, request.max_bytes + INDEX_SLACK_BYTES
         )
-        taken: list[Batches] = []
+        taken: list[BatchPieces] = []
         size = 0
         full = False
         try:
@@ -218,12 +218,12 @@ class RemoteLogReader:
                     if size + following > request.max_bytes and not first:
                         full = True
                         break
-                    # Every complete batch that fits, in one copy.
-                    batch = cutter.take(request.max_bytes - size, at_least_one=first)
+                    # Every complete batch that fits, as views of the chunks.
+                    batch = cutter.take_pieces(request.max_bytes - size, at_least_one=first)
                     if batch is None:
                         break  # the rest of the next batch is in the next chunk
                     taken.append(batch)
-                    size += len(batch.data)
+                    size += batch.size
                 if full or size >= request.max_bytes:
                     full = True
                     break
@@ -231,8 +231,11 @@ class RemoteLogReader:
             await stream.aclose()
         if not taken:
             return None, full
-        data = taken[0].data if len(taken) == 1 else b"".join(b.data for b in taken)
-        return Batches(data, taken[0].first_offset, taken[-1].last_offset), full
+        pieces = tuple(piece for batch in taken for piece in batch.pieces)
+        # One copy of the answer's bytes in all; none when it is one whole chunk.
+        return BatchPieces(
+            pieces, size, taken[0].first_offset, taken[-1].last_offset
+        ).joined(), full
 
     async def _aborted(
         self,

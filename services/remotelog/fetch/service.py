@@ -21,7 +21,7 @@ from opentelemetry import metrics
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.purgatory import DelayedOperationPurgatory
-from remotelog.fetch.batches import BatchCutter, Batches
+from remotelog.fetch.batches import BatchCutter, BatchPieces
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
 from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
@@ -48,9 +48,9 @@ class _Range:
     next_offset: int
     end_offset: int | None
     chunk_bytes: int
-    queue: asyncio.Queue[Batches | BaseException | None]
+    queue: asyncio.Queue[BatchPieces | BaseException | None]
 
-    async def put(self, taken: Batches | None) -> bool:
+    async def put(self, taken: BatchPieces | None) -> bool:
         if taken is None:
             return False
         await self.queue.put(taken)
@@ -213,7 +213,7 @@ class RemoteFetch:
         *,
         chunk_bytes: int = 0,
         timeout_s: float | None = None,
-    ) -> AsyncGenerator[Batches, None]:
+    ) -> AsyncGenerator[BatchPieces, None]:
         """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`.
 
         A producer task reads ahead up to `remote.fetch.bulk.read.ahead.chunks`
@@ -226,7 +226,7 @@ class RemoteFetch:
         view, segment = await self.reader.locate(partition, start_offset, deadline)
         if end_offset is not None and end_offset <= start_offset:
             return
-        queue: asyncio.Queue[Batches | BaseException | None] = asyncio.Queue(
+        queue: asyncio.Queue[BatchPieces | BaseException | None] = asyncio.Queue(
             self.config.bulk_read_ahead_chunks
         )
         producer = asyncio.create_task(
@@ -238,7 +238,7 @@ class RemoteFetch:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):
                     raise item
-                FETCH_BYTES.add(len(item.data))
+                FETCH_BYTES.add(item.size)
                 yield item
         finally:
             producer.cancel()
@@ -296,13 +296,14 @@ class RemoteFetch:
             async for chunk in stream:
                 cutter.feed(chunk)
                 while cutter.buffered >= wanted.chunk_bytes or cutter.reached_end:
-                    if not await wanted.put(cutter.take(wanted.chunk_bytes, at_least_one=True)):
+                    taken = cutter.take_pieces(wanted.chunk_bytes, at_least_one=True)
+                    if not await wanted.put(taken):
                         break
                 if cutter.reached_end:
                     return True
         finally:
             await stream.aclose()
-        await wanted.put(cutter.take(cutter.buffered, at_least_one=True))
+        await wanted.put(cutter.take_pieces(cutter.buffered, at_least_one=True))
         wanted.next_offset = max(wanted.next_offset, segment.end_offset + 1)
         return cutter.reached_end
 

@@ -146,8 +146,11 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
         async with contextlib.aclosing(reads):
             async for batches in reads:
                 # ReadOffsetRangeResponse, encoded without protobuf's copies of the records
-                yield bulk_wire.encode(  # type: ignore[misc]
-                    batches.data, (2, batches.first_offset), (3, batches.last_offset)
+                yield bulk_wire.encode_pieces(  # type: ignore[misc]
+                    batches.pieces,
+                    batches.size,
+                    (2, batches.first_offset),
+                    (3, batches.last_offset),
                 )
 
     async def ListOffsets(
