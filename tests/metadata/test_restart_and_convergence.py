@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
 from support.services import metadata_config
+from support.waiting import eventually
 
 from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.model import TopicIdPartition
@@ -41,11 +42,10 @@ async def started(tmp_path, broker):
 async def until_ready(manager, tips) -> None:
     """Register `tips` and wait until they are ready (registration by a snapshot counts too)."""
     manager.on_partition_leadership_changes(tips, [])
-    for _ in range(500):
-        if all(manager.is_ready(tip) for tip in manager.registered_partitions()):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("partitions never became ready")
+    await eventually(
+        lambda: all(manager.is_ready(tip) for tip in manager.registered_partitions()),
+        interval_s=0.01,
+    )
 
 
 def answers(manager, tips) -> dict:
@@ -102,10 +102,7 @@ async def test_two_instances_writing_interleaved_events_converge(started):
     # A race on one segment: COPY_FINISHED from one, DELETE_STARTED from the other.
     contested = metadata_of(tips[0], Seg("race", 5000, 5010, {9: 5000}))
     await first.add_remote_log_segment_metadata(contested)
-    for _ in range(500):
-        if second.list_remote_log_segments(tips[0], 9):
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: second.list_remote_log_segments(tips[0], 9), interval_s=0.01)
     outcomes = await asyncio.gather(
         first.update_remote_log_segment_metadata(update_of(contested, COPIED)),
         second.update_remote_log_segment_metadata(update_of(contested, DELETING)),
@@ -115,10 +112,8 @@ async def test_two_instances_writing_interleaved_events_converge(started):
     # and its writer was told so.
     assert outcomes[1] is None
     assert outcomes[0] is None or isinstance(outcomes[0], InvalidStateTransitionError)
-    for _ in range(500):
-        if answers(first, tips) == answers(second, tips):
-            break
-        await asyncio.sleep(0.02)
+    # The writers saw their own events applied; the other's may still be arriving.
+    await eventually(lambda: answers(first, tips) == answers(second, tips), timeout_s=60)
     final = answers(first, tips)
     assert final == answers(second, tips)
     assert first.list_remote_log_segments(tips[0], 9)[0].state is DELETING
@@ -197,13 +192,13 @@ async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, b
 
 
 async def snapshot_appears(manager) -> bool:
-    path = manager.config.snapshot_dir
-    for _ in range(300):
-        loaded = snapshots.load(Path(path))
-        if loaded is not None and loaded.states:
-            return True
-        await asyncio.sleep(0.02)
-    return False
+    path = Path(manager.config.snapshot_dir)
+
+    def written() -> bool:
+        loaded = snapshots.load(path)
+        return loaded is not None and bool(loaded.states)
+
+    return await eventually(written)
 
 
 async def test_snapshots_are_written_every_n_events_and_every_t_ms(started):

@@ -1,10 +1,10 @@
 """The metadata manager service on a real broker: KIP-405 scenarios, readiness, refusals."""
 
-import asyncio
 import uuid
 
 import grpc
 import pytest
+from support.waiting import eventually
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
@@ -98,12 +98,12 @@ async def test_unknown_partition_is_not_ready_then_becomes_ready(metadata, broke
         await stub.GetHighestOffsetForEpoch(request)
     assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
     assert "METADATA_NOT_READY" in str(raised.value.trailing_metadata())
-    for _ in range(200):
-        if (
-            await stub.IsReady(pb.IsReadyRequest(topic_id_partition=request.topic_id_partition))
-        ).ready:
-            break
-        await asyncio.sleep(0.02)
+
+    async def ready() -> bool:
+        is_ready = pb.IsReadyRequest(topic_id_partition=request.topic_id_partition)
+        return (await stub.IsReady(is_ready)).ready
+
+    await eventually(ready)
     response = await stub.GetHighestOffsetForEpoch(request)
     assert not response.HasField("offset")
 

@@ -8,6 +8,7 @@ import re
 
 import grpc
 import pytest
+from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
@@ -140,10 +141,8 @@ async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(stor
     await asyncio.sleep(0.5)  # the server has parts of it in flight
     call.cancel()
     prefix = metadata.topic_id_partition.topic
-    for _ in range(100):  # the server aborts asynchronously after the cancellation
-        if not store.objects(prefix) and store.incomplete_uploads() == 0:
-            break
-        await asyncio.sleep(0.05)
+    # The server aborts asynchronously after the cancellation.
+    await eventually(lambda: not store.objects(prefix) and store.incomplete_uploads() == 0)
     assert store.objects(prefix) == {}
     assert store.incomplete_uploads() == 0
 

@@ -1,6 +1,5 @@
 """S3 faults (throttling, 5xx, dropped and cut-off connections) through a real moto server."""
 
-import asyncio
 import os
 import uuid
 
@@ -9,6 +8,7 @@ import pytest
 import pytest_asyncio
 from support.s3 import s3_client
 from support.services import start_store
+from support.waiting import eventually
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import RetriableRemoteStorageError
@@ -91,9 +91,7 @@ async def test_failed_multipart_copy_is_aborted(s3_store, s3_faults):
     finally:
         await client.close()
     s3_faults(None)
-    for _ in range(100):  # the server aborts once its own deadline has passed
-        if s3_store.incomplete_uploads() == 0:
-            break
-        await asyncio.sleep(0.05)
+    # The server aborts once its own deadline has passed.
+    await eventually(lambda: s3_store.incomplete_uploads() == 0)
     assert s3_store.objects(metadata.topic_id_partition.topic) == {}
     assert s3_store.incomplete_uploads() == 0
