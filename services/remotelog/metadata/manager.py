@@ -76,6 +76,8 @@ log = logging.getLogger(__name__)
 _meter = metrics.get_meter("remotelog.metadata")
 READ_LATENCY = _meter.create_histogram("RemoteLogMetadataReadLatencyMs", unit="ms")
 WRITE_LATENCY = _meter.create_histogram("RemoteLogMetadataWriteLatencyMs", unit="ms")
+# A write's acknowledgement lags its consumption by at most the writes in flight.
+RECENT_DROPS_KEPT = 1024
 _RUNNING: weakref.WeakSet[TopicBasedRemoteLogMetadataManager] = weakref.WeakSet()
 
 
@@ -98,6 +100,14 @@ class _Assigned:
     caught_up: bool = False
     # offset -> futures of writes waiting to see that offset consumed
     waiters: dict[int, list[asyncio.Future[str | None]]] = field(default_factory=dict)
+    # offset -> why, for events dropped before their writer started waiting: the
+    # consumer can apply a write before the producer's acknowledgement arrives.
+    recent_drops: dict[int, str] = field(default_factory=dict)
+
+    def remember_drop(self, offset: int, why: str) -> None:
+        self.recent_drops[offset] = why
+        if len(self.recent_drops) > RECENT_DROPS_KEPT:
+            del self.recent_drops[next(iter(self.recent_drops))]  # offsets arrive in order
 
 
 class TopicBasedRemoteLogMetadataManager:
@@ -290,6 +300,8 @@ class TopicBasedRemoteLogMetadataManager:
                         dropped,
                     )
             waiting = assigned.waiters.pop(offset, None)
+            if waiting is None and dropped is not None:
+                assigned.remember_drop(offset, dropped)
             for future in waiting or ():
                 if not future.done():
                     future.set_result(dropped)
@@ -423,7 +435,7 @@ class TopicBasedRemoteLogMetadataManager:
         if assigned is None:
             raise MetadataNotReadyError("the partition is no longer served here")
         if offset < assigned.state.next_offset:
-            return None
+            return assigned.recent_drops.get(offset)
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         assigned.waiters.setdefault(offset, []).append(future)
         return await future
