@@ -5,6 +5,7 @@ import os
 import threading
 
 import pytest
+from support.waiting import eventually
 
 from remotelog.segmentstore.filesystem import FileSystemStore
 
@@ -25,10 +26,7 @@ async def test_a_result_its_caller_abandoned_is_released(tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     finish.set()
-    for _ in range(200):
-        if released:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: released)
     assert released == [42]
     await store.close()
 
@@ -50,6 +48,6 @@ async def test_reads_cancelled_at_any_point_leave_no_descriptor_open(tmp_path):
         await asyncio.sleep(0 if number % 2 else 0.0005)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    await asyncio.sleep(0.2)
-    assert len(os.listdir("/proc/self/fd")) == before
+    # Reader threads close what they opened after the cancellation reaches them.
+    await eventually(lambda: len(os.listdir("/proc/self/fd")) == before)
     await store.close()

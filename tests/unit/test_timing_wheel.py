@@ -5,10 +5,10 @@ clock reaches that tick's start, so with a 1 ms tick it fires at its
 expiration and with a coarser tick at most one tick early, never late.
 """
 
-import asyncio
 import random
 
 import pytest
+from support.waiting import eventually
 
 from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
 from remotelog.core.timing_wheel import ScheduledCall, TimerTask, TimingWheelTimer
@@ -213,10 +213,7 @@ async def test_reaper_expires_on_the_real_loop_and_close_expires_the_rest():
     soon, later = Op(20, log), Op(60_000, log)
     purgatory.try_complete_else_watch(later, ["a"])
     purgatory.try_complete_else_watch(soon, ["a"])  # earlier than the reaper's sleep
-    for _ in range(200):
-        if log:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: log, interval_s=0.01)
     assert log == [("complete", id(soon)), ("expire", id(soon))]
     await purgatory.close()
     assert log[2:] == [("complete", id(later)), ("expire", id(later))]
