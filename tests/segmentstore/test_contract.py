@@ -86,6 +86,19 @@ async def test_ranges(store, start, end, expected):
     assert await fetch(store, metadata, start, end) == data[expected]
 
 
+async def test_views_are_the_same_chunks_without_the_copy(store):
+    data = os.urandom(2 * MIB + 12_345)
+    metadata = segment_metadata(size=len(data))
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    copies = [c async for c in store.client.fetch_log_segment(metadata, 100, None)]
+    views = [c async for c in store.client.fetch_log_segment_views(metadata, 100, None)]
+    assert len(views) == len(copies) > 1
+    assert all(type(v) is memoryview for v in views)
+    assert all(type(c) is bytes for c in copies)
+    assert [bytes(v) for v in views] == copies
+    assert b"".join(views) == data[100:]
+
+
 @pytest.mark.parametrize(
     ("start", "end", "field"),
     [

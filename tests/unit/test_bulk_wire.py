@@ -58,6 +58,22 @@ def test_records_from_pieces_are_the_same_bytes_as_from_one_buffer(
     assert encoded == message.SerializeToString()
 
 
+@given(data=st.binary(max_size=300), first=INT64, last=INT64)
+def test_a_view_reads_the_same_bytes_as_a_copy(data: bytes, first: int, last: int) -> None:
+    encoded = bulk_wire.encode(data, (2, first), (3, last))
+    viewed = bulk_wire.decode_view(encoded, 2)
+    assert viewed is not None
+    view, integers = viewed
+    assert (bytes(view), integers) == bulk_wire.decode(encoded, 2)
+    if data:
+        assert isinstance(view, memoryview)
+        assert view.obj is encoded  # no copy: a window on the message
+        # Field 1 twice is protobuf's to merge, as with decode.
+        assert bulk_wire.decode_view(encoded + encoded, 2) is None
+    else:
+        assert view == b""
+
+
 def test_data_message_at_varint_length_boundaries() -> None:
     for size in (0, 1, 127, 128, 16_383, 16_384, 2_097_152):
         data = bytes(range(256)) * (size // 256) + bytes(size % 256)

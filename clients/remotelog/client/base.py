@@ -96,14 +96,17 @@ def bulk_stream(
     method: MethodDescriptor,
     integer_fields: int,
     from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
+    *,
+    views: bool = False,
 ) -> grpc.aio.UnaryStreamMultiCallable:
     """A server-streaming method whose responses arrive as (data, integers) (`bulk_wire`).
 
-    Responses in protobuf's usual shape are sliced without protobuf's copies;
+    Responses in protobuf's usual shape are sliced without protobuf's copies
+    (with `views`, not copied at all: data is a memoryview of the message);
     any other shape is parsed by protobuf and converted by `from_message`.
     """
     response_class = message_factory.GetMessageClass(method.output_type)
-    deserialize = bulk_deserializer(response_class, integer_fields, from_message)
+    deserialize = bulk_deserializer(response_class, integer_fields, from_message, views=views)
     return bulk_method(channel, method, deserialize)  # type: ignore[no-any-return]
 
 
@@ -111,9 +114,13 @@ def bulk_deserializer(
     response_class: Any,
     integer_fields: int,
     from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
-) -> Callable[[bytes], tuple[bytes, tuple[int, ...]]]:
-    def deserialize(raw: bytes) -> tuple[bytes, tuple[int, ...]]:
-        decoded = bulk_wire.decode(raw, integer_fields)
+    *,
+    views: bool = False,
+) -> Callable[[bytes], tuple[bytes | memoryview, tuple[int, ...]]]:
+    decode = bulk_wire.decode_view if views else bulk_wire.decode
+
+    def deserialize(raw: bytes) -> tuple[bytes | memoryview, tuple[int, ...]]:
+        decoded = decode(raw, integer_fields)
         return decoded if decoded is not None else from_message(response_class.FromString(raw))
 
     return deserialize

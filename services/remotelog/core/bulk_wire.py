@@ -162,12 +162,9 @@ def _read_varint(raw: bytes, position: int) -> tuple[int, int]:
             raise IndexError("varint longer than ten bytes")
 
 
-def decode(raw: bytes, integer_fields: int = 0) -> tuple[bytes, tuple[int, ...]] | None:
-    """(field 1's bytes, int64 fields 2..integer_fields+1) of `raw`; None = use protobuf.
-
-    Absent fields are b"" and 0, as protobuf reads them.
-    """
-    data = b""
+def _locate(raw: bytes, integer_fields: int) -> tuple[int, int, tuple[int, ...]] | None:
+    """(start, end) of field 1's bytes in `raw` and the int64 fields 2..integer_fields+1."""
+    start = end_of_data = 0
     integers = [0] * integer_fields
     seen = 0
     position, end = 0, len(raw)
@@ -182,7 +179,7 @@ def decode(raw: bytes, integer_fields: int = 0) -> tuple[bytes, tuple[int, ...]]
                 length, position = _read_varint(raw, position)
                 if position + length > end:
                     return None
-                data = raw[position : position + length]
+                start, end_of_data = position, position + length
                 position += length
             elif number >= 2 and wire_type == 0:
                 value, position = _read_varint(raw, position)
@@ -191,4 +188,31 @@ def decode(raw: bytes, integer_fields: int = 0) -> tuple[bytes, tuple[int, ...]]
                 return None
     except IndexError:
         return None
-    return data, tuple(integers)
+    return start, end_of_data, tuple(integers)
+
+
+def decode(raw: bytes, integer_fields: int = 0) -> tuple[bytes, tuple[int, ...]] | None:
+    """(field 1's bytes, int64 fields 2..integer_fields+1) of `raw`; None = use protobuf.
+
+    Absent fields are b"" and 0, as protobuf reads them.
+    """
+    located = _locate(raw, integer_fields)
+    if located is None:
+        return None
+    start, end, integers = located
+    return raw[start:end], integers
+
+
+def decode_view(
+    raw: bytes, integer_fields: int = 0
+) -> tuple[bytes | memoryview, tuple[int, ...]] | None:
+    """As decode(), field 1 a view of `raw` rather than a copy (b"" when absent).
+
+    For a reader that copies the bytes on anyway (into another message): the
+    slice would be one more copy of every byte; the view keeps `raw` alive instead.
+    """
+    located = _locate(raw, integer_fields)
+    if located is None:
+        return None
+    start, end, integers = located
+    return (memoryview(raw)[start:end] if end > start else b""), integers

@@ -71,14 +71,14 @@ class BatchCutter:
         self.from_offset = from_offset
         self.until_offset = until_offset
         self.source = source
-        self._chunks: list[bytes] = []
+        self._chunks: list[Piece] = []
         self._start = 0  # first unread byte of _chunks[0]
         self.buffered = 0  # unread bytes in all chunks
         self._consumed = 0  # stream position of the first unread byte, for error messages
         self._skip = 0  # bytes still to come of a batch dropped before from_offset
         self.reached_end = False  # a batch at or past until_offset was seen
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: Piece) -> None:
         start = 0
         if self._skip:  # only ever set with nothing buffered
             start = min(self._skip, len(data))
@@ -97,7 +97,7 @@ class BatchCutter:
             return None
         return self._size_of(*self._header(0), 0)
 
-    def _header(self, at: int) -> tuple[bytes, int]:
+    def _header(self, at: int) -> tuple[Piece, int]:
         """(buffer, position in it) of the HEADER_BYTES at unread position `at` (buffered)."""
         position = self._start + at
         for chunk in self._chunks:
@@ -137,7 +137,7 @@ class BatchCutter:
             start -= len(chunks.pop(0))
         self._start = start
 
-    def _size_of(self, buffer: bytes, position: int, at: int) -> int:
+    def _size_of(self, buffer: Piece, position: int, at: int) -> int:
         _, length = _OVERHEAD.unpack_from(buffer, position)
         if length < HEADER_BYTES - LOG_OVERHEAD:
             raise CorruptRecordError(
@@ -154,7 +154,7 @@ class BatchCutter:
         return LOG_OVERHEAD + int(length)
 
     @staticmethod
-    def _offsets_of(buffer: bytes, position: int) -> tuple[int, int]:
+    def _offsets_of(buffer: Piece, position: int) -> tuple[int, int]:
         base = _OVERHEAD.unpack_from(buffer, position)[0]
         (delta,) = _LAST_OFFSET_DELTA.unpack_from(buffer, position + _LAST_OFFSET_DELTA_AT)
         return base, base + delta

@@ -43,6 +43,9 @@ class DirectSegmentReader:
             async for chunk in within:
                 yield chunk
 
+    # Chunks read here are bytes of their own already.
+    fetch_log_segment_views = fetch_log_segment
+
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None
     ) -> bytes:

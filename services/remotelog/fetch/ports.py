@@ -23,14 +23,16 @@ class IndexType(enum.IntEnum):
 
 
 class SegmentReader(Protocol):
-    def fetch_log_segment(
+    def fetch_log_segment_views(
         self,
         metadata: RemoteLogSegmentMetadata,
         start_position: int,
         end_position: int | None = None,
         *,
         timeout_s: float | None = None,
-    ) -> AsyncGenerator[bytes, None]: ...
+    ) -> AsyncGenerator[bytes | memoryview, None]:
+        """The log's bytes; a chunk may be a view of the message it came in (no copy)."""
+        ...
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None

@@ -150,12 +150,12 @@ class RemoteLogReader:
         position: int,
         deadline: Deadline,
         first_range_bytes: int | None = None,
-    ) -> AsyncGenerator[bytes, None]:
+    ) -> AsyncGenerator[bytes | memoryview, None]:
         """The segment's bytes from `position`: a bounded first range, then on demand the rest."""
         end = segment.segment_size_in_bytes
         if first_range_bytes is not None and position + first_range_bytes < end:
             bound = position + first_range_bytes
-            first = self.store.fetch_log_segment(
+            first = self.store.fetch_log_segment_views(
                 segment, position, bound - 1, timeout_s=deadline.remaining()
             )
             async with contextlib.aclosing(first):
@@ -163,7 +163,7 @@ class RemoteLogReader:
                     yield chunk
             position = bound
         if position < end:
-            rest = self.store.fetch_log_segment(
+            rest = self.store.fetch_log_segment_views(
                 segment, position, None, timeout_s=deadline.remaining()
             )
             async with contextlib.aclosing(rest):
