@@ -50,4 +50,5 @@ async def test_reads_cancelled_at_any_point_leave_no_descriptor_open(tmp_path):
         await asyncio.gather(task, return_exceptions=True)
     # Reader threads close what they opened after the cancellation reaches them.
     await eventually(lambda: len(os.listdir("/proc/self/fd")) == before)
+    assert len(os.listdir("/proc/self/fd")) == before
     await store.close()
