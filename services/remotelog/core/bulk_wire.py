@@ -57,7 +57,7 @@ def message_field(number: int, pieces: list[bytes]) -> list[bytes]:
     return [_varint(number << 3 | 2), _varint(sum(map(len, pieces))), *pieces]
 
 
-def encode(data: bytes, *integers: tuple[int, int]) -> bytes:
+def encode(data: bytes | memoryview, *integers: tuple[int, int]) -> bytes:
     """A message with `data` as bytes field 1 and each (field number >= 2, value) as int64."""
     return encode_pieces((data,), len(data), *integers)
 

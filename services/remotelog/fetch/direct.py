@@ -30,6 +30,19 @@ class DirectSegmentReader:
     def __init__(self, store: SegmentStore) -> None:
         self.store = store
 
+    async def fetch_log_segment_views(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncGenerator[bytes | memoryview, None]:
+        chunks = self.store.fetch_log_segment(metadata, start_position, end_position)
+        async with contextlib.aclosing(stream_within(timeout_s, chunks)) as within:
+            async for chunk in within:
+                yield chunk
+
     async def fetch_log_segment(
         self,
         metadata: RemoteLogSegmentMetadata,
@@ -38,13 +51,13 @@ class DirectSegmentReader:
         *,
         timeout_s: float | None = None,
     ) -> AsyncGenerator[bytes, None]:
-        chunks = self.store.fetch_log_segment(metadata, start_position, end_position)
-        async with contextlib.aclosing(stream_within(timeout_s, chunks)) as within:
-            async for chunk in within:
-                yield chunk
-
-    # Chunks read here are bytes of their own already.
-    fetch_log_segment_views = fetch_log_segment
+        views = self.fetch_log_segment_views(
+            metadata, start_position, end_position, timeout_s=timeout_s
+        )
+        async with contextlib.aclosing(views):
+            async for chunk in views:
+                # A view of the store's mapped pages, copied out for a caller that keeps it.
+                yield chunk if type(chunk) is bytes else bytes(chunk)
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None

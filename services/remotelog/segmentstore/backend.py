@@ -11,6 +11,10 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+# A chunk a read yields: bytes, or a read-only view the backend lends (the
+# filesystem's mapped pages), valid for as long as the view is held.
+Chunk = bytes | memoryview
+
 
 @dataclass(frozen=True, slots=True)
 class StoredObject:
@@ -56,7 +60,7 @@ class ObjectStore(Protocol):
 
     def read(
         self, key: str, start: int, end: int | None, chunk_size: int
-    ) -> AsyncGenerator[bytes, None]:
+    ) -> AsyncGenerator[Chunk, None]:
         """Bytes `start`..`end` (inclusive; None = to the end) in chunks of `chunk_size`."""
         ...
 

@@ -24,7 +24,7 @@ from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundEr
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import read_ahead
-from remotelog.segmentstore.backend import ObjectStore, Upload
+from remotelog.segmentstore.backend import Chunk, ObjectStore, Upload
 from remotelog.segmentstore.layout import (
     INDEX_FILES,
     REQUIRED_FILES,
@@ -187,8 +187,11 @@ class SegmentStore:
 
     async def fetch_log_segment(
         self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None
-    ) -> AsyncGenerator[bytes, None]:
-        """Bytes `start`..`end` (inclusive; None or past the end = to the end) of the log."""
+    ) -> AsyncGenerator[Chunk, None]:
+        """Bytes `start`..`end` (inclusive; None or past the end = to the end) of the log.
+
+        Chunks may be views the backend lends (see `Chunk`): copy what is kept.
+        """
         size = metadata.segment_size_in_bytes
         if start < 0:
             raise InvalidArgumentError("start_position", f"{start} is negative")
@@ -225,7 +228,7 @@ class SegmentStore:
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile
-    ) -> AsyncGenerator[bytes, None]:
+    ) -> AsyncGenerator[Chunk, None]:
         if index not in INDEX_FILES:
             raise InvalidArgumentError("index_type", f"{index.value} is not an index")
         attributes = {"topic": metadata.topic_id_partition.topic}
