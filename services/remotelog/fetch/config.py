@@ -65,7 +65,9 @@ class RemoteFetchConfig(
     )
     bulk_chunk_bytes: int = setting(
         "remote.fetch.bulk.chunk.bytes",
-        1024 * 1024,
+        # Each message costs the service ~0.25 ms beyond its bytes (asyncio, gRPC,
+        # the batch walk): at 1 MiB a quarter of its CPU, at 4 MiB a sixteenth.
+        4 * 1024 * 1024,
         "Default size of the chunks ReadOffsetRange streams",
         min=64 * 1024,
     )

@@ -49,7 +49,7 @@ class StorageSettings:
         "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
     )
     fetch_chunk_size: int = setting(
-        "fetch.chunk.size", MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
+        "fetch.chunk.size", 4 * MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
     )
 
 
