@@ -40,7 +40,15 @@ class FetchedPartition:
 
 @dataclass(frozen=True)
 class RecordChunk:
-    records: bytes
+    """Whole batches of a bulk read.
+
+    `records` is a read-only view of the message the chunk arrived in, not a
+    copy: at a GB/s, copying every chunk out was a sixth of the reader's CPU.
+    Anything that reads buffers (struct, the record decoder, a file's write)
+    takes it as it is; `bytes(records)` makes bytes of it.
+    """
+
+    records: bytes | memoryview
     first_offset: int
     last_offset: int
 
@@ -95,6 +103,7 @@ class RemoteFetchClient(ServiceClient):
             methods["ReadOffsetRange"],
             2,
             lambda m: (m.records, (m.first_offset, m.last_offset)),
+            views=True,
         )
 
     async def fetch(
