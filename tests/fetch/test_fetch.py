@@ -140,6 +140,7 @@ async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
     assert b"".join(c.records for c in chunks) == expected
     assert len(chunks) > 4
     for chunk in chunks:
+        assert isinstance(chunk.records, memoryview)  # a window on its message, not a copy
         assert len(chunk.records) <= 256 * 1024
         assert headers(chunk.records)[0].base_offset == chunk.first_offset
         assert headers(chunk.records)[-1].last_offset == chunk.last_offset
