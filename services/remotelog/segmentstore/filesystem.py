@@ -106,10 +106,7 @@ def _read_block(fd: int, start: int, stop: int, chunk_size: int) -> list[Chunk]:
     )
     # The views keep the mapping alive; it is unmapped when the last one goes.
     view = memoryview(mapped)
-    return [
-        view[at : min(at + chunk_size, len(view))]
-        for at in range(start - aligned, len(view), chunk_size)
-    ]
+    return [view[at : at + chunk_size] for at in range(start - aligned, len(view), chunk_size)]
 
 
 def _in_chunks(data: bytes, chunk_size: int) -> Iterator[Chunk]:
