@@ -7,11 +7,12 @@ import grpc
 import pytest
 import pytest_asyncio
 from support.s3 import s3_client
-from support.services import start_store
+from support.services import start_store, store_config
 from support.waiting import eventually
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
-from remotelog.core.errors import RetriableRemoteStorageError
+from remotelog.core.errors import RemoteStorageError, RetriableRemoteStorageError
+from remotelog.segmentstore.server import open_segment_store
 
 from .segments import segment_metadata, synthetic_files
 
@@ -95,3 +96,19 @@ async def test_failed_multipart_copy_is_aborted(s3_store, s3_faults):
     await eventually(lambda: s3_store.incomplete_uploads() == 0)
     assert s3_store.objects(metadata.topic_id_partition.topic) == {}
     assert s3_store.incomplete_uploads() == 0
+
+
+async def test_a_call_after_close_fails_and_opens_no_session(tmp_path, s3_endpoint):
+    """A late call (a cancelled handler's abort) must not reopen the closed client: it
+    would open an HTTP session nobody closes, reported by the loop at this test's end."""
+    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    config = store_config("s3", tmp_path, s3_endpoint, bucket)
+    objects = (await open_segment_store(config, config.backoff())).objects
+    await objects.put("t/0/early", b"x")
+    await objects.close()
+    with pytest.raises(RemoteStorageError, match="the store is closed"):
+        await objects.put("t/0/late", b"y")
+    await objects.close()  # again: nothing to do
+    listed = s3_client(s3_endpoint).list_objects_v2(Bucket=bucket)
+    assert [o["Key"] for o in listed["Contents"]] == ["t/0/early"]

@@ -104,6 +104,7 @@ class S3Store:
         self.bucket = settings.bucket
         self._client = client
         self._client_cm = exit_stack
+        self._closed = False
 
     @classmethod
     async def open(cls, settings: S3Settings) -> S3Store:
@@ -124,7 +125,15 @@ class S3Store:
         return cls(settings, client, client_cm)
 
     async def close(self) -> None:
-        await self._client_cm.__aexit__(None, None, None)
+        """Close the client; calls after this fail instead of reopening it.
+
+        aiobotocore opens an HTTP session on demand, so a call made after close
+        (a cancelled handler's abort, a retry that outlived the server's grace)
+        would open one that nobody closes.
+        """
+        if not self._closed:
+            self._closed = True
+            await self._client_cm.__aexit__(None, None, None)
 
     def _deadline(self) -> float:
         """The caller's deadline, or default_retry_s from now when it set none."""
@@ -133,9 +142,15 @@ class S3Store:
     async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run one S3 call with the retry policy; failures come out translated."""
         deadline = self._deadline()
+
+        def attempt() -> Awaitable[T]:
+            if self._closed:
+                raise RemoteStorageError(f"s3://{self.bucket}/{what}: the store is closed")
+            return operation()
+
         try:
             return await retry_async(
-                operation,
+                attempt,
                 backoff=self.settings.backoff,
                 is_retriable=is_transient,
                 deadline=deadline,
