@@ -112,3 +112,32 @@ async def test_a_call_after_close_fails_and_opens_no_session(tmp_path, s3_endpoi
     await objects.close()  # again: nothing to do
     listed = s3_client(s3_endpoint).list_objects_v2(Bucket=bucket)
     assert [o["Key"] for o in listed["Contents"]] == ["t/0/early"]
+
+
+async def test_uploaded_bodies_reach_the_wire_as_the_bytes_given(tmp_path, s3_endpoint):
+    """A PUT's and a part's body is sent as the bytes object itself, not wrapped in a
+    file object that the checksum, the signature and aiohttp would each copy."""
+    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    config = store_config("s3", tmp_path, s3_endpoint, bucket)
+    objects = (await open_segment_store(config, config.backoff())).objects
+    sent: list[object] = []
+    objects._client.meta.events.register(
+        "before-send.s3", lambda request, **_: sent.append(request.body)
+    )
+    try:
+        single = os.urandom(1000)
+        await objects.put("t/0/single", single)
+        upload = objects.open_upload("t/0/multi")
+        parts = os.urandom(objects.settings.part_size + 10)
+        await upload.write(parts)
+        await upload.complete()
+    finally:
+        await objects.close()
+    bodies = [body for body in sent if body]
+    assert sent[0] is single
+    assert [type(body) for body in bodies] == [bytes, bytes, bytes, bytes]
+    assert b"".join(bodies[1:3]) == parts  # the two parts, in order
+    client = s3_client(s3_endpoint)
+    assert client.get_object(Bucket=bucket, Key="t/0/single")["Body"].read() == single
+    assert client.get_object(Bucket=bucket, Key="t/0/multi")["Body"].read() == parts

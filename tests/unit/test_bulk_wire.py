@@ -183,6 +183,7 @@ def test_copy_chunk_reads_back_as_protobuf_reads_it(kind: int, position: int, da
     decoded = decode_copy_request(raw)
     assert isinstance(decoded, DecodedChunk)
     reference = store_pb.CopyLogSegmentDataRequest.FromString(raw).chunk
+    assert decoded.data.obj is raw  # a view of the received message, not a copy
     assert (decoded.chunk.file, decoded.chunk.position, decoded.data) == (
         reference.file,
         reference.position,

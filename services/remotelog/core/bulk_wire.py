@@ -74,15 +74,16 @@ def encode_pieces(
 
 def split_bytes_field(
     raw: bytes, number: int, start: int = 0, end: int | None = None
-) -> tuple[bytes, bytes] | None:
-    """(the message without field `number`, that field's bytes) of `raw[start:end]`.
+) -> tuple[bytes, memoryview] | None:
+    """(the message without field `number`, a view of that field's bytes) of `raw[start:end]`.
 
     Lets a reader hand the small rest to protobuf and slice the big field out
     itself. The last occurrence wins, as in protobuf. None: not a well-formed
     message (the caller lets protobuf report it).
     """
     rest: list[bytes] = []
-    data = b""
+    whole = memoryview(raw)
+    data = whole[:0]
     position, end = start, len(raw) if end is None else end
     try:
         while position < end:
@@ -99,7 +100,7 @@ def split_bytes_field(
                 length, position = _read_varint(raw, position)
                 position += length
                 if key >> 3 == number:
-                    data = raw[position - length : position]
+                    data = whole[position - length : position]
                     continue
             else:
                 return None  # groups: not in proto3
@@ -113,12 +114,12 @@ def split_bytes_field(
 
 def split_embedded_bytes_field(
     raw: bytes, number: int, data_number: int
-) -> tuple[bytes, bytes] | None:
+) -> tuple[bytes, memoryview] | None:
     """(that message without field `data_number`, that field's bytes) when `raw` is a
     message holding only one embedded message, field `number`; else None.
 
     Reads a streamed request whose payload is a message with one bulk `bytes`
-    field (a copy's chunk) with one slice of the bytes, protobuf left the rest.
+    field (a copy's chunk) without copying the bytes, protobuf left the rest.
     """
     fields = message_fields(raw, number)
     if fields is None or len(fields) != 1:

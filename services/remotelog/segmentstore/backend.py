@@ -35,7 +35,7 @@ class IncompleteUpload:
 class Upload(Protocol):
     """One object being written; bytes arrive in order."""
 
-    async def write(self, data: bytes) -> None: ...
+    async def write(self, data: Chunk) -> None: ...
 
     async def complete(self) -> int:
         """Make the object visible under its key; returns its size."""

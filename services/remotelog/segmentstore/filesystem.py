@@ -259,7 +259,7 @@ class FileUpload:
         self._file: int | None = None
         self._size = 0
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: Chunk) -> None:
         if self._file is None:
 
             def create() -> int:
@@ -302,7 +302,7 @@ class FileUpload:
         await self._store._run(drop)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: Chunk) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

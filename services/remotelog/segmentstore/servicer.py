@@ -22,6 +22,7 @@ from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_from_proto
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.segmentstore.backend import Chunk
 from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
@@ -49,14 +50,15 @@ class DecodedChunk:
     """A CopyLogSegmentData chunk message as decode_copy_request reads it."""
 
     chunk: pb.SegmentDataChunk  # file and position; its data is `data`
-    data: bytes
+    data: memoryview  # of the received message: the backend copies what it keeps
 
 
 def decode_copy_request(raw: bytes) -> DecodedChunk | None:
-    """A chunk request with its data sliced out once; None for the rest (protobuf reads them).
+    """A chunk request with a view of its data; None for the rest (protobuf reads them).
 
     protobuf copies a chunk's data when it parses the message and again for
-    `.data`: 92 us per 1 MiB chunk in a service's heap, against 40 us sliced.
+    `.data`: 92 us per 1 MiB chunk in a service's heap, against 40 us sliced,
+    and nothing for a view.
     """
     split = bulk_wire.split_embedded_bytes_field(raw, _CHUNK_FIELD, _DATA_FIELD)
     if split is None:
@@ -120,6 +122,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
 
         async def chunks() -> AsyncIterator[SegmentChunk]:
             async for request in requests:
+                data: Chunk
                 if isinstance(request, DecodedChunk):
                     chunk, data = request.chunk, request.data
                 elif request.WhichOneof("payload") == "chunk":

@@ -53,7 +53,7 @@ class SegmentChunk:
 
     file: SegmentFile
     position: int
-    data: bytes
+    data: Chunk  # may be a view of a received message
 
 
 @dataclass(frozen=True)
