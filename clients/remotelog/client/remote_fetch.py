@@ -79,7 +79,8 @@ def decode_fetch_response(raw: bytes) -> list[tuple[pb.FetchPartitionResult, byt
             ranges = None
             break
         rest, records = split
-        results.append((pb.FetchPartitionResult.FromString(rest), records))
+        # Copied out: a FetchResult's records are bytes a caller may keep or search.
+        results.append((pb.FetchPartitionResult.FromString(rest), bytes(records)))
     if ranges is None:
         return [(r, r.records) for r in pb.FetchResponse.FromString(raw).partitions]
     return results
