@@ -5,25 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
-from remotelog.core.settings import (
-    MetadataClientSettings,
-    RedisSettings,
-    RetrySettings,
-    SegmentStoreClientSettings,
-    ServerSettings,
-)
-from remotelog.segmentstore.config import StorageSettings
+from remotelog.segmentstore.config import TierClientSettings
 
 
 @dataclass(frozen=True)
-class RemoteFetchConfig(
-    ServerSettings,
-    RetrySettings,
-    SegmentStoreClientSettings,
-    MetadataClientSettings,
-    RedisSettings,
-    StorageSettings,
-):
+class RemoteFetchConfig(TierClientSettings):
     listen_address: str = setting("listen.address", "127.0.0.1:7304", "host:port to bind")
     reader_threads: int = setting(
         "remote.log.reader.threads", 10, "Concurrent remote reads", min=1, max=1024

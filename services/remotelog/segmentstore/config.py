@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
-from remotelog.core.settings import MIB, RetrySettings, ServerSettings
+from remotelog.core.settings import (
+    MIB,
+    MetadataClientSettings,
+    RedisSettings,
+    RetrySettings,
+    SegmentStoreClientSettings,
+    ServerSettings,
+)
 
 
 @dataclass(frozen=True)
@@ -69,3 +76,16 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
         "Largest KIP-917 custom metadata returned by a copy",
         min=0,
     )
+
+
+@dataclass(frozen=True)
+class TierClientSettings(
+    ServerSettings,
+    RetrySettings,
+    SegmentStoreClientSettings,
+    MetadataClientSettings,
+    RedisSettings,
+    StorageSettings,
+):
+    """A service that uses the remote tier: the segment store (as its service, or
+    straight through `storage.*`), the metadata manager and Redis (fetch, scheduler)."""

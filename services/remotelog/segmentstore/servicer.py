@@ -23,17 +23,10 @@ from remotelog.core.convert import segment_metadata_from_proto
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.segmentstore.backend import Chunk
+from remotelog.segmentstore.files import SEGMENT_FILES
 from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
-_FILES = {
-    pb.SEGMENT_FILE_LOG: SegmentFile.LOG,
-    pb.SEGMENT_FILE_OFFSET_INDEX: SegmentFile.OFFSET_INDEX,
-    pb.SEGMENT_FILE_TIME_INDEX: SegmentFile.TIME_INDEX,
-    pb.SEGMENT_FILE_TRANSACTION_INDEX: SegmentFile.TRANSACTION_INDEX,
-    pb.SEGMENT_FILE_PRODUCER_SNAPSHOT: SegmentFile.PRODUCER_SNAPSHOT,
-    pb.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT: SegmentFile.LEADER_EPOCH_CHECKPOINT,
-}
 _CHUNK_FIELD = pb.CopyLogSegmentDataRequest.DESCRIPTOR.fields_by_name["chunk"].number
 _DATA_FIELD = pb.SegmentDataChunk.DESCRIPTOR.fields_by_name["data"].number
 _INDEXES = {
@@ -129,7 +122,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
                     chunk, data = request.chunk, request.chunk.data
                 else:
                     raise InvalidArgumentError("chunk", "every message after the first is a chunk")
-                file = _FILES.get(chunk.file)
+                file = SEGMENT_FILES.get(chunk.file)
                 if file is None:
                     raise InvalidArgumentError("chunk.file", f"unknown segment file {chunk.file}")
                 if len(data) > self.copy_chunk_max_bytes:
