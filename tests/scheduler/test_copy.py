@@ -1,6 +1,8 @@
 """The copy task and local retention against real services (Kafka's tiered-storage integration
 tests, where they apply): offload, local deletion, reading everything back, restarts."""
 
+import json
+
 import pytest
 from support.waiting import eventually
 
@@ -198,3 +200,55 @@ async def test_bad_assignments_are_refused_naming_the_field(fs_stack, tmp_path):
     with pytest.raises(UnknownTopicOrPartitionError):
         await client.update_log_start_offset(tip, 5)
     assert scheduler.scheduler.partitions == {}
+
+
+async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tmp_path):
+    """With direct storage writes the scheduler runs the segment store in-process over
+    the same backend: the store service reads back what it wrote, with the same custom
+    metadata, and a deletion of the remote log empties the partition's prefix."""
+    tip, gone = new_partition(), new_partition("gone")
+    brokers = [Broker(tmp_path / "broker-0", t) for t in (tip, gone)]
+    for broker in brokers:
+        broker.segments(3)
+    storage = stack.store.config
+    scheduler = await stack.start_scheduler(
+        **{
+            "remote.log.manager.direct.storage.write.enabled": "true",
+            "segment.store.address": "127.0.0.1:1",  # never called: nothing listens there
+            "storage.backend": stack.backend,
+            "storage.root": storage.storage_root,
+            "storage.s3.bucket.name": storage.s3_bucket_name,
+            "storage.s3.endpoint.url": storage.s3_endpoint_url,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": "test",
+            "storage.aws.secret.access.key": "test",
+        }
+    )
+    await scheduler.client.on_partition_leadership_changes([b.assignment() for b in brokers])
+    for broker in brokers:
+
+        async def tiered(broker=broker):
+            state = await state_of(scheduler, broker.tip)
+            return state.highest_tiered_offset == broker.rolled_end
+
+        await eventually(tiered)
+
+    segments = await stack.segments(tip)
+    assert [(s.start_offset, s.end_offset, s.state) for s in segments] == [
+        (0, 29, FINISHED),
+        (30, 59, FINISHED),
+        (60, 89, FINISHED),
+    ]
+    for segment in segments:
+        custom = json.loads(segment.custom_metadata or b"{}")
+        assert custom["remote_size"] > segment.segment_size_in_bytes  # the log and its indexes
+    assert await stack.remote_records(tip) == {
+        o: kv for o, kv in brokers[0].records.items() if o <= brokers[0].rolled_end
+    }
+    objects = stack.store.objects()
+    assert len([key for key in objects if "gone-" in key]) == 9  # log, indexes, manifest each
+
+    await scheduler.client.stop_partitions([gone], delete_remote_log=True)
+    assert await stack.segments(gone) == []
+    assert [key for key in stack.store.objects() if "gone-" in key] == []
+    assert len(stack.store.objects()) == 9

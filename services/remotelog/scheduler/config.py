@@ -5,21 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
-from remotelog.core.settings import (
-    MetadataClientSettings,
-    RedisSettings,
-    RetrySettings,
-    SegmentStoreClientSettings,
-    ServerSettings,
-)
+from remotelog.segmentstore.config import TierClientSettings
 
 INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
-class CopySchedulerConfig(
-    ServerSettings, RetrySettings, SegmentStoreClientSettings, MetadataClientSettings, RedisSettings
-):
+class CopySchedulerConfig(TierClientSettings):
     listen_address: str = setting("listen.address", "127.0.0.1:7303", "host:port to bind")
     broker_id: int = setting("broker.id", 0, "Id of the broker this scheduler runs beside", min=0)
     task_interval_ms: int = setting(
@@ -81,4 +73,11 @@ class CopySchedulerConfig(
         120_000,
         "Deadline of each call to the segment store and the metadata manager",
         min=1,
+    )
+    direct_storage_write: bool = setting(
+        "remote.log.manager.direct.storage.write.enabled",
+        False,
+        "Copy and delete segments straight in the storage.* backend (the segment store "
+        "in this process, as Kafka runs its RSM in the broker) instead of through "
+        "segment.store.address",
     )

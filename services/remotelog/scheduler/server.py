@@ -7,15 +7,26 @@ from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.coordination.factory import open_leases
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.direct import DirectSegmentWriter
 from remotelog.scheduler.scheduler import CopyScheduler
 from remotelog.scheduler.servicer import CopySchedulerServicer
+from remotelog.segmentstore.server import open_segment_store
 
 SERVICE_NAME = "remotelog.api.scheduler.v1.CopySchedulerService"
+DIRECT_READ_BYTES = 8 * 1024 * 1024
 
 
 async def start_copy_scheduler(config: CopySchedulerConfig) -> RunningService[CopyScheduler]:
     options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
-    store = SegmentStoreClient(config.segment_store_address, options=options)
+    store: SegmentStoreClient | DirectSegmentWriter
+    if config.direct_storage_write:
+        direct = await open_segment_store(
+            config, config.backoff(), config.custom_metadata_max_bytes
+        )
+        # A file that fits one S3 part is read whole and sent as those bytes.
+        store = DirectSegmentWriter(direct, max(config.s3_multipart_part_size, DIRECT_READ_BYTES))
+    else:
+        store = SegmentStoreClient(config.segment_store_address, options=options)
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     leases = open_leases(config.redis_url)
     scheduler = CopyScheduler(config, store, metadata, leases)

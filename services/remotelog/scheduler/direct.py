@@ -1,0 +1,91 @@
+"""Copying segments straight into the storage backend, as Kafka's broker calls its RSM in-process.
+
+With `remote.log.manager.direct.storage.write.enabled` the copy scheduler opens
+the backend the segment store serves (the `storage.*` settings) and runs the
+same SegmentStore in its own process: the same objects, manifests and custom
+metadata, without streaming every segment byte through a second service. The
+files go from the broker's disk to the backend with one read each, where the
+gRPC hop copied each byte five times more and took two processes' CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable
+from pathlib import Path
+from typing import TypeVar
+
+from remotelog.client import LogSegmentData
+from remotelog.core.deadline import deadline_after
+from remotelog.core.errors import DeadlineExceededError
+from remotelog.core.model import RemoteLogSegmentMetadata
+from remotelog.segmentstore.files import SEGMENT_FILES
+from remotelog.segmentstore.layout import SegmentFile
+from remotelog.segmentstore.store import SegmentChunk, SegmentStore
+
+T = TypeVar("T")
+
+
+def _files(data: LogSegmentData) -> list[tuple[SegmentFile, Path | bytes]]:
+    return [(SEGMENT_FILES[kind], source) for kind, source in data.files()]
+
+
+class DirectSegmentWriter:
+    """The scheduler's SegmentStore port over an in-process SegmentStore.
+
+    Files are read in pieces of `read_bytes` (the backend's part size, so a
+    segment that fits one part goes to the backend as the very bytes read):
+    memory stays bounded whatever the segment's size.
+    """
+
+    def __init__(self, store: SegmentStore, read_bytes: int) -> None:
+        self.store = store
+        self.read_bytes = read_bytes
+
+    async def _chunks(self, data: LogSegmentData) -> AsyncGenerator[SegmentChunk, None]:
+        for file, source in _files(data):
+            if isinstance(source, bytes):
+                yield SegmentChunk(file, 0, source)
+                continue
+            with source.open("rb") as handle:
+                position = 0
+                while True:
+                    piece = await asyncio.to_thread(handle.read, self.read_bytes)
+                    if piece or not position:
+                        yield SegmentChunk(file, position, piece)
+                    position += len(piece)
+                    if len(piece) < self.read_bytes:
+                        break
+
+    async def copy_log_segment_data(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        data: LogSegmentData,
+        *,
+        timeout_s: float | None = None,
+    ) -> bytes | None:
+        # Closed here, not by the garbage collector: a failed copy closes its file.
+        async with contextlib.aclosing(self._chunks(data)) as chunks:
+            copy = self.store.copy_log_segment_data(metadata, chunks)
+            return await _within(timeout_s, f"copy of {metadata.remote_log_segment_id}", copy)
+
+    async def delete_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> None:
+        delete = self.store.delete_log_segment_data(metadata)
+        await _within(timeout_s, f"delete of {metadata.remote_log_segment_id}", delete)
+
+    async def close(self) -> None:
+        await self.store.objects.close()
+
+
+async def _within(timeout_s: float | None, what: str, call: Awaitable[T]) -> T:
+    """`call` under the caller's deadline, as the service's gRPC deadline bounds it:
+    the backend's retries stop at it, and a call still running then is cancelled."""
+    try:
+        with deadline_after(timeout_s):
+            async with asyncio.timeout(timeout_s):
+                return await call
+    except TimeoutError:
+        raise DeadlineExceededError(f"{what} took over {timeout_s} s") from None
