@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 
@@ -84,7 +85,9 @@ class DelayedOperationPurgatory:
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.name = name
-        self._clock = clock
+        # The event loop's clock is time.monotonic; read it straight: on Python 3.11
+        # asyncio.get_running_loop() makes a getpid() system call each time.
+        self._clock = clock or time.monotonic
         self._timer = TimingWheelTimer(tick_ms, wheel_size, start_ms=self._now_ms())
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
         self._wakeup = asyncio.Event()
@@ -93,8 +96,7 @@ class DelayedOperationPurgatory:
         self.expired = 0
 
     def _now_ms(self) -> int:
-        now = self._clock() if self._clock is not None else asyncio.get_running_loop().time()
-        return int(now * 1000)
+        return int(self._clock() * 1000)
 
     def start(self) -> None:
         if self._reaper is None:
