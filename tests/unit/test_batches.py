@@ -95,9 +95,29 @@ def test_a_whole_chunk_of_whole_batches_is_handed_out_without_a_copy(segment: by
     assert got.data is segment
 
 
+def many_batches() -> bytes:
+    """The shared segment with the most batches (most of them hold one)."""
+    return max((p.read_bytes() for p in SEGMENTS), key=lambda log: len(batches_of(log)))
+
+
+def test_batches_inside_one_chunk_are_a_view_of_it() -> None:
+    # A Fetch reads its range in one piece: what it answers is a window on that read.
+    segment = many_batches()
+    batches = batches_of(segment)
+    assert len(batches) >= 3
+    second, last = batches[1], batches[-1]
+    cutter = BatchCutter(second[2], "test")
+    cutter.feed(segment)
+    got = cutter.take(len(segment) - second[0] - last[1])  # all but the first and the last
+    assert got is not None
+    assert isinstance(got.data, memoryview)
+    assert got.data.obj is segment
+    assert got.data == segment[second[0] : last[0]]
+    assert (got.first_offset, got.last_offset) == (second[2], batches[-2][3])
+
+
 def test_batches_across_chunks_are_handed_out_as_views_of_the_fed_chunks() -> None:
-    # A segment of many batches (most of the shared ones hold one), to cut through two.
-    segment = max((p.read_bytes() for p in SEGMENTS), key=lambda log: len(batches_of(log)))
+    segment = many_batches()
     batches = batches_of(segment)
     assert len(batches) >= 3
     # Cut inside the first batch's header and in the middle of the second batch.

@@ -117,7 +117,8 @@ def _fetch_results() -> tuple[list[fetch_pb.FetchPartition], list[FetchResult]]:
         FetchResult(tips[0], PartitionData(b"\x01" * 300, [(7, 100), (9, 0)], 42)),
         FetchResult(tips[1], PartitionData(), OffsetOutOfRangeError("offset 5 is below 10")),
         FetchResult(tips[2], PartitionData(b"", [], 0)),  # the wait expired: no records
-        FetchResult(tips[3], PartitionData(bytes(range(256)) * 600, [], -1)),
+        # As the reader hands records: a window on the buffer they were read into.
+        FetchResult(tips[3], PartitionData(memoryview(b"\xff" + bytes(range(256)) * 600)[1:])),
     ]
     return messages, results
 
@@ -132,7 +133,7 @@ def test_fetch_response_is_protobufs_bytes_and_reads_back() -> None:
             out.error_reason = error_reason_to_proto(result.error.reason)
             out.error_message = result.error.message
             continue
-        out.records = result.data.records
+        out.records = bytes(result.data.records)
         out.log_start_offset = result.data.log_start_offset
         for pid, first in result.data.aborted_transactions:
             out.aborted_transactions.add(producer_id=pid, first_offset=first)

@@ -47,12 +47,12 @@ def varint_field(number: int, value: int) -> list[bytes]:
     return [_varint(number << 3), _varint(value)] if value else []
 
 
-def bytes_field(number: int, data: bytes) -> list[bytes]:
+def bytes_field(number: int, data: bytes | memoryview) -> list[bytes | memoryview]:
     """The pieces of a proto3 `bytes` field (none when empty, as protobuf omits it)."""
     return [_varint(number << 3 | 2), _varint(len(data)), data] if data else []
 
 
-def message_field(number: int, pieces: list[bytes]) -> list[bytes]:
+def message_field(number: int, pieces: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
     """The pieces of an embedded message field whose encoding is `pieces`."""
     return [_varint(number << 3 | 2), _varint(sum(map(len, pieces))), *pieces]
 

@@ -22,16 +22,21 @@ HEADER_BYTES = 61
 LOG_OVERHEAD = 12
 
 
+Piece = bytes | memoryview
+
+
 @dataclass(frozen=True, slots=True)
 class Batches:
-    """Whole batches cut from the stream: their bytes and their offset range."""
+    """Whole batches cut from the stream: their bytes and their offset range.
 
-    data: bytes
+    `data` is a view of the one chunk they were fed in when they came in one:
+    the message that carries them copies them, so copying here too would be a
+    second copy (0.1 ms a MiB, a tenth of a Fetch's CPU).
+    """
+
+    data: Piece
     first_offset: int
     last_offset: int
-
-
-Piece = bytes | memoryview
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +53,9 @@ class BatchPieces:
     last_offset: int
 
     def joined(self) -> Batches:
-        """One bytes object: no copy when the batches are one whole fed chunk."""
+        """One buffer: the piece itself when there is one (a view of a fed chunk, or the chunk)."""
         (only, *more) = self.pieces
-        data = only if not more and type(only) is bytes else b"".join(self.pieces)
+        data = only if not more else b"".join(self.pieces)
         return Batches(data, self.first_offset, self.last_offset)
 
 

@@ -59,7 +59,7 @@ async def offset_for_timestamp(
                 cutter.feed(chunk)
                 taken = cutter.take(cutter.buffered)
                 if taken is not None:
-                    found = _first_at_or_after(taken.data, timestamp, source)
+                    found = _first_at_or_after(bytes(taken.data), timestamp, source)
                     if found is not None:
                         return found
         finally:

@@ -24,7 +24,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
-from remotelog.fetch.batches import BatchCutter, Batches, BatchPieces
+from remotelog.fetch.batches import BatchCutter, Batches, BatchPieces, Piece
 from remotelog.fetch.index_cache import RemoteIndexCache
 from remotelog.fetch.ports import SegmentLookup, SegmentReader
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
@@ -46,7 +46,7 @@ class PartitionRead:
 
 @dataclass(slots=True)
 class PartitionData:
-    records: bytes = b""
+    records: Piece = b""  # a view of the read's buffer when the batches came in one
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)  # (pid, first)
     log_start_offset: int = -1
     last_offset: int = -1
@@ -232,7 +232,7 @@ class RemoteLogReader:
         if not taken:
             return None, full
         pieces = tuple(piece for batch in taken for piece in batch.pieces)
-        # One copy of the answer's bytes in all; none when it is one whole chunk.
+        # No copy when the batches came in one chunk (a Fetch's single read); else one.
         return BatchPieces(
             pieces, size, taken[0].first_offset, taken[-1].last_offset
         ).joined(), full

@@ -21,7 +21,7 @@ from opentelemetry import metrics
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.purgatory import DelayedOperationPurgatory
-from remotelog.fetch.batches import BatchCutter, BatchPieces
+from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
 from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
@@ -67,7 +67,7 @@ class FetchResult:
     error: RemoteLogError | None = None
 
 
-def _trim(records: bytes, budget: int, at_least_one: bool) -> bytes:
+def _trim(records: Piece, budget: int, at_least_one: bool) -> Piece:
     """Whole batches of `records` within `budget` bytes (the first one regardless, if allowed)."""
     if len(records) <= budget:
         return records

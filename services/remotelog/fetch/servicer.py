@@ -76,7 +76,7 @@ _PARTITIONS_FIELD = pb.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].num
 _RECORDS_FIELD = pb.FetchPartitionResult.DESCRIPTOR.fields_by_name["records"].number
 
 
-def _result_pieces(message: pb.FetchPartition, result: FetchResult) -> list[bytes]:
+def _result_pieces(message: pb.FetchPartition, result: FetchResult) -> list[bytes | memoryview]:
     """One FetchPartitionResult as wire pieces, its records not copied (see bulk_wire).
 
     Fields before `records` and after it are serialized by protobuf as two small
