@@ -20,6 +20,7 @@ from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
 
+BIG_BATCH_BYTES = 256 * 1024
 CLIENT_OPTIONS = ClientOptions(
     timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
 )
@@ -150,6 +151,10 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
         # (compaction removed 10-19), so a read at 12 must continue into the next one.
         await stack.tier_batches(
             "gapped", [[batch(0, 5), batch(5, 5)], [batch(20, 5), batch(25, 5)]], ends=[19, 29]
+        )
+        # Batches four times the index slack: a Fetch's first range cannot reach the last one.
+        await stack.tier_batches(
+            "big_batches", [[batch(n, size=BIG_BATCH_BYTES) for n in range(4)]]
         )
         await stack.start_fetch()
         await stack.start_fetch("direct", **stack.direct_storage())

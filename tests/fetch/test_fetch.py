@@ -9,6 +9,7 @@ import pytest
 from remotelog.client import FetchPartition
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
 from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.reader import INDEX_SLACK_BYTES
 from remotelog.kafka.records import decode_records, iter_batches
 
 MIB = 1024 * 1024
@@ -114,6 +115,42 @@ async def test_a_segment_without_the_offset_continues_into_the_next(tiered):
     result = await fetch_one(tiered, "gapped", 12)
     assert result.error is None
     assert [h.base_offset for h in headers(result.records)] == [20, 25]
+
+
+class RecordingReader:
+    """The fetch service's segment reader, noting each byte range it is asked for."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.ranges = []
+
+    def fetch_log_segment_views(self, metadata, start, end=None, *, timeout_s=None):
+        self.ranges.append((start, end))
+        return self.inner.fetch_log_segment_views(metadata, start, end, timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize("via", [0, 1])
+async def test_a_fetch_beyond_its_first_range_reads_ranges_twice_as_long_each(tiered, via):
+    """Not the rest of the segment in one read: an 8 MiB mapping per Fetch, when it was."""
+    reader = tiered.running[via].app.reader
+    recording = RecordingReader(reader.store)
+    reader.store = recording
+    try:
+        result = await fetch_one(tiered, "big_batches", 3, max_bytes=1, via=via)  # min_one_message
+    finally:
+        reader.store = recording.inner
+    expected_batches = tiered.log_bytes("big_batches")
+    assert headers(result.records)[0].base_offset == 3
+    assert result.records == expected_batches[-len(result.records) :]
+    # The read starts where the index points (no index here: the segment's start).
+    size = len(expected_batches)
+    expected, position, length = [], 0, 1 + INDEX_SLACK_BYTES
+    while position < size:
+        bound = min(position + length, size)
+        expected.append((position, bound - 1 if bound < size else None))
+        position, length = bound, length * 2
+    assert recording.ranges == expected
+    assert len(expected) == 5  # 64 KiB, 128 KiB, 256 KiB, 512 KiB, and on to the end
 
 
 async def test_read_committed_lists_aborted_transactions_from_later_txn_indexes(tiered):
