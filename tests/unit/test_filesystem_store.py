@@ -1,14 +1,19 @@
 """FileSystemStore: the chunks its reads give, and its thread hops (nothing abandoned leaks)."""
 
 import asyncio
+import errno
 import os
 import threading
 
 import pytest
 from support.waiting import eventually
 
-from remotelog.segmentstore import filesystem
+from remotelog.core.config import load_config
+from remotelog.core.errors import RemoteStorageError
+from remotelog.segmentstore import filesystem, writeback
+from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.filesystem import FileSystemStore
+from remotelog.segmentstore.server import open_backend
 
 
 async def test_a_result_its_caller_abandoned_is_released(tmp_path):
@@ -105,3 +110,136 @@ async def test_mapped_pages_are_unmapped_once_the_chunks_are_dropped(tmp_path):
     del chunks
     assert mappings() == 0
     await store.close()
+
+
+# -- uploads: writes overlapping the caller, writeback started as they go ---------------------
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+def _temp_files(store: FileSystemStore) -> list[str]:
+    return [name for _, _, files in os.walk(store.root) for name in files if name.endswith(".tmp")]
+
+
+async def test_an_upload_starts_writeback_of_each_block_its_writes_fill(tmp_path, monkeypatch):
+    started: list[tuple[int, int]] = []
+
+    def recorded(fd: int, offset: int, length: int) -> bool:
+        started.append((offset, length))
+        return True
+
+    monkeypatch.setattr(filesystem, "start_writeback", recorded)
+    store = FileSystemStore(tmp_path / "store", io_threads=1, bytes_per_sync=MIB)
+    data = os.urandom(10 * 384 * KIB)  # 3.75 MiB in writes that straddle the 1 MiB marks
+    upload = store.open_upload("t-x/0/segment.log")
+    for at in range(0, len(data), 384 * KIB):
+        await upload.write(data[at : at + 384 * KIB])
+    assert await upload.complete() == len(data)
+    assert started == [(0, MIB), (MIB, MIB), (2 * MIB, MIB)]  # the last 0.75 MiB: the fsync's
+    assert store.path("t-x/0/segment.log").read_bytes() == data
+    await store.close()
+
+
+async def test_writeback_stops_being_asked_where_the_system_has_none(tmp_path, monkeypatch):
+    asked: list[int] = []
+
+    def unsupported(fd: int, offset: int, length: int) -> bool:
+        asked.append(offset)
+        return False
+
+    monkeypatch.setattr(filesystem, "start_writeback", unsupported)
+    store = FileSystemStore(tmp_path / "store", io_threads=1, bytes_per_sync=MIB)
+    data = os.urandom(4 * MIB)
+    await store.put("t-x/0/segment.log", data)
+    upload = store.open_upload("t-x/0/other.log")
+    await upload.write(data)
+    await upload.complete()
+    assert asked == [0]  # asked once, then never again by this store
+    assert store.bytes_per_sync == 0
+    assert store.path("t-x/0/other.log").read_bytes() == data
+    await store.close()
+
+
+async def test_writes_run_while_the_caller_goes_on_up_to_a_bound(tmp_path, monkeypatch):
+    gate = threading.Event()
+    real = filesystem._pwrite_all
+
+    def gated(fd: int, data: bytes, position: int) -> None:
+        gate.wait(10)
+        real(fd, data, position)
+
+    monkeypatch.setattr(filesystem, "_pwrite_all", gated)
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    pieces = [os.urandom(100 * KIB) for _ in range(filesystem.WRITES_IN_FLIGHT + 2)]
+    upload = store.open_upload("t-x/0/segment.log")
+    for piece in pieces[: filesystem.WRITES_IN_FLIGHT]:
+        await asyncio.wait_for(upload.write(piece), 5)  # none of them written yet
+    blocked = asyncio.create_task(upload.write(pieces[filesystem.WRITES_IN_FLIGHT]))
+    await asyncio.sleep(0.05)
+    assert not blocked.done()  # one more would pass the bound: it waits for the oldest
+    gate.set()
+    await blocked
+    await upload.write(pieces[-1])
+    assert await upload.complete() == sum(map(len, pieces))
+    assert store.path("t-x/0/segment.log").read_bytes() == b"".join(pieces)
+    await store.close()
+
+
+async def test_a_failed_write_fails_the_upload_and_abort_leaves_nothing(tmp_path, monkeypatch):
+    real = filesystem._pwrite_all
+
+    def full_disk_after_a_mib(fd: int, data: bytes, position: int) -> None:
+        if position >= MIB:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data, position)
+
+    monkeypatch.setattr(filesystem, "_pwrite_all", full_disk_after_a_mib)
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    upload = store.open_upload("t-x/0/segment.log")
+
+    async def write_then_complete() -> None:
+        for _ in range(3 * filesystem.WRITES_IN_FLIGHT):
+            await upload.write(os.urandom(512 * KIB))
+        await upload.complete()
+
+    with pytest.raises(RemoteStorageError, match="No space left"):
+        await write_then_complete()
+    await upload.abort()
+    assert _temp_files(store) == []
+    assert not store.path("t-x/0/segment.log").exists()
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    await store.close()
+
+
+def test_start_writeback_on_a_file_a_pipe_and_a_closed_descriptor(tmp_path):
+    if writeback._sync_file_range is None:
+        pytest.skip("no sync_file_range here")
+    with open(tmp_path / "file", "wb") as handle:
+        handle.write(os.urandom(MIB))
+        handle.flush()
+        assert writeback.start_writeback(handle.fileno(), 0, MIB) is True
+    read_end, write_end = os.pipe()
+    try:
+        assert writeback.start_writeback(write_end, 0, MIB) is False  # ESPIPE: not supported
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    with pytest.raises(OSError, match="Bad file descriptor") as raised:
+        writeback.start_writeback(write_end, 0, MIB)
+    assert raised.value.errno == errno.EBADF
+
+
+async def test_the_filesystem_backend_takes_bytes_per_sync_from_its_config(tmp_path):
+    path = tmp_path / "store.properties"
+    path.write_text(
+        f"storage.root={tmp_path / 'store'}\nstorage.filesystem.bytes.per.sync=2097152\n"
+    )
+    config, _ = load_config(SegmentStoreConfig, path)
+    backend = await open_backend(config, config.backoff())
+    assert isinstance(backend, FileSystemStore)
+    assert backend.bytes_per_sync == 2 * MIB
+    await backend.close()
+    default, _ = load_config(SegmentStoreConfig, None)
+    assert default.fs_bytes_per_sync == 4 * MIB

@@ -55,6 +55,13 @@ class StorageSettings:
     fs_io_threads: int = setting(
         "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
     )
+    fs_bytes_per_sync: int = setting(
+        "storage.filesystem.bytes.per.sync",
+        4 * MIB,
+        "An upload starts writing to disk each time this many more bytes arrive, so its "
+        "final fsync waits for less (RocksDB's bytes_per_sync; Linux); 0 = all at the fsync",
+        min=0,
+    )
     fetch_chunk_size: int = setting(
         "fetch.chunk.size", 4 * MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
     )

@@ -25,6 +25,7 @@ import contextlib
 import mmap
 import os
 import secrets
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -34,6 +35,7 @@ from typing import TypeVar
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
 from remotelog.segmentstore.pagecache import pread_cached
+from remotelog.segmentstore.writeback import start_writeback
 
 T = TypeVar("T")
 TMP_SUFFIX = ".tmp"
@@ -43,6 +45,8 @@ READ_BLOCK = 8 * 1024 * 1024
 # on the reader threads, overlapping the consumer.
 CACHED_READ_MAX = 2 * 1024 * 1024
 RESOLVED_KEYS_MAX = 4096
+# Writes of one upload running at once (memory: this many of the caller's chunks).
+WRITES_IN_FLIGHT = 4
 # Linux (Python >= 3.10); elsewhere long reads pread each chunk into bytes.
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", None)
 
@@ -130,8 +134,11 @@ def _storage_errors() -> Iterator[None]:
 
 
 class FileSystemStore:
-    def __init__(self, root: Path, *, io_threads: int = 8) -> None:
+    def __init__(self, root: Path, *, io_threads: int = 8, bytes_per_sync: int = 0) -> None:
+        """`bytes_per_sync`: an upload starts writing to disk each time this many more
+        bytes are written (writeback.py); 0 leaves it all to the final fsync."""
         self.root = root.resolve()
+        self.bytes_per_sync = bytes_per_sync
         self.root.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
         self._paths: dict[str, Path] = {}
@@ -252,14 +259,24 @@ class FileSystemStore:
 
 
 class FileUpload:
+    """A temp file written by the store's file threads, renamed into place at completion.
+
+    Up to WRITES_IN_FLIGHT writes run while the caller goes on to its next
+    chunk (each is a pwrite at its own position, so their order does not
+    matter): receiving and writing overlap instead of taking turns.
+    """
+
     def __init__(self, store: FileSystemStore, final: Path) -> None:
         self._store = store
         self._final = final
         self._tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
         self._file: int | None = None
         self._size = 0
+        # Oldest first. A write leaves only when it has ended: whatever is here
+        # may still use the descriptor, so abort() waits for all of it.
+        self._writing: deque[Future[None]] = deque()
 
-    async def write(self, data: Chunk) -> None:
+    async def _opened(self) -> int:
         if self._file is None:
 
             def create() -> int:
@@ -267,15 +284,34 @@ class FileUpload:
                 return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
             self._file = await self._store._run(create)
-        fd = self._file
-        await self._store._run(lambda: _write_all(fd, data))
-        self._size += len(data)
+        return self._file
+
+    async def _settle_oldest(self) -> None:
+        with _storage_errors():
+            await asyncio.wrap_future(self._writing[0])
+        self._writing.popleft()
+
+    async def write(self, data: Chunk) -> None:
+        fd = await self._opened()
+        while len(self._writing) >= WRITES_IN_FLIGHT:
+            await self._settle_oldest()
+        position, self._size = self._size, self._size + len(data)
+        self._writing.append(self._store._pool.submit(self._write, fd, data, position))
+
+    def _write(self, fd: int, data: Chunk, position: int) -> None:
+        """On a file thread: write, then start the disk on the sync blocks this one filled."""
+        _pwrite_all(fd, data, position)
+        every = self._store.bytes_per_sync
+        end = position + len(data)
+        if every and end // every > position // every:
+            first = position - position % every
+            if not start_writeback(fd, first, end - end % every - first):
+                self._store.bytes_per_sync = 0  # not on this system: the fsync does it all
 
     async def complete(self) -> int:
-        if self._file is None:
-            await self.write(b"")
-        fd = self._file
-        assert fd is not None
+        fd = await self._opened()
+        while self._writing:
+            await self._settle_oldest()
 
         def publish() -> None:
             os.fsync(fd)
@@ -292,6 +328,10 @@ class FileUpload:
         return self._size
 
     async def abort(self) -> None:
+        # Writes still running use the descriptor: they end before it closes.
+        running = [asyncio.wrap_future(write) for write in self._writing]
+        self._writing.clear()
+        await asyncio.gather(*running, return_exceptions=True)  # their errors: the caller's
         fd, self._file = self._file, None
 
         def drop() -> None:
@@ -302,8 +342,9 @@ class FileUpload:
         await self._store._run(drop)
 
 
-def _write_all(fd: int, data: Chunk) -> None:
+def _pwrite_all(fd: int, data: Chunk, position: int) -> None:
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
+        written = os.pwrite(fd, view, position)
         view = view[written:]
+        position += written

@@ -22,7 +22,11 @@ SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
 
 async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
     if config.storage_backend == "filesystem":
-        return FileSystemStore(Path(config.storage_root), io_threads=config.fs_io_threads)
+        return FileSystemStore(
+            Path(config.storage_root),
+            io_threads=config.fs_io_threads,
+            bytes_per_sync=config.fs_bytes_per_sync,
+        )
     return await S3Store.open(
         S3Settings(
             bucket=config.s3_bucket_name,
