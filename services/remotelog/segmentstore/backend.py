@@ -35,7 +35,9 @@ class IncompleteUpload:
 class Upload(Protocol):
     """One object being written; bytes arrive in order."""
 
-    async def write(self, data: Chunk) -> None: ...
+    async def write(self, data: Chunk) -> None:
+        """Add `data`; it may be kept uncopied until written or sent, so it must not change."""
+        ...
 
     async def complete(self) -> int:
         """Make the object visible under its key; returns its size."""
