@@ -9,6 +9,7 @@ import pytest
 
 from remotelog.segmentstore import filesystem, pagecache
 from remotelog.segmentstore.filesystem import FileSystemStore
+from remotelog.segmentstore.mapped import MappedFiles
 
 READERS = [pytest.param(pagecache._pread_cached_python, id="python")]
 if pagecache.COMPILED:
@@ -65,11 +66,13 @@ def test_bad_arguments_are_refused(read, written):
         read(999_999, 10, 0)  # not a descriptor
 
 
-@pytest.mark.parametrize("cached", [True, False], ids=["page-cached", "from-disk"])
+@pytest.mark.parametrize("way", ["mapped", "pread", "from-disk"])
 async def test_short_ranges_read_alike_from_the_cache_and_through_the_reader_threads(
-    tmp_path, monkeypatch, cached
+    tmp_path, monkeypatch, way
 ):
-    if not cached:  # as if nothing were cached: every read takes the thread hop
+    if way != "mapped":  # as where the kernel cannot count cached pages
+        monkeypatch.setattr(MappedFiles, "available", lambda self: False)
+    if way == "from-disk":  # as if nothing were cached: every read takes the thread hop
         monkeypatch.setattr(filesystem, "pread_cached", lambda fd, length, offset: None)
     store = FileSystemStore(tmp_path / "store", io_threads=2)
     await store.put("t-x/0/segment.log", DATA)
@@ -77,6 +80,11 @@ async def test_short_ranges_read_alike_from_the_cache_and_through_the_reader_thr
         chunks = [c async for c in store.read("t-x/0/segment.log", start, end, chunk)]
         assert b"".join(chunks) == DATA[start : end + 1]
         assert all(len(c) <= chunk for c in chunks)
+        if way == "mapped":  # views of the file's pages, no copy made
+            assert all(isinstance(c, memoryview) for c in chunks)
     with pytest.raises(filesystem.RemoteResourceNotFoundError):
         [c async for c in store.read("t-x/0/missing.log", 0, 10, 1024)]
+    await store.delete(["t-x/0/segment.log"])  # read a moment ago, possibly still mapped
+    with pytest.raises(filesystem.RemoteResourceNotFoundError):
+        [c async for c in store.read("t-x/0/segment.log", 0, 10, 1024)]
     await store.close()

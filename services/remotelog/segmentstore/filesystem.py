@@ -5,9 +5,11 @@ An upload writes `<key>.<random>.tmp` beside its final name, then fsyncs it,
 renames it into place and fsyncs the directory: a crash leaves either the old
 state or the whole new object, never half of one under the final name. Blocking
 file calls run in a bounded thread pool, never on the event loop; the one
-exception is a short read whose bytes are all in the page cache, copied on the
-loop with a read that refuses to wait (pagecache.py) after an open and fstat
-of the file, which is what a Fetch costs most when it takes the hop.
+exception is a short read whose bytes are all in the page cache, answered on
+the loop, which is what a Fetch costs most when it takes the hop: as a view
+of a mapping kept between reads, its pages counted first (mapped.py), or
+where the kernel cannot count them, copied by a read that refuses to wait
+(pagecache.py).
 
 Long reads are not copied here at all: a reader thread maps each block of the
 file with MAP_POPULATE (so any wait for the disk happens on that thread) and
@@ -34,6 +36,7 @@ from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
+from remotelog.segmentstore.mapped import MappedFiles
 from remotelog.segmentstore.pagecache import pread_cached
 from remotelog.segmentstore.writeback import start_writeback
 
@@ -113,7 +116,7 @@ def _read_block(fd: int, start: int, stop: int, chunk_size: int) -> list[Chunk]:
     return [view[at : at + chunk_size] for at in range(start - aligned, len(view), chunk_size)]
 
 
-def _in_chunks(data: bytes, chunk_size: int) -> Iterator[Chunk]:
+def _in_chunks(data: bytes | memoryview, chunk_size: int) -> Iterator[Chunk]:
     if len(data) <= chunk_size:
         yield data
         return
@@ -142,6 +145,7 @@ class FileSystemStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
         self._paths: dict[str, Path] = {}
+        self._mapped = MappedFiles()
 
     async def _run(self, fn: Callable[[], T], release: Callable[[T], object] | None = None) -> T:
         """`fn` in the pool; `release` gets its result if the caller stopped waiting for it."""
@@ -188,7 +192,10 @@ class FileSystemStore:
         path = self.path(key)
         if end is not None and end - start < CACHED_READ_MAX:
             with _storage_errors():
-                cached = _read_if_cached(path, start, end)
+                if self._mapped.available():
+                    cached = self._mapped.view(path, start, end)
+                else:
+                    cached = _read_if_cached(path, start, end)
             if cached is not None:
                 for chunk in _in_chunks(cached, chunk_size):
                     yield chunk
@@ -255,6 +262,7 @@ class FileSystemStore:
         await self._run(partial(self.path(upload.key).unlink, missing_ok=True))
 
     async def close(self) -> None:
+        self._mapped.close()
         self._pool.shutdown(wait=True)
 
 
