@@ -1,15 +1,18 @@
 """`remotelog serve segment-store`: health, graceful stop; metrics and spans of the store."""
 
 import os
+import socket
 import subprocess
 import uuid
 
+import grpc
 import pytest
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.services import start_store
 from support.serving import serve_until_sigterm
 from support.telemetry import counter
 
+from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.rpc.serve import serve_command
 
 from .segments import segment_metadata, synthetic_files
@@ -46,13 +49,85 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
     assert "SegmentStore.fetch_log_segment" in names
 
 
-def test_serve_reports_health_and_stops_on_sigterm(tmp_path):
+def store_properties(tmp_path, listen_address):
     config = tmp_path / "store.properties"
-    config.write_text(f"listen.address=127.0.0.1:0\nstorage.root={tmp_path / 'data'}\n")
+    config.write_text(f"listen.address={listen_address}\nstorage.root={tmp_path / 'data'}\n")
+    return config
+
+
+@pytest.mark.parametrize("listen_address", ["127.0.0.1:0", "unix:{tmp}/store.sock"])
+def test_serve_reports_health_and_stops_on_sigterm(tmp_path, listen_address):
+    listen_address = listen_address.format(tmp=tmp_path)
+    config = store_properties(tmp_path, listen_address)
     status, code, printed = serve_until_sigterm("segment-store", config, SERVICE)
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert code == 0
     assert "shutting down" in printed
+    assert not (tmp_path / "store.sock").exists()  # a unix socket is removed: a restart binds
+
+
+def test_a_second_server_does_not_take_a_live_unix_socket(tmp_path):
+    socket_path = tmp_path / "store.sock"
+    config = store_properties(tmp_path, f"unix:{socket_path}")
+    first = subprocess.Popen(serve_command("segment-store", config), stderr=subprocess.PIPE)
+    try:
+        assert first.stderr is not None
+        assert b"serving on unix:" in first.stderr.readline()
+        second = subprocess.run(
+            serve_command("segment-store", config), capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 2
+        assert second.stderr.strip().splitlines() == [
+            f"remotelog: serve segment-store: listen.address: 'unix:{socket_path}'"
+            " is in use by a running server"
+        ]
+        with grpc.insecure_channel(f"unix:{socket_path}") as channel:  # the first still answers
+            request = health_pb2.HealthCheckRequest(service=SERVICE)
+            status = health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        first.kill()
+        first.wait()
+
+
+async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
+    socket_path = tmp_path / "store.sock"
+    unix = {"listen.address": f"unix:{socket_path}"}
+    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **unix)
+    client = SegmentStoreClient(f"unix:{socket_path}", options=ClientOptions(timeout_s=20))
+    try:
+        log = os.urandom(70_000)
+        metadata = segment_metadata(size=len(log))
+        await client.copy_log_segment_data(metadata, synthetic_files(log))
+        fetched = b"".join([c async for c in client.fetch_log_segment(metadata, 100, 69_999)])
+        assert fetched == log[100:]
+    finally:
+        await client.close()
+        await running.client.close()
+        await running.service.stop(1)
+
+
+@pytest.mark.parametrize(
+    "listen_address",
+    [pytest.param("busy", id="port-in-use"), "unix:/nonexistent-dir/x.sock", "no-port-here"],
+)
+def test_serve_refuses_an_address_it_cannot_bind_in_one_line(tmp_path, listen_address):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        if listen_address == "busy":
+            listen_address = f"127.0.0.1:{busy.getsockname()[1]}"
+        config = store_properties(tmp_path, listen_address)
+        result = subprocess.run(
+            serve_command("segment-store", config), capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode == 2
+    # gRPC's own log line with the system's reason may come first; ours names the setting.
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"remotelog: serve segment-store: listen.address: cannot listen on {listen_address!r}"
+        " (address in use, or not host:port or unix:/path)"
+    )
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

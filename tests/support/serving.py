@@ -19,9 +19,9 @@ def serve_until_sigterm(service: str, config: Path, grpc_service: str) -> tuple[
     try:
         assert process.stderr is not None
         line = process.stderr.readline()
-        assert f"remotelog {service} serving on 127.0.0.1:" in line, line
-        port = int(line.rsplit(":", 1)[1])
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        marker = f"remotelog {service} serving on "
+        assert marker in line, line
+        with grpc.insecure_channel(line.split(marker, 1)[1].strip()) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             request = health_pb2.HealthCheckRequest(service=grpc_service)
             status = health.Check(request, timeout=5).status

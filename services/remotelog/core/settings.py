@@ -20,7 +20,9 @@ class ServerSettings:
     """The gRPC listener every service has."""
 
     listen_address: str = setting(
-        "listen.address", "127.0.0.1:0", "host:port the gRPC server binds; port 0 = any free port"
+        "listen.address",
+        "127.0.0.1:0",
+        "host:port the gRPC server binds (port 0 = any free port), or unix:/path for a sidecar",
     )
     grpc_max_message_bytes: int = setting(
         "grpc.max.message.bytes", 16 * MIB, "Largest gRPC message accepted or sent", min=1024

@@ -33,8 +33,8 @@ async def serve_until_signal(
     tracer_provider = configure_telemetry(name, settings)
     service = await start()
     freeze_startup_objects()
-    host = settings.listen_address.rsplit(":", 1)[0]
-    print(f"remotelog {name} serving on {host}:{service.port}", file=sys.stderr, flush=True)
+    address = served_address(settings.listen_address, service.port)
+    print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -48,10 +48,18 @@ async def serve_until_signal(
             tracer_provider.shutdown()
 
 
+def served_address(listen_address: str, port: int) -> str:
+    """Where clients reach a server bound to `listen_address`: host:port with the port
+    bound (for port 0, the one chosen), or the unix socket as configured."""
+    if listen_address.startswith(("unix:", "unix-abstract:")):
+        return listen_address
+    return f"{listen_address.rsplit(':', 1)[0]}:{port}"
+
+
 def serve_command(service: str, config: Path) -> list[str]:
     """The command line that serves `service` with `config` under this interpreter.
 
     For whatever starts services as child processes (the dev stack, tests,
-    benchmarks); they print `remotelog <service> serving on <host>:<port>`.
+    benchmarks); they print `remotelog <service> serving on <address>` (see served_address).
     """
     return [sys.executable, "-m", "remotelog.cli.main", "serve", service, "--config", str(config)]

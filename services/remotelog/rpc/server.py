@@ -6,6 +6,7 @@ the shutdown order (health NOT_SERVING -> drain -> stop) are the same for all.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,26 @@ def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | Non
     )
 
 
+def _unix_socket_in_use(listen_address: str) -> bool:
+    """Whether a server answers on this unix socket already.
+
+    gRPC unlinks whatever socket is at the path and binds anew: right for one
+    left by a killed server, but a second server given the same path would
+    silently take it from a live one. A TCP port in use fails the bind; so
+    does this.
+    """
+    if not listen_address.startswith("unix:"):
+        return False
+    path = listen_address.removeprefix("unix:").removeprefix("//")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False  # none there, a stale socket, or not a socket (the bind says)
+        return True
+
+
 async def start_server(
     settings: ServerSettings,
     register: Callable[[grpc.aio.Server], None],
@@ -102,12 +123,20 @@ async def start_server(
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     credentials = server_credentials(settings)
-    if credentials is None:
-        port = server.add_insecure_port(settings.listen_address)
-    else:
-        port = server.add_secure_port(settings.listen_address, credentials)
+    if _unix_socket_in_use(settings.listen_address):
+        raise OSError(f"listen.address: {settings.listen_address!r} is in use by a running server")
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(settings.listen_address)
+        else:
+            port = server.add_secure_port(settings.listen_address, credentials)
+    except RuntimeError:
+        port = 0  # grpcio raises where it used to return 0; either way, one clear line
     if port == 0:
-        raise OSError(f"cannot listen on {settings.listen_address}")
+        raise OSError(
+            f"listen.address: cannot listen on {settings.listen_address!r}"
+            " (address in use, or not host:port or unix:/path)"
+        )
     await server.start()
     for name in ("", *service_names):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
