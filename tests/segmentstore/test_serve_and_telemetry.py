@@ -109,7 +109,7 @@ async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
 
 @pytest.mark.parametrize(
     "listen_address",
-    [pytest.param("busy", id="port-in-use"), "unix:/nonexistent-dir/x.sock", "no-port-here"],
+    [pytest.param("busy", id="port-in-use"), "unix:/nonexistent-dir/x.sock", "256.1.1.1:0"],
 )
 def test_serve_refuses_an_address_it_cannot_bind_in_one_line(tmp_path, listen_address):
     with socket.socket() as busy:

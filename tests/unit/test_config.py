@@ -69,6 +69,11 @@ def test_config_is_frozen():
             "remote.log.reader.threads=1\nremote.log.reader.threads=2\n",
             ":2: remote.log.reader.threads: repeated (first set at",
         ),
+        (
+            "redis.url=localhost:6379\n",
+            "redis.url: 'localhost:6379' is not a redis://, rediss:// or unix:// URL (or empty)",
+        ),
+        ("listen.address=0.0.0.0\n", "listen.address: '0.0.0.0' is not host:port or unix:/path"),
     ],
 )
 def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
@@ -77,6 +82,24 @@ def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
         load_config(RemoteFetchConfig, path)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("listen.address", "0.0.0.0:7304"),
+        ("listen.address", "[::]:0"),
+        ("listen.address", "unix:/run/remotelog/fetch.sock"),
+        ("redis.url", ""),
+        ("redis.url", "redis://redis:6379/0"),
+        ("redis.url", "rediss://user:secret@redis:6380/1"),
+        ("redis.url", "unix:///run/redis.sock"),
+    ],
+)
+def test_addresses_in_every_accepted_form(tmp_path, key, value):
+    path = write(tmp_path, f"{key}={value}\n")
+    config, sources = load_config(RemoteFetchConfig, path)
+    assert f"{key}={value}  # {path}:1" in render(config, sources)
 
 
 def test_choices_and_booleans(tmp_path):

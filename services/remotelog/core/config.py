@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -41,15 +42,22 @@ def setting(
     min: float | None = None,  # noqa: A002 - mirrors Kafka's ConfigDef.Range
     max: float | None = None,  # noqa: A002
     choices: Iterable[str] | None = None,
+    form: tuple[str, str] | None = None,
     secret: bool = False,
 ) -> Any:
-    """Declare a config field: its Kafka-style key, default, doc and bounds."""
+    """Declare a config field: its Kafka-style key, default, doc and bounds.
+
+    `form` is (regular expression the whole value must match, what it says
+    of a value that does not), for values a library would otherwise refuse
+    with a traceback at start.
+    """
     meta = {
         "key": key,
         "doc": doc,
         "min": min,
         "max": max,
         "choices": tuple(choices) if choices is not None else None,
+        "form": (re.compile(form[0]), form[1]) if form is not None else None,
         "secret": secret,
     }
     return dataclasses.field(default=default, metadata=meta)
@@ -94,6 +102,8 @@ def _check(value: Any, field: dataclasses.Field[Any], source: str) -> None:
     if meta["choices"] is not None and value not in meta["choices"]:
         allowed = ", ".join(meta["choices"])
         raise ConfigError(key, f"{value!r} is not one of: {allowed}", source)
+    if meta["form"] is not None and not meta["form"][0].fullmatch(value):
+        raise ConfigError(key, f"{value!r} is not {meta['form'][1]}", source)
 
 
 def _unknown(key: str, known: Iterable[str], source: str, service: str) -> ConfigError:

@@ -8,6 +8,7 @@ is declared once and means the same everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import setting
@@ -15,15 +16,21 @@ from remotelog.core.config import setting
 MIB = 1024 * 1024
 
 
+def listen_address_setting(default: str) -> Any:
+    """`listen.address`, each service with its own default port."""
+    return setting(
+        "listen.address",
+        default,
+        "host:port the gRPC server binds (port 0 = any free port), or unix:/path for a sidecar",
+        form=(r".+:\d+|unix:.+|unix-abstract:.+", "host:port or unix:/path"),
+    )
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """The gRPC listener every service has."""
 
-    listen_address: str = setting(
-        "listen.address",
-        "127.0.0.1:0",
-        "host:port the gRPC server binds (port 0 = any free port), or unix:/path for a sidecar",
-    )
+    listen_address: str = listen_address_setting("127.0.0.1:0")
     grpc_max_message_bytes: int = setting(
         "grpc.max.message.bytes", 16 * MIB, "Largest gRPC message accepted or sent", min=1024
     )
@@ -67,7 +74,12 @@ class MetadataClientSettings:
 class RedisSettings:
     """Leases, schedules and shared caches; empty = in-process implementations."""
 
-    redis_url: str = setting("redis.url", "", "redis://host:port/db; empty = in-process")
+    redis_url: str = setting(
+        "redis.url",
+        "",
+        "redis://host:port/db; empty = in-process",
+        form=(r"(rediss?|unix)://.+|", "a redis://, rediss:// or unix:// URL (or empty)"),
+    )
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
+from remotelog.core.settings import listen_address_setting
 from remotelog.segmentstore.config import TierClientSettings
 
 
 @dataclass(frozen=True)
 class RemoteFetchConfig(TierClientSettings):
-    listen_address: str = setting("listen.address", "127.0.0.1:7304", "host:port to bind")
+    listen_address: str = listen_address_setting("127.0.0.1:7304")
     reader_threads: int = setting(
         "remote.log.reader.threads", 10, "Concurrent remote reads", min=1, max=1024
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
-from remotelog.core.settings import MetadataTopicSettings, ServerSettings
+from remotelog.core.settings import MetadataTopicSettings, ServerSettings, listen_address_setting
 
 
 @dataclass(frozen=True)
 class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
-    listen_address: str = setting("listen.address", "127.0.0.1:7302", "host:port to bind")
+    listen_address: str = listen_address_setting("127.0.0.1:7302")
     metadata_topic_replication_factor: int = setting(
         "remote.log.metadata.topic.replication.factor",
         3,

@@ -12,6 +12,7 @@ from remotelog.core.settings import (
     RetrySettings,
     SegmentStoreClientSettings,
     ServerSettings,
+    listen_address_setting,
 )
 from remotelog.segmentstore.config import StorageSettings
 
@@ -25,7 +26,7 @@ class PartitionRemoverConfig(
     RedisSettings,
     MetadataTopicSettings,
 ):
-    listen_address: str = setting("listen.address", "127.0.0.1:7305", "host:port to bind")
+    listen_address: str = listen_address_setting("127.0.0.1:7305")
     task_interval_ms: int = setting(
         "remote.partition.remover.task.interval.ms",
         3_600_000,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
+from remotelog.core.settings import listen_address_setting
 from remotelog.segmentstore.config import TierClientSettings
 
 INT64_MAX = 2**63 - 1
@@ -12,7 +13,7 @@ INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class CopySchedulerConfig(TierClientSettings):
-    listen_address: str = setting("listen.address", "127.0.0.1:7303", "host:port to bind")
+    listen_address: str = listen_address_setting("127.0.0.1:7303")
     broker_id: int = setting("broker.id", 0, "Id of the broker this scheduler runs beside", min=0)
     task_interval_ms: int = setting(
         "remote.log.manager.task.interval.ms", 30_000, "Pause between runs of a partition", min=1

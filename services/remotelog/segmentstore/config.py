@@ -16,6 +16,7 @@ from remotelog.core.settings import (
     RetrySettings,
     SegmentStoreClientSettings,
     ServerSettings,
+    listen_address_setting,
 )
 
 
@@ -69,7 +70,7 @@ class StorageSettings:
 
 @dataclass(frozen=True)
 class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
-    listen_address: str = setting("listen.address", "127.0.0.1:7301", "host:port to bind")
+    listen_address: str = listen_address_setting("127.0.0.1:7301")
     copy_chunk_max_bytes: int = setting(
         "copy.chunk.max.bytes",
         4 * MIB,
