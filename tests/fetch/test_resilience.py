@@ -208,6 +208,13 @@ async def test_redis_second_level_is_shared_by_fetch_instances(fs_stack, redis_u
     assert len(second.app.index_cache) == 1  # and now on its own disk too
 
 
+async def test_an_index_cache_dir_that_cannot_be_made_stops_the_start_naming_it(fs_stack, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    bad = {"remote.log.index.file.cache.dir": str(tmp_path / "a-file" / "cache")}
+    with pytest.raises(OSError, match=r"^remote\.log\.index\.file\.cache\.dir: cannot create"):
+        await fs_stack.start_fetch("unmade", **bad)
+
+
 def test_serve_reports_health_and_stops_on_sigterm(fs_stack, tmp_path):
     fetch_config(tmp_path, fs_stack.store.service.port, fs_stack.metadata.service.port, "served")
     status, code, printed = serve_until_sigterm(

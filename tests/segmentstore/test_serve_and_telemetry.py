@@ -136,9 +136,19 @@ def test_serve_refuses_an_address_it_cannot_bind_in_one_line(tmp_path, listen_ad
         ("storage.backend=s3\n", "storage.s3.bucket.name: is required"),
         ("storage.backend=hdfs\n", "storage.backend"),
         ("key.prefix=../x/\n", "key.prefix"),
+        (
+            "storage.root={tmp}/a-file/segments\n",
+            "storage.root: cannot create {tmp}/a-file/segments: Not a directory",
+        ),
+        (
+            "tls.cert.file={tmp}/a-file\ntls.key.file={tmp}/server.key\n",
+            "tls.key.file: cannot read {tmp}/server.key: No such file or directory",
+        ),
     ],
 )
 def test_serve_refuses_bad_config_in_one_line(tmp_path, properties, message):
+    (tmp_path / "a-file").write_text("not a directory, not a certificate")
+    properties, message = properties.format(tmp=tmp_path), message.format(tmp=tmp_path)
     config = tmp_path / "bad.properties"
     config.write_text("listen.address=127.0.0.1:0\n" + properties)
     result = subprocess.run(

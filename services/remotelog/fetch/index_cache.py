@@ -32,6 +32,7 @@ from opentelemetry import metrics
 
 from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.core.model import RemoteLogSegmentMetadata, kafka_uuid_str
+from remotelog.core.setting_paths import make_directory
 from remotelog.fetch.ports import IndexType, SegmentReader
 from remotelog.kafka.indexes import (
     OFFSET_ENTRY,
@@ -154,7 +155,7 @@ class RemoteIndexCache:
 
     def load(self) -> None:
         """Delete partial files and incomplete entries; reuse the complete ones, oldest first."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_directory(self.directory, "remote.log.index.file.cache.dir")
         for leftover in self.directory.glob("*.tmp"):
             leftover.unlink(missing_ok=True)
         stems: dict[str, dict[str, Path]] = {}

@@ -9,13 +9,13 @@ from __future__ import annotations
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Generic, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
+from remotelog.core.setting_paths import read_file
 from remotelog.core.settings import ServerSettings
 from remotelog.rpc.errors import ErrorMappingInterceptor
 
@@ -73,10 +73,12 @@ async def start_service(
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
     if not settings.tls_cert_file:
         return None
-    key = Path(settings.tls_key_file).read_bytes()
-    cert = Path(settings.tls_cert_file).read_bytes()
+    key = read_file(settings.tls_key_file, "tls.key.file")
+    cert = read_file(settings.tls_cert_file, "tls.cert.file")
     client_ca = (
-        Path(settings.tls_client_ca_file).read_bytes() if settings.tls_client_ca_file else None
+        read_file(settings.tls_client_ca_file, "tls.client.ca.file")
+        if settings.tls_client_ca_file
+        else None
     )
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
+from remotelog.core.setting_paths import make_directory
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
 from remotelog.segmentstore.mapped import MappedFiles
 from remotelog.segmentstore.pagecache import pread_cached
@@ -142,7 +143,7 @@ class FileSystemStore:
         bytes are written (writeback.py); 0 leaves it all to the final fsync."""
         self.root = root.resolve()
         self.bytes_per_sync = bytes_per_sync
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_directory(self.root, "storage.root")
         self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
         self._paths: dict[str, Path] = {}
         self._mapped = MappedFiles()
