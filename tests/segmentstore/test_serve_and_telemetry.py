@@ -11,8 +11,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.services import start_store
 from support.serving import serve_until_sigterm
 from support.telemetry import counter
+from support.tls import make_certificates
 
 from remotelog.client import ClientOptions, SegmentStoreClient
+from remotelog.core.errors import ServiceUnavailableError
 from remotelog.rpc.serve import serve_command
 
 from .segments import segment_metadata, synthetic_files
@@ -107,6 +109,40 @@ async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
         await running.service.stop(1)
 
 
+async def test_copy_and_fetch_over_mutual_tls(tmp_path, s3_endpoint):
+    certificates = make_certificates(tmp_path)
+    tls = {
+        "tls.cert.file": str(certificates.server_cert),
+        "tls.key.file": str(certificates.server_key),
+        "tls.client.ca.file": str(certificates.ca),
+    }
+    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **tls)
+    target = f"localhost:{running.service.port}"
+    trusted = ClientOptions(
+        timeout_s=20,
+        tls_root_certs_file=str(certificates.ca),
+        tls_cert_file=str(certificates.client_cert),
+        tls_key_file=str(certificates.client_key),
+    )
+    client = SegmentStoreClient(target, options=trusted)
+    # Trusts the server but shows no certificate of its own: refused.
+    anonymous = SegmentStoreClient(
+        target, options=ClientOptions(timeout_s=2, tls_root_certs_file=str(certificates.ca))
+    )
+    try:
+        log = os.urandom(20_000)
+        metadata = segment_metadata(size=len(log))
+        await client.copy_log_segment_data(metadata, synthetic_files(log))
+        assert b"".join([c async for c in client.fetch_log_segment(metadata, 0)]) == log
+        with pytest.raises(ServiceUnavailableError):  # the handshake wants a certificate
+            [c async for c in anonymous.fetch_log_segment(metadata, 0)]
+    finally:
+        await client.close()
+        await anonymous.close()
+        await running.client.close()
+        await running.service.stop(1)
+
+
 @pytest.mark.parametrize(
     "listen_address",
     [pytest.param("busy", id="port-in-use"), "unix:/nonexistent-dir/x.sock", "256.1.1.1:0"],
@@ -143,6 +179,10 @@ def test_serve_refuses_an_address_it_cannot_bind_in_one_line(tmp_path, listen_ad
         (
             "tls.cert.file={tmp}/a-file\ntls.key.file={tmp}/server.key\n",
             "tls.key.file: cannot read {tmp}/server.key: No such file or directory",
+        ),
+        (
+            "tls.cert.file={tmp}/a-file\ntls.key.file={tmp}/a-file\n",
+            "tls.key.file: {tmp}/a-file holds no PEM private key",
         ),
     ],
 )

@@ -70,13 +70,24 @@ async def start_service(
     return RunningService(server, app, close)
 
 
+_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+
+
+def _pem(path: str, key: str, marker: bytes, what: str) -> bytes:
+    """A PEM file's bytes. gRPC reports one that is not PEM only as a failed bind."""
+    data = read_file(path, key)
+    if marker not in data:
+        raise OSError(f"{key}: {path} holds no PEM {what}")
+    return data
+
+
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
     if not settings.tls_cert_file:
         return None
-    key = read_file(settings.tls_key_file, "tls.key.file")
-    cert = read_file(settings.tls_cert_file, "tls.cert.file")
+    key = _pem(settings.tls_key_file, "tls.key.file", b"PRIVATE KEY-----", "private key")
+    cert = _pem(settings.tls_cert_file, "tls.cert.file", _CERTIFICATE, "certificate")
     client_ca = (
-        read_file(settings.tls_client_ca_file, "tls.client.ca.file")
+        _pem(settings.tls_client_ca_file, "tls.client.ca.file", _CERTIFICATE, "certificate")
         if settings.tls_client_ca_file
         else None
     )
@@ -135,10 +146,10 @@ async def start_server(
     except RuntimeError:
         port = 0  # grpcio raises where it used to return 0; either way, one clear line
     if port == 0:
-        raise OSError(
-            f"listen.address: cannot listen on {settings.listen_address!r}"
-            " (address in use, or not host:port or unix:/path)"
-        )
+        why = "address in use, or not host:port or unix:/path"
+        if credentials is not None:
+            why += ", or tls.cert.file and tls.key.file not a matching pair"
+        raise OSError(f"listen.address: cannot listen on {settings.listen_address!r} ({why})")
     await server.start()
     for name in ("", *service_names):
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
