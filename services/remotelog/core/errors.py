@@ -155,6 +155,13 @@ class ReaderQueueFullError(RemoteLogError):
     retriable = True
 
 
+class UnsupportedOperationError(RemoteLogError):
+    """Not done this way here (a short-circuit fetch from S3): the regular call does it."""
+
+    reason = "UNSUPPORTED_OPERATION"
+    code = "UNIMPLEMENTED"
+
+
 class ServiceUnavailableError(RemoteLogError):
     """A client-side error: the service could not be reached (no remotelog reason attached)."""
 

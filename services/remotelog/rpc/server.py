@@ -96,7 +96,7 @@ def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | Non
     )
 
 
-def _unix_socket_in_use(listen_address: str) -> bool:
+def unix_socket_in_use(path: str, kind: int = socket.SOCK_STREAM) -> bool:
     """Whether a server answers on this unix socket already.
 
     gRPC unlinks whatever socket is at the path and binds anew: right for one
@@ -104,10 +104,7 @@ def _unix_socket_in_use(listen_address: str) -> bool:
     silently take it from a live one. A TCP port in use fails the bind; so
     does this.
     """
-    if not listen_address.startswith("unix:"):
-        return False
-    path = listen_address.removeprefix("unix:").removeprefix("//")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+    with socket.socket(socket.AF_UNIX, kind) as probe:
         probe.settimeout(1.0)
         try:
             probe.connect(path)
@@ -136,7 +133,10 @@ async def start_server(
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     credentials = server_credentials(settings)
-    if _unix_socket_in_use(settings.listen_address):
+    address = settings.listen_address
+    if address.startswith("unix:") and unix_socket_in_use(
+        address.removeprefix("unix:").removeprefix("//")
+    ):
         raise OSError(f"listen.address: {settings.listen_address!r} is in use by a running server")
     try:
         if credentials is None:

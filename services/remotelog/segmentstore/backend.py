@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 # A chunk a read yields: bytes, or a read-only view the backend lends (the
 # filesystem's mapped pages), valid for as long as the view is held.
@@ -45,6 +45,16 @@ class Upload(Protocol):
 
     async def abort(self) -> None:
         """Drop everything written; idempotent, and safe after a failed write."""
+        ...
+
+
+@runtime_checkable
+class LocalFileUpload(Upload, Protocol):
+    """An upload into a local file, which can take bytes straight from another file."""
+
+    async def write_file(self, fd: int, offset: int, length: int) -> int:
+        """Add `length` bytes of `fd` from `offset`, copied by the kernel; returns how
+        many there were (fewer if the file ended first)."""
         ...
 
 
@@ -85,3 +95,14 @@ class ObjectStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class LocalFileStore(ObjectStore, Protocol):
+    """A backend whose objects are local files (filesystem): what short circuits need."""
+
+    def open_upload(self, key: str) -> LocalFileUpload: ...
+
+    async def open_descriptor(self, key: str) -> tuple[int, int]:
+        """(read-only descriptor, size) of the object's file; the caller closes it."""
+        ...

@@ -84,6 +84,12 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
         "Largest KIP-917 custom metadata returned by a copy",
         min=0,
     )
+    short_circuit_socket_path: str = setting(
+        "short.circuit.socket.path",
+        "",
+        "Unix socket for clients on this host that pass file descriptors instead of bytes "
+        "(fetches from the filesystem backend, copies to either); empty = off",
+    )
 
 
 @dataclass(frozen=True)

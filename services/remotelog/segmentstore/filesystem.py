@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import mmap
 import os
 import secrets
@@ -51,6 +52,9 @@ CACHED_READ_MAX = 2 * 1024 * 1024
 RESOLVED_KEYS_MAX = 4096
 # Writes of one upload running at once (memory: this many of the caller's chunks).
 WRITES_IN_FLIGHT = 4
+# copy_file_range cannot copy between these two files (another filesystem on an
+# old kernel, a filesystem without it): the copy reads and writes instead.
+_NO_COPY_FILE_RANGE = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 # Linux (Python >= 3.10); elsewhere long reads pread each chunk into bytes.
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", None)
 
@@ -80,6 +84,15 @@ def _open_and_read(
         size = os.fstat(fd).st_size
         stop = size if end is None else min(end + 1, size)
         return fd, stop, _read_block(fd, start, min(stop, start + block), chunk_size)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_sized(path: Path) -> tuple[int, int]:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return fd, os.fstat(fd).st_size
     except BaseException:
         os.close(fd)
         raise
@@ -231,6 +244,10 @@ class FileSystemStore:
         path = self.path(key)
         return await self._run(path.read_bytes)
 
+    async def open_descriptor(self, key: str) -> tuple[int, int]:
+        path = self.path(key)
+        return await self._run(partial(_open_sized, path), lambda opened: os.close(opened[0]))
+
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
             await self._run(partial(self.path(key).unlink, missing_ok=True))
@@ -307,11 +324,51 @@ class FileUpload:
         position, self._size = self._size, self._size + len(data)
         self._writing.append(self._store._pool.submit(self._write, fd, data, position))
 
+    async def write_file(self, fd: int, offset: int, length: int) -> int:
+        target = await self._opened()
+        while self._writing:
+            await self._settle_oldest()
+        position = self._size
+        copied = await self._store._run(
+            partial(self._copy_file, fd, offset, length, target, position)
+        )
+        self._size += copied
+        return copied
+
+    def _copy_file(self, source: int, offset: int, length: int, target: int, position: int) -> int:
+        """On a file thread: copy_file_range in steps of the sync size, each step's disk
+        writes started as in _write; a pread/pwrite loop where the kernel cannot."""
+        step = self._store.bytes_per_sync or READ_BLOCK
+        copied = 0
+        in_kernel = hasattr(os, "copy_file_range")  # Linux
+        while copied < length:
+            want = min(step, length - copied)
+            if in_kernel:
+                try:
+                    n = os.copy_file_range(source, target, want, offset + copied, position + copied)
+                except OSError as exc:
+                    if exc.errno not in _NO_COPY_FILE_RANGE:
+                        raise
+                    in_kernel = False
+                    continue
+            else:
+                data = os.pread(source, want, offset + copied)
+                _pwrite_all(target, data, position + copied)
+                n = len(data)
+            if n == 0:
+                break  # the file ended early: the caller says so
+            self._started_writeback(target, position + copied, n)
+            copied += n
+        return copied
+
     def _write(self, fd: int, data: Chunk, position: int) -> None:
         """On a file thread: write, then start the disk on the sync blocks this one filled."""
         _pwrite_all(fd, data, position)
+        self._started_writeback(fd, position, len(data))
+
+    def _started_writeback(self, fd: int, position: int, length: int) -> None:
         every = self._store.bytes_per_sync
-        end = position + len(data)
+        end = position + length
         if every and end // every > position // every:
             first = position - position % every
             if not start_writeback(fd, first, end - end % every - first):

@@ -15,6 +15,7 @@ from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.layout import validate_key_prefix
 from remotelog.segmentstore.s3 import S3Settings, S3Store
 from remotelog.segmentstore.servicer import SegmentStoreServicer, decode_copy_request
+from remotelog.segmentstore.short_circuit import ShortCircuitServer
 from remotelog.segmentstore.store import SegmentStore, StoreOptions
 
 SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
@@ -68,6 +69,20 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
     store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
     backend = store.objects
     servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
+    short_circuit = None
+    if config.short_circuit_socket_path:
+        short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
+        try:
+            await short_circuit.start()
+        except BaseException:
+            await backend.close()
+            raise
+
+    async def close() -> None:
+        if short_circuit is not None:
+            await short_circuit.close()
+        await backend.close()
+
     return await start_service(
         config,
         store,
@@ -77,5 +92,5 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
             {"CopyLogSegmentData": decode_copy_request},
         ),
         [SERVICE_NAME],
-        backend.close,
+        close,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -20,11 +21,21 @@ from dataclasses import dataclass
 from opentelemetry import metrics, trace
 from opentelemetry.trace import StatusCode
 
-from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    RemoteResourceNotFoundError,
+    UnsupportedOperationError,
+)
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import read_ahead
-from remotelog.segmentstore.backend import Chunk, ObjectStore, Upload
+from remotelog.segmentstore.backend import (
+    Chunk,
+    LocalFileStore,
+    LocalFileUpload,
+    ObjectStore,
+    Upload,
+)
 from remotelog.segmentstore.layout import (
     INDEX_FILES,
     REQUIRED_FILES,
@@ -47,13 +58,33 @@ FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec")
 FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec")
 
 
+# Bytes of a lent file read per hop when the backend cannot copy from it itself.
+_FILE_READ_BLOCK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """`length` bytes from `offset` of a file a caller lends by descriptor (short circuit).
+
+    Read with pread, never mapped: the caller may shrink its file meanwhile,
+    and touching a mapping past a file's end kills the process (SIGBUS).
+    """
+
+    fd: int
+    offset: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentChunk:
     """A piece of one of a segment's files, at `position` within that file."""
 
     file: SegmentFile
     position: int
-    data: Chunk  # may be a view of a received message
+    data: Chunk | FileSlice  # may be a view of a received message, or a lent file
 
 
 @dataclass(frozen=True)
@@ -127,7 +158,10 @@ class SegmentStore:
                             "chunk.data",
                             f"log passes segment_size_in_bytes {metadata.segment_size_in_bytes}",
                         )
-                    await upload.write(chunk.data)
+                    if isinstance(chunk.data, FileSlice):
+                        await _write_slice(upload, chunk.data)
+                    else:
+                        await upload.write(chunk.data)
                     continue
                 index_bytes += len(chunk.data)
                 if index_bytes > self.options.max_index_bytes:
@@ -135,7 +169,10 @@ class SegmentStore:
                         "chunk.data",
                         f"indexes exceed {self.options.max_index_bytes} bytes",
                     )
-                indexes.setdefault(chunk.file, bytearray()).extend(chunk.data)
+                piece = chunk.data
+                if isinstance(piece, FileSlice):
+                    piece = await _read_slice(piece, chunk.file)
+                indexes.setdefault(chunk.file, bytearray()).extend(piece)
             missing = sorted(f.value for f in REQUIRED_FILES - received.keys())
             if missing:
                 raise InvalidArgumentError("chunk.file", f"missing files: {', '.join(missing)}")
@@ -192,16 +229,7 @@ class SegmentStore:
 
         Chunks may be views the backend lends (see `Chunk`): copy what is kept.
         """
-        size = metadata.segment_size_in_bytes
-        if start < 0:
-            raise InvalidArgumentError("start_position", f"{start} is negative")
-        if end is not None and end < start:
-            raise InvalidArgumentError("end_position", f"{end} is below start_position {start}")
-        if start >= size:
-            raise InvalidArgumentError(
-                "start_position", f"{start} is past the end of the {size}-byte segment"
-            )
-        last = size - 1 if end is None else min(end, size - 1)
+        last = _last_position(metadata, start, end)
         attributes = {"topic": metadata.topic_id_partition.topic}
         FETCH_REQUESTS.add(1, attributes)
         # Not the current span: a generator's context is its consumer's, and a
@@ -225,6 +253,29 @@ class SegmentStore:
             raise
         finally:
             span.end()
+
+    async def open_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None
+    ) -> tuple[int, int]:
+        """(read-only descriptor, size) of the log, for a caller on this host that reads
+        bytes `start`..`end` itself (short circuit); the range is checked as a fetch's.
+
+        UnsupportedOperationError where objects are not local files (S3).
+        """
+        last = _last_position(metadata, start, end)
+        if not isinstance(self.objects, LocalFileStore):
+            raise UnsupportedOperationError(
+                "the storage backend keeps no local files to hand out; use FetchLogSegment"
+            )
+        attributes = {"topic": metadata.topic_id_partition.topic}
+        FETCH_REQUESTS.add(1, attributes)
+        try:
+            opened = await self.objects.open_descriptor(self.keys(metadata).log)
+        except Exception:
+            FETCH_ERRORS.add(1, attributes)
+            raise
+        FETCH_BYTES.add(last - start + 1, attributes)
+        return opened
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile
@@ -277,3 +328,59 @@ class SegmentStore:
             attributes={"topic": metadata.topic_id_partition.topic},
         ):
             await self.objects.delete(list(keys.all))
+
+
+def _last_position(metadata: RemoteLogSegmentMetadata, start: int, end: int | None) -> int:
+    """The last byte of a fetch of `start`..`end` (None or past the end = to the end)."""
+    size = metadata.segment_size_in_bytes
+    if start < 0:
+        raise InvalidArgumentError("start_position", f"{start} is negative")
+    if end is not None and end < start:
+        raise InvalidArgumentError("end_position", f"{end} is below start_position {start}")
+    if start >= size:
+        raise InvalidArgumentError(
+            "start_position", f"{start} is past the end of the {size}-byte segment"
+        )
+    return size - 1 if end is None else min(end, size - 1)
+
+
+def _ended_early(file: SegmentFile, got: int, piece: FileSlice) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        "files",
+        f"the {file.value} file ended after {got} of its {piece.length} bytes "
+        "(it shrank while being copied)",
+    )
+
+
+async def _write_slice(upload: Upload, piece: FileSlice) -> None:
+    """A lent log file into the upload: copied by the kernel where the upload is a local
+    file, else read in blocks (the S3 upload keeps them until sent)."""
+    if isinstance(upload, LocalFileUpload):
+        copied = await upload.write_file(piece.fd, piece.offset, piece.length)
+        if copied < piece.length:
+            raise _ended_early(SegmentFile.LOG, copied, piece)
+        return
+    got = 0
+    while got < piece.length:
+        want = min(_FILE_READ_BLOCK, piece.length - got)
+        data = await asyncio.to_thread(os.pread, piece.fd, want, piece.offset + got)
+        if not data:
+            raise _ended_early(SegmentFile.LOG, got, piece)
+        await upload.write(data)
+        got += len(data)
+
+
+async def _read_slice(piece: FileSlice, file: SegmentFile) -> bytes:
+    """A lent index file's bytes (indexes are small: their total is capped)."""
+
+    def read() -> bytes:
+        parts, got = [], 0
+        while got < piece.length:
+            data = os.pread(piece.fd, piece.length - got, piece.offset + got)
+            if not data:
+                raise _ended_early(file, got, piece)
+            parts.append(data)
+            got += len(data)
+        return b"".join(parts)
+
+    return await asyncio.to_thread(read)
