@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -206,6 +206,19 @@ class ServiceClient:
             return await attempt()
         return await retry_async(
             attempt, backoff=self.options.backoff, is_retriable=_is_retriable, deadline=deadline
+        )
+
+    async def call_retrying(
+        self, attempt: Callable[[float], Awaitable[R]], *, timeout_s: float | None = None
+    ) -> R:
+        """`attempt(remaining seconds)` with the retries and deadline of a call, for
+        requests that do not travel over gRPC (the segment store's short circuit)."""
+        deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
+        return await retry_async(
+            lambda: attempt(max(deadline - time.monotonic(), 0.001)),
+            backoff=self.options.backoff,
+            is_retriable=_is_retriable,
+            deadline=deadline,
         )
 
     async def call_server_stream(

@@ -13,9 +13,13 @@ import grpc
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
+from remotelog.client.short_circuit import ShortCircuit, ShortCircuitUnavailable, lend, read_range
 from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_to_proto
+from remotelog.core.descriptor_socket import close_all
+from remotelog.core.errors import UnsupportedOperationError
 from remotelog.core.model import RemoteLogSegmentMetadata
 
 IndexType = pb.IndexType
@@ -81,8 +85,17 @@ def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
 
 
 class SegmentStoreClient(ServiceClient):
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    """The store's RPCs; with `short_circuit_socket` (the store's `short.circuit.socket.path`,
+    for a client on its host) copies and fetches pass file descriptors instead of bytes
+    where the store can take them, and fall back to the RPCs where it cannot."""
+
+    def __init__(
+        self, *args: object, short_circuit_socket: str | None = None, **kwargs: object
+    ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._short_circuit = ShortCircuit(short_circuit_socket) if short_circuit_socket else None
+        # Off for fetches once the store says its backend has no local files (S3).
+        self._short_circuit_fetch = self._short_circuit is not None
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
@@ -105,6 +118,13 @@ class SegmentStoreClient(ServiceClient):
         timeout_s: float | None = None,
     ) -> bytes | None:
         """Copy the segment; returns the store's custom metadata. Retried whole if unavailable."""
+        if self._short_circuit is not None:
+            try:
+                return await self._copy_short_circuit(
+                    self._short_circuit, metadata, data, timeout_s
+                )
+            except ShortCircuitUnavailable:
+                pass  # the stream below does it
         first = pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(metadata))
 
         async def requests() -> AsyncIterator[pb.CopyLogSegmentDataRequest | bytes]:
@@ -119,6 +139,34 @@ class SegmentStoreClient(ServiceClient):
         response = await self.call_client_stream(
             self._copy_log_segment_data, requests, timeout_s=timeout_s
         )
+        return response.custom_metadata if response.HasField("custom_metadata") else None
+
+    async def _copy_short_circuit(
+        self,
+        channel: ShortCircuit,
+        metadata: RemoteLogSegmentMetadata,
+        data: LogSegmentData,
+        timeout_s: float | None,
+    ) -> bytes | None:
+        files = data.files()
+        request = pb_short_circuit.ShortCircuitRequest(
+            copy_log_segment_data=pb_short_circuit.ShortCircuitCopy(
+                metadata=segment_metadata_to_proto(metadata), files=[kind for kind, _ in files]
+            )
+        )
+        fds: list[int] = []
+        try:
+            for kind, source in files:
+                fds.append(lend(source, pb.SegmentFile.Name(kind)))
+
+            async def attempt(remaining_s: float) -> pb_short_circuit.ShortCircuitResponse:
+                response, extra = await channel.call(request, fds, timeout_s=remaining_s)
+                close_all(extra)
+                return response
+
+            response = await self.call_retrying(attempt, timeout_s=timeout_s)
+        finally:
+            close_all(fds)
         return response.custom_metadata if response.HasField("custom_metadata") else None
 
     def fetch_log_segment(
@@ -167,10 +215,45 @@ class SegmentStoreClient(ServiceClient):
             start_position=start_position,
             end_position=end_position,
         )
+        if self._short_circuit is not None and self._short_circuit_fetch:
+            opened = await self._open_short_circuit(self._short_circuit, request, timeout_s)
+            if opened is not None:
+                fd, size = opened
+                last = size - 1 if end_position is None else min(end_position, size - 1)
+                async with contextlib.aclosing(read_range(fd, start_position, last)) as chunks:
+                    async for chunk in chunks:
+                        yield chunk
+                return
         responses = self.call_server_stream(method, request, timeout_s=timeout_s)
         async with contextlib.aclosing(responses):
             async for data, _ in responses:
                 yield data
+
+    async def _open_short_circuit(
+        self, channel: ShortCircuit, request: pb.FetchLogSegmentRequest, timeout_s: float | None
+    ) -> tuple[int, int] | None:
+        """(descriptor, size) of the stored log; None where the RPC must do it."""
+        fetch = pb_short_circuit.ShortCircuitRequest(fetch_log_segment=request)
+
+        async def attempt(remaining_s: float) -> tuple[int, int]:
+            response, fds = await channel.call(fetch, timeout_s=remaining_s)
+            if len(fds) != 1:
+                close_all(fds)
+                raise ShortCircuitUnavailable("the store sent no descriptor")
+            return fds[0], response.object_size
+
+        try:
+            return await self.call_retrying(attempt, timeout_s=timeout_s)
+        except ShortCircuitUnavailable:
+            return None
+        except UnsupportedOperationError:
+            self._short_circuit_fetch = False
+            return None
+
+    async def close(self) -> None:
+        if self._short_circuit is not None:
+            self._short_circuit.close()
+        await super().close()
 
     async def fetch_index(
         self,

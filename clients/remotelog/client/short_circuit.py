@@ -1,0 +1,150 @@
+"""The client end of the segment store's short-circuit channel (short_circuit.proto).
+
+A client on the store's host that is given the store's `short.circuit.socket.path`
+sends file descriptors instead of bytes: a copy lends the segment's files, a
+fetch gets the stored log file back and reads the page cache itself. A store
+that cannot be reached this way (no socket there, an older store) is not an
+error: the caller goes on over gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncGenerator, Sequence
+
+from google.protobuf.message import DecodeError
+from google.rpc import status_pb2
+
+from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
+from remotelog.client.errors import from_status
+from remotelog.core import descriptor_socket
+from remotelog.core.errors import DeadlineExceededError, RemoteStorageError
+from remotelog.core.pagecache import pread_cached
+
+MAX_RESPONSE_BYTES = 64 * 1024
+# Idle connections kept for the next requests (each request holds one while it runs).
+MAX_IDLE = 8
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class ShortCircuitUnavailable(Exception):
+    """The channel could not carry this request; the gRPC call can."""
+
+
+class ShortCircuit:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._idle: list[socket.socket] = []
+
+    async def _connect(self) -> socket.socket:
+        sock = descriptor_socket.seqpacket_socket()
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, self.path)
+        except OSError as exc:
+            sock.close()
+            raise ShortCircuitUnavailable(f"{self.path}: {exc.strerror or exc}") from exc
+        return sock
+
+    async def call(
+        self, request: pb.ShortCircuitRequest, fds: Sequence[int] = (), *, timeout_s: float
+    ) -> tuple[pb.ShortCircuitResponse, list[int]]:
+        """The store's answer and the descriptors it sent (the caller's to close).
+
+        A failed request raises its typed error, as the gRPC call would.
+        """
+        request.timeout_ms = max(1, int(timeout_s * 1000))
+        data = request.SerializeToString()
+        # An idle connection may be to a store that has since restarted: it is
+        # dropped and the next tried, the last try on a new connection, which
+        # says whether the store is there at all.
+        while True:
+            reused = bool(self._idle)
+            sock = self._idle.pop() if reused else await self._connect()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await descriptor_socket.send(sock, data, fds)
+                    received = await descriptor_socket.receive(sock, MAX_RESPONSE_BYTES, 1)
+            except TimeoutError:
+                sock.close()
+                raise DeadlineExceededError(
+                    f"no short-circuit answer within {timeout_s:g} s"
+                ) from None
+            except OSError as exc:
+                sock.close()
+                if reused:
+                    continue
+                raise ShortCircuitUnavailable(f"{self.path}: {exc}") from exc
+            except BaseException:
+                sock.close()
+                raise
+            if received is None:  # closed by the store before it answered
+                sock.close()
+                if reused:
+                    continue
+                raise ShortCircuitUnavailable(f"{self.path}: closed by the store")
+            self._keep(sock)
+            return _response(*received)
+
+    def _keep(self, sock: socket.socket) -> None:
+        if len(self._idle) < MAX_IDLE:
+            self._idle.append(sock)
+        else:
+            sock.close()
+
+    def close(self) -> None:
+        for sock in self._idle:
+            sock.close()
+        self._idle.clear()
+
+
+def _response(data: bytes, fds: list[int]) -> tuple[pb.ShortCircuitResponse, list[int]]:
+    try:
+        response = pb.ShortCircuitResponse.FromString(data)
+        status = status_pb2.Status.FromString(response.status)
+    except DecodeError:
+        descriptor_socket.close_all(fds)
+        raise ShortCircuitUnavailable("the store's answer is not a ShortCircuitResponse") from None
+    if status.code:
+        descriptor_socket.close_all(fds)
+        raise from_status(status)
+    return response, fds
+
+
+async def read_range(fd: int, start: int, last: int) -> AsyncGenerator[bytes, None]:
+    """Bytes start..last (inclusive) of `fd` in chunks; closes `fd` when done.
+
+    Page-cached bytes are read on the event loop (core/pagecache.py); a read
+    that would wait for the disk goes to a thread.
+    """
+    try:
+        position = start
+        while position <= last:
+            want = min(READ_CHUNK_BYTES, last + 1 - position)
+            data = pread_cached(fd, want, position)
+            if data is None:
+                data = await asyncio.to_thread(os.pread, fd, want, position)
+            if len(data) < want:
+                raise RemoteStorageError(
+                    f"the stored log ended at byte {position + len(data)}, before {last + 1}"
+                )
+            position += want
+            yield data
+    finally:
+        os.close(fd)
+
+
+def lend(source: os.PathLike[str] | bytes, name: str) -> int:
+    """A read-only descriptor of a file to lend; bytes are put in an anonymous file."""
+    if isinstance(source, bytes):
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        try:
+            view = memoryview(source)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+    return os.open(source, os.O_RDONLY | os.O_CLOEXEC)

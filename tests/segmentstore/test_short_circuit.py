@@ -1,0 +1,323 @@
+"""The segment store's short-circuit channel: copies and fetches by file descriptor.
+
+The clients here point their gRPC side at a port nothing listens on, so what
+works, worked through the unix socket; what falls back to gRPC fails there
+with UNAVAILABLE, which shows that it fell back.
+"""
+
+import asyncio
+import os
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from google.rpc import error_details_pb2, status_pb2
+from support.s3 import s3_client
+from support.services import start_store
+from support.waiting import eventually
+
+from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
+from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
+from remotelog.core import descriptor_socket
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.convert import segment_metadata_to_proto
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    RemoteResourceNotFoundError,
+    ServiceUnavailableError,
+)
+from remotelog.segmentstore.filesystem import FileSystemStore
+from remotelog.segmentstore.layout import SegmentFile
+from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore, StoreOptions
+
+from .segments import segment_files, segment_metadata, synthetic_files
+
+OPTIONS = ClientOptions(timeout_s=5, backoff=ExponentialBackoff(initial_ms=20, max_ms=100))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def socket_dir():
+    # Unix socket paths are short (108 bytes); pytest's tmp_path may not be.
+    with tempfile.TemporaryDirectory(prefix="rl-") as directory:
+        yield Path(directory)
+
+
+@pytest_asyncio.fixture(params=["filesystem", "s3"])
+async def store(request, tmp_path, socket_dir, s3_endpoint):
+    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    path = socket_dir / "store.sock"
+    running = await start_store(
+        request.param, tmp_path, s3_endpoint, bucket, **{"short.circuit.socket.path": str(path)}
+    )
+    running.socket_path = path
+    # gRPC only to a port with no server: what succeeds took the socket.
+    running.local = SegmentStoreClient(
+        f"127.0.0.1:{free_port()}", short_circuit_socket=str(path), options=OPTIONS
+    )
+    yield running
+    await running.local.close()
+    await running.client.close()
+    await running.service.stop(1)
+
+
+async def read(client, metadata, start=0, end=None) -> bytes:
+    return b"".join([chunk async for chunk in client.fetch_log_segment(metadata, start, end)])
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+async def test_real_segments_copied_by_descriptor_read_back_byte_for_byte(store, kafka_logs):
+    for log in sorted((kafka_logs / "test_topic_a-0").glob("*.log")):
+        metadata = segment_metadata(log, topic="test_topic_a")
+        files = segment_files(log)
+        await store.local.copy_log_segment_data(metadata, files)
+        # What the gRPC client reads is what the descriptors lent.
+        assert await read(store.client, metadata) == log.read_bytes()
+        assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_OFFSET) == (
+            files.offset_index.read_bytes()
+        )
+        assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_LEADER_EPOCH) == (
+            files.leader_epoch_index
+        )
+        if store.backend == "filesystem":
+            assert await read(store.local, metadata) == log.read_bytes()
+
+
+async def test_s3_fetches_take_the_grpc_stream(store):
+    if store.backend == "filesystem":
+        pytest.skip("the filesystem backend hands out its files")
+    metadata = segment_metadata(size=100)
+    await store.local.copy_log_segment_data(metadata, synthetic_files(b"s" * 100))
+    # S3 keeps no local files: the fetch takes gRPC, here a dead port.
+    with pytest.raises(ServiceUnavailableError):
+        async for _ in store.local.fetch_log_segment(metadata, 0, timeout_s=0.5):
+            pass
+    assert await read(store.client, metadata) == b"s" * 100
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (0, 0, slice(0, 1)),
+        (0, 2999, slice(0, 3000)),
+        (2990, 10**9, slice(2990, 3000)),
+        (1000, None, slice(1000, 3000)),
+        (4 * 1024 * 1024 - 1, None, None),
+    ],
+)
+async def test_fetch_ranges_by_descriptor(tmp_path, socket_dir, s3_endpoint, start, end, expected):
+    path = socket_dir / "store.sock"
+    running = await start_store(
+        "filesystem", tmp_path, s3_endpoint, "unused", **{"short.circuit.socket.path": str(path)}
+    )
+    before = open_descriptors()
+    local = SegmentStoreClient(
+        f"127.0.0.1:{free_port()}", short_circuit_socket=str(path), options=OPTIONS
+    )
+    try:
+        size = 3000 if expected is not None else 9 * 1024 * 1024  # longer than a read chunk
+        data = os.urandom(size)
+        metadata = segment_metadata(size=size)
+        await local.copy_log_segment_data(metadata, synthetic_files(data))
+        want = data[expected] if expected is not None else data[start:]
+        assert await read(local, metadata, start, end) == want
+    finally:
+        await local.close()
+        # The descriptors lent, sent and read, the client's kept connections and
+        # the store's ends of them: all closed.
+        await eventually(lambda: open_descriptors() == before, timeout_s=5)
+        await running.client.close()
+        await running.service.stop(1)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "field"),
+    [(-1, None, "start_position"), (10, 5, "end_position"), (3000, None, "start_position")],
+)
+async def test_bad_ranges_by_descriptor_name_the_field(store, start, end, field):
+    metadata = segment_metadata(size=3000)
+    await store.client.copy_log_segment_data(metadata, synthetic_files(b"x" * 3000))
+    with pytest.raises(InvalidArgumentError) as raised:
+        await read(store.local, metadata, start, end)
+    assert raised.value.field == field
+
+
+async def test_deleted_segment_by_descriptor_is_not_found(store):
+    if store.backend == "s3":
+        pytest.skip("S3 fetches take the gRPC stream")
+    metadata = segment_metadata(size=100)
+    await store.local.copy_log_segment_data(metadata, synthetic_files(b"y" * 100))
+    await store.client.delete_log_segment_data(metadata)
+    with pytest.raises(RemoteResourceNotFoundError):
+        await read(store.local, metadata)
+
+
+async def test_bad_copies_by_descriptor_are_refused_and_write_nothing(store, tmp_path):
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(b"z" * 500)
+    files = synthetic_files(b"")
+    files = type(files)(log, files.offset_index, files.time_index, b"", b"0\n0\n")
+    wrong_size = segment_metadata(size=499)
+    with pytest.raises(InvalidArgumentError) as raised:
+        await store.local.copy_log_segment_data(wrong_size, files)
+    assert raised.value.field == "metadata.segment_size_in_bytes"
+    assert store.objects() == {}
+    assert store.incomplete_uploads() == 0
+
+
+async def test_without_the_socket_the_client_goes_over_grpc(store, socket_dir):
+    client = SegmentStoreClient(
+        f"127.0.0.1:{store.service.port}",
+        short_circuit_socket=str(socket_dir / "none.sock"),
+        options=OPTIONS,
+    )
+    try:
+        data = os.urandom(5000)
+        metadata = segment_metadata(size=5000)
+        await client.copy_log_segment_data(metadata, synthetic_files(data))
+        assert await read(client, metadata, 10, 4000) == data[10:4001]
+    finally:
+        await client.close()
+
+
+async def test_a_restarted_store_is_reached_on_a_new_connection(tmp_path, socket_dir, s3_endpoint):
+    path = socket_dir / "store.sock"
+    extra = {"short.circuit.socket.path": str(path)}
+    local = SegmentStoreClient(
+        f"127.0.0.1:{free_port()}", short_circuit_socket=str(path), options=OPTIONS
+    )
+    try:
+        for _ in range(2):  # the second round's kept connection is to the stopped store
+            running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **extra)
+            metadata = segment_metadata(size=64)
+            await local.copy_log_segment_data(metadata, synthetic_files(b"r" * 64))
+            assert await read(local, metadata) == b"r" * 64
+            await running.client.close()
+            await running.service.stop(1)
+            assert not path.exists()  # removed at stop: a restart binds
+    finally:
+        await local.close()
+
+
+async def raw_call(path: Path, request: bytes, fds=()) -> tuple[pb.ShortCircuitResponse, list]:
+    sock = descriptor_socket.seqpacket_socket()
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, str(path))
+        await descriptor_socket.send(sock, request, fds)
+        data, received = await descriptor_socket.receive(sock, 65536, 4)
+    finally:
+        sock.close()
+    descriptor_socket.close_all(received)
+    return pb.ShortCircuitResponse.FromString(data), received
+
+
+def refusal(response: pb.ShortCircuitResponse) -> tuple[int, str, str]:
+    """(code, field, message) of a refused request."""
+    status = status_pb2.Status.FromString(response.status)
+    field = ""
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            field = bad.field_violations[0].field
+    return status.code, field, status.message
+
+
+def copy_request(metadata, files, topic=None) -> bytes:
+    proto = segment_metadata_to_proto(metadata)
+    if topic is not None:
+        proto.remote_log_segment_id.topic_id_partition.topic = topic
+    return pb.ShortCircuitRequest(
+        copy_log_segment_data=pb.ShortCircuitCopy(metadata=proto, files=files)
+    ).SerializeToString()
+
+
+async def test_malformed_requests_are_invalid_argument_and_leak_no_descriptor(store, tmp_path):
+    if store.backend == "s3":
+        pytest.skip("the checks come before the backend")
+    log = tmp_path / "seg.log"
+    log.write_bytes(b"l" * 10)
+    metadata = segment_metadata(size=10)
+    all_files = [1, 2, 3, 5, 6]
+    before = open_descriptors()
+    reader, writer = os.pipe()
+    write_only = os.open(log, os.O_WRONLY)
+    readable = [os.open(log, os.O_RDONLY) for _ in all_files]
+    try:
+        cases = [
+            (b"\xff\xff", [], "request"),
+            (copy_request(metadata, all_files), readable[:2], "files"),  # 5 named, 2 came
+            (copy_request(metadata, [1, 1]), readable[:2], "files"),  # the log twice
+            (copy_request(metadata, [1]), [reader], "files"),  # a pipe
+            (copy_request(metadata, [1]), [write_only], "files"),
+            (copy_request(metadata, [9]), readable[:1], "files"),
+            (copy_request(metadata, all_files, "../../etc"), readable, "metadata"),
+        ]
+        for request, fds, field in cases:
+            response, received = await raw_call(store.socket_path, request, fds)
+            code, named, message = refusal(response)
+            assert (code, named.split(".")[0]) == (3, field), message  # 3 = INVALID_ARGUMENT
+            assert received == []
+        assert store.objects() == {}
+    finally:
+        for fd in [reader, writer, write_only, *readable]:
+            os.close(fd)
+    # The store runs in this process: every descriptor it was lent is closed again
+    # (and its ends of the connections, once it has seen them close).
+
+    def all_closed():
+        return open_descriptors() == before
+
+    await eventually(all_closed, timeout_s=5)
+
+
+async def test_a_copy_from_a_file_that_shrank_is_refused_and_leaves_nothing(tmp_path):
+    objects = FileSystemStore(tmp_path / "segments")
+    store = SegmentStore(objects, StoreOptions())
+    log = tmp_path / "seg.log"
+    log.write_bytes(b"s" * 100)
+    metadata = segment_metadata(size=150)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+
+        async def chunks():
+            # Announced at 150 bytes (its size when lent), 100 there when read.
+            yield SegmentChunk(SegmentFile.LOG, 0, FileSlice(fd, 0, 150))
+            for file in (SegmentFile.OFFSET_INDEX, SegmentFile.TIME_INDEX):
+                yield SegmentChunk(file, 0, b"")
+
+        with pytest.raises(InvalidArgumentError, match="ended after 100 of its 150 bytes"):
+            await store.copy_log_segment_data(metadata, chunks())
+    finally:
+        os.close(fd)
+        await objects.close()
+    assert [p for p in (tmp_path / "segments").rglob("*") if p.is_file()] == []
+
+
+async def test_a_second_store_does_not_take_a_live_socket(store, tmp_path, s3_endpoint):
+    if store.backend == "s3":
+        pytest.skip("one backend is enough")
+    (tmp_path / "second").mkdir()
+    with pytest.raises(OSError, match=r"short\.circuit\.socket\.path: .* is in use"):
+        await start_store(
+            "filesystem",
+            tmp_path / "second",
+            s3_endpoint,
+            "unused",
+            **{"short.circuit.socket.path": str(store.socket_path)},
+        )
+    metadata = segment_metadata(size=8)
+    await store.local.copy_log_segment_data(metadata, synthetic_files(b"12345678"))
+    assert await read(store.local, metadata) == b"12345678"
