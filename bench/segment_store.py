@@ -8,6 +8,9 @@ bare transfer alternate, so both meet the same state of the backend (moto's
 memory, the disk's writeback queue) and the same noise of the machine; the
 best round of each is compared. The service runs in its own process
 (`remotelog serve segment-store`), as in production; moto in another.
+Each backend is measured twice: through the gRPC streams, and through the
+store's short circuit (`short.circuit.socket.path`: descriptors over a unix
+socket, for a client on the store's host; S3 fetches take the stream).
 Targets (issue 4): copy >= 0.8x, fetch >= 0.8x. Reported beside them: bare
 loopback TCP between two processes, the ceiling of any network service here.
 Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
@@ -217,8 +220,49 @@ def store_config(work: Path, backend: str, endpoint: str, bucket: str) -> Path:
         "storage.aws.access.key.id=test\nstorage.aws.secret.access.key=test\n"
         f"storage.s3.multipart.upload.part.size={PART}\n"
         f"storage.s3.upload.concurrency={CONCURRENCY}\n"
+        f"short.circuit.socket.path={short_circuit_socket(work, backend)}\n"
     )
     return config
+
+
+def short_circuit_socket(work: Path, backend: str) -> Path:
+    return work / f"{backend}.sock"
+
+
+# (backend, transport) -> ((service copy, bare copy), (service fetch, bare fetch)) seconds
+Results = dict[tuple[str, str], tuple[tuple[float, float], tuple[float, float]]]
+# The store's two ways in: gRPC streams, and descriptors over its unix socket
+# (a client on the store's host; S3 fetches take the stream either way).
+TRANSPORTS = ("grpc", "short_circuit")
+
+
+async def measure(
+    work: Path, endpoint: str, bucket: str, files: LogSegmentData, size: int
+) -> tuple[Results, list[subprocess.Popen[str]]]:
+    results: Results = {}
+    processes: list[subprocess.Popen[str]] = []
+    async with s3_rounds(endpoint, bucket, Path(str(files.log_segment)), size) as s3_bare:
+        bare = {"filesystem": filesystem_rounds(Path(str(files.log_segment)), work, size)}
+        bare["s3"] = s3_bare
+        for backend in ("filesystem", "s3"):
+            process, port = serve(store_config(work, backend, endpoint, bucket))
+            processes.append(process)
+            for transport in TRANSPORTS:
+                socket_path = short_circuit_socket(work, backend)
+                client = SegmentStoreClient(
+                    f"127.0.0.1:{port}",
+                    options=ClientOptions(timeout_s=300),
+                    short_circuit_socket=str(socket_path) if transport != "grpc" else None,
+                )
+                try:
+                    copy, fetch = service_rounds(client, files, size)
+                    bare_copy, bare_fetch = bare[backend]
+                    copies = await best_alternating(ROUNDS, copy, bare_copy)
+                    fetches = await best_alternating(ROUNDS, fetch, bare_fetch)
+                finally:
+                    await client.close()
+                results[backend, transport] = (copies, fetches)
+    return results, processes
 
 
 async def main() -> None:
@@ -234,26 +278,10 @@ async def main() -> None:
     endpoint = f"http://127.0.0.1:{line.split()[1]}"
     processes = [moto]
     report = Report("segment_store")
-    # backend -> ((service copy, bare copy), (service fetch, bare fetch)) seconds
-    results: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
     try:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        async with s3_rounds(endpoint, bucket, log, size) as s3_bare:
-            bare = {"filesystem": filesystem_rounds(log, work, size), "s3": s3_bare}
-            for backend in ("filesystem", "s3"):
-                process, port = serve(store_config(work, backend, endpoint, bucket))
-                processes.append(process)
-                client = SegmentStoreClient(
-                    f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300)
-                )
-                try:
-                    copy, fetch = service_rounds(client, files, size)
-                    bare_copy, bare_fetch = bare[backend]
-                    copies = await best_alternating(ROUNDS, copy, bare_copy)
-                    fetches = await best_alternating(ROUNDS, fetch, bare_fetch)
-                finally:
-                    await client.close()
-                results[backend] = (copies, fetches)
+        results, started = await measure(work, endpoint, bucket, files, size)
+        processes += started
         loopback = await loopback_ceiling(log, size)
     finally:
         for process in processes:
@@ -261,9 +289,9 @@ async def main() -> None:
             process.wait()
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
-    for backend, ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
+    for (backend, transport), ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
         report.info(
-            f"{backend}_mb_per_s",
+            f"{backend}_{transport}_mb_per_s",
             copy=round(mb / svc_copy),
             bare_copy=round(mb / raw_copy),
             fetch=round(mb / svc_fetch),
@@ -271,12 +299,15 @@ async def main() -> None:
             segment_mib=size // MIB,
         )
     report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
-    for backend, ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
-        report.ratio(f"{backend}_copy_vs_bare", raw_copy / svc_copy, 0.8)
-        report.ratio(f"{backend}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
+    for (backend, transport), ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
+        name = backend if transport == "grpc" else f"{backend}_{transport}"
+        report.ratio(f"{name}_copy_vs_bare", raw_copy / svc_copy, 0.8)
+        if (backend, transport) != ("s3", "short_circuit"):  # the same stream as grpc's
+            report.ratio(f"{name}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
     # What the filesystem fetch reaches of the most any service could on this machine.
-    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / results["filesystem"][1][0], None)
-    for figure in report.figures[:3]:
+    grpc_fetch = results["filesystem", "grpc"][1][0]
+    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / grpc_fetch, None)
+    for figure in report.figures[:5]:
         print(figure)
     report.finish()
 
