@@ -159,9 +159,21 @@ async def test_deleted_segment_by_descriptor_is_not_found(store):
         pytest.skip("S3 fetches take the gRPC stream")
     metadata = segment_metadata(size=100)
     await store.local.copy_log_segment_data(metadata, synthetic_files(b"y" * 100))
+    assert await read(store.local, metadata, 0, 9) == b"y" * 10  # its descriptor is kept
     await store.client.delete_log_segment_data(metadata)
     with pytest.raises(RemoteResourceNotFoundError):
         await read(store.local, metadata)
+
+
+async def test_a_kept_descriptor_reads_the_segment_copied_again(store):
+    if store.backend == "s3":
+        pytest.skip("S3 fetches take the gRPC stream")
+    metadata = segment_metadata(size=100)
+    await store.local.copy_log_segment_data(metadata, synthetic_files(b"1" * 100))
+    assert await read(store.local, metadata) == b"1" * 100
+    # A retried copy of the same segment id renames a new object over the old.
+    await store.client.copy_log_segment_data(metadata, synthetic_files(b"2" * 100))
+    assert await read(store.local, metadata) == b"2" * 100
 
 
 async def test_bad_copies_by_descriptor_are_refused_and_write_nothing(store, tmp_path):

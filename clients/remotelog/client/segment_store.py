@@ -15,12 +15,18 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
-from remotelog.client.short_circuit import ShortCircuit, ShortCircuitUnavailable, lend, read_range
+from remotelog.client.short_circuit import (
+    Descriptors,
+    ShortCircuit,
+    ShortCircuitUnavailable,
+    lend,
+    read_range,
+)
 from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.descriptor_socket import close_all
 from remotelog.core.errors import UnsupportedOperationError
-from remotelog.core.model import RemoteLogSegmentMetadata
+from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, last_fetch_position
 
 IndexType = pb.IndexType
 DEFAULT_CHUNK_BYTES = 1024 * 1024
@@ -96,6 +102,7 @@ class SegmentStoreClient(ServiceClient):
         self._short_circuit = ShortCircuit(short_circuit_socket) if short_circuit_socket else None
         # Off for fetches once the store says its backend has no local files (S3).
         self._short_circuit_fetch = self._short_circuit is not None
+        self._descriptors: Descriptors[RemoteLogSegmentId] = Descriptors()
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
@@ -216,7 +223,14 @@ class SegmentStoreClient(ServiceClient):
             end_position=end_position,
         )
         if self._short_circuit is not None and self._short_circuit_fetch:
-            opened = await self._open_short_circuit(self._short_circuit, request, timeout_s)
+            key = metadata.remote_log_segment_id
+            opened = self._descriptors.take(key)
+            if opened is not None:  # checked here as the store would
+                last_fetch_position(metadata, start_position, end_position)
+            else:
+                opened = await self._open_short_circuit(self._short_circuit, request, timeout_s)
+                if opened is not None:
+                    self._descriptors.keep(key, *opened)
             if opened is not None:
                 fd, size = opened
                 last = size - 1 if end_position is None else min(end_position, size - 1)
@@ -253,6 +267,7 @@ class SegmentStoreClient(ServiceClient):
     async def close(self) -> None:
         if self._short_circuit is not None:
             self._short_circuit.close()
+        self._descriptors.close()
         await super().close()
 
     async def fetch_index(

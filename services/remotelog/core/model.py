@@ -272,6 +272,22 @@ RemoteLogMetadata = (
     | RemoteLogSegmentMetadataSnapshot
 )
 
+
+def last_fetch_position(metadata: RemoteLogSegmentMetadata, start: int, end: int | None) -> int:
+    """The last byte of a fetch of `start`..`end` of the segment's log (None or past the
+    end = to the end); a range no fetch can have is InvalidArgumentError naming the field."""
+    size = metadata.segment_size_in_bytes
+    if start < 0:
+        raise InvalidArgumentError("start_position", f"{start} is negative")
+    if end is not None and end < start:
+        raise InvalidArgumentError("end_position", f"{end} is below start_position {start}")
+    if start >= size:
+        raise InvalidArgumentError(
+            "start_position", f"{start} is past the end of the {size}-byte segment"
+        )
+    return size - 1 if end is None else min(end, size - 1)
+
+
 __all__ = [
     "RemoteLogMetadata",
     "RemoteLogSegmentId",
@@ -284,6 +300,7 @@ __all__ = [
     "TopicIdPartition",
     "check_custom_metadata_size",
     "kafka_uuid_str",
+    "last_fetch_position",
     "parse_kafka_uuid",
     "validate_topic_name",
 ]

@@ -26,7 +26,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
     UnsupportedOperationError,
 )
-from remotelog.core.model import RemoteLogSegmentMetadata
+from remotelog.core.model import RemoteLogSegmentMetadata, last_fetch_position
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import read_ahead
 from remotelog.segmentstore.backend import (
@@ -229,7 +229,7 @@ class SegmentStore:
 
         Chunks may be views the backend lends (see `Chunk`): copy what is kept.
         """
-        last = _last_position(metadata, start, end)
+        last = last_fetch_position(metadata, start, end)
         attributes = {"topic": metadata.topic_id_partition.topic}
         FETCH_REQUESTS.add(1, attributes)
         # Not the current span: a generator's context is its consumer's, and a
@@ -262,7 +262,7 @@ class SegmentStore:
 
         UnsupportedOperationError where objects are not local files (S3).
         """
-        last = _last_position(metadata, start, end)
+        last = last_fetch_position(metadata, start, end)
         if not isinstance(self.objects, LocalFileStore):
             raise UnsupportedOperationError(
                 "the storage backend keeps no local files to hand out; use FetchLogSegment"
@@ -328,20 +328,6 @@ class SegmentStore:
             attributes={"topic": metadata.topic_id_partition.topic},
         ):
             await self.objects.delete(list(keys.all))
-
-
-def _last_position(metadata: RemoteLogSegmentMetadata, start: int, end: int | None) -> int:
-    """The last byte of a fetch of `start`..`end` (None or past the end = to the end)."""
-    size = metadata.segment_size_in_bytes
-    if start < 0:
-        raise InvalidArgumentError("start_position", f"{start} is negative")
-    if end is not None and end < start:
-        raise InvalidArgumentError("end_position", f"{end} is below start_position {start}")
-    if start >= size:
-        raise InvalidArgumentError(
-            "start_position", f"{start} is past the end of the {size}-byte segment"
-        )
-    return size - 1 if end is None else min(end, size - 1)
 
 
 def _ended_early(file: SegmentFile, got: int, piece: FileSlice) -> InvalidArgumentError:
