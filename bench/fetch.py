@@ -248,6 +248,7 @@ async def main() -> None:
                 "listen.address": "127.0.0.1:0",
                 "storage.backend": "filesystem",
                 "storage.root": str(work / "segments"),
+                "short.circuit.socket.path": str(work / "store.sock"),
             },
         )
         processes.append(store)
@@ -285,12 +286,25 @@ async def main() -> None:
             },
         )
         processes.append(direct)
+        short, short_port = serve(
+            "remote-fetch",
+            work / "short.properties",
+            {
+                **fetch_properties,
+                "remote.log.index.file.cache.dir": str(work / "short-index-cache"),
+                "segment.store.short.circuit.socket.path": str(work / "store.sock"),
+            },
+        )
+        processes.append(short)
         bare, line = start([sys.executable, __file__, "--bare-server", *files], "bare serving on")
         processes.append(bare)
         bare_port = int(line.rsplit(":", 1)[1])
 
         await measure(report, "through the segment store", fetch_port, bare_port, tip, total, log)
         await measure(report, "direct storage read", direct_port, bare_port, tip, total, log)
+        await measure(
+            report, "short circuit to the segment store", short_port, bare_port, tip, total, log
+        )
     finally:
         for process in processes:
             process.terminate()

@@ -59,6 +59,12 @@ class SegmentStoreClientSettings:
     segment_store_address: str = setting(
         "segment.store.address", "127.0.0.1:7301", "host:port of the segment store service"
     )
+    segment_store_short_circuit_socket: str = setting(
+        "segment.store.short.circuit.socket.path",
+        "",
+        "The segment store's short.circuit.socket.path when it runs on this host: copies and "
+        "fetches pass file descriptors instead of bytes; empty = gRPC only",
+    )
 
 
 @dataclass(frozen=True)

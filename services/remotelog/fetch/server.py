@@ -33,7 +33,11 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
         )
         store = DirectSegmentReader(direct)
     else:
-        store = SegmentStoreClient(config.segment_store_address, options=options)
+        store = SegmentStoreClient(
+            config.segment_store_address,
+            options=options,
+            short_circuit_socket=config.segment_store_short_circuit_socket or None,
+        )
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     shared = (
         RedisIndexFiles(config.redis_url, config.index_cache_redis_ttl_ms)

@@ -26,7 +26,11 @@ async def start_copy_scheduler(config: CopySchedulerConfig) -> RunningService[Co
         # A file that fits one S3 part is read whole and sent as those bytes.
         store = DirectSegmentWriter(direct, max(config.s3_multipart_part_size, DIRECT_READ_BYTES))
     else:
-        store = SegmentStoreClient(config.segment_store_address, options=options)
+        store = SegmentStoreClient(
+            config.segment_store_address,
+            options=options,
+            short_circuit_socket=config.segment_store_short_circuit_socket or None,
+        )
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     leases = open_leases(config.redis_url)
     scheduler = CopyScheduler(config, store, metadata, leases)
