@@ -11,8 +11,10 @@
   (issue 6): >= 0.8x. Each side starts on an empty moto: one holding the
   other side's 400 MiB spends half as much CPU again per PUT, so whichever
   side went second lost a third. Measured twice: through the segment store
-  service, and with direct storage writes (the store in the scheduler's
-  process, fresh partitions).
+  service, through its short circuit (the scheduler lends the segment files'
+  descriptors over the store's unix socket; fresh partitions), and with
+  direct storage writes (the store in the scheduler's process, fresh
+  partitions).
 - Idle: 10,000 partitions with nothing to copy and nothing tiered, then 2,000
   with one tiered segment each (kept by retention); the scheduler's (and the
   metadata manager's) CPU seconds per `remote.log.manager.task.interval.ms`
@@ -233,8 +235,15 @@ async def main() -> None:
             "storage.aws.access.key.id": "test",
             "storage.aws.secret.access.key": "test",
         }
+        store_socket = work / "store.sock"
         store, store_port = serve(
-            "segment-store", work / "store.properties", {"listen.address": "127.0.0.1:0", **storage}
+            "segment-store",
+            work / "store.properties",
+            {
+                "listen.address": "127.0.0.1:0",
+                "short.circuit.socket.path": str(store_socket),
+                **storage,
+            },
         )
         processes.append(store)
         metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
@@ -253,6 +262,13 @@ async def main() -> None:
         }
         t_service = await tier_once(work / "scheduler.properties", scheduler_properties, logs)
         await empty_bucket(endpoint, bucket)
+        short_logs = write_partitions(work / "short-logs", PARTITIONS, SEGMENTS, segment_bytes)
+        short_properties = {
+            **scheduler_properties,
+            "segment.store.short.circuit.socket.path": str(store_socket),
+        }
+        t_short = await tier_once(work / "short.properties", short_properties, short_logs)
+        await empty_bucket(endpoint, bucket)
         # Direct storage writes: the segment store in the scheduler's process.
         direct_logs = write_partitions(work / "direct-logs", PARTITIONS, SEGMENTS, segment_bytes)
         direct_properties = {
@@ -268,6 +284,7 @@ async def main() -> None:
         report.info(
             "copy_mb_per_s",
             service=round(total / 1e6 / t_service),
+            short_circuit=round(total / 1e6 / t_short),
             direct_storage_write=round(total / 1e6 / t_direct),
             bare=round(total / 1e6 / t_bare),
             bare_before=round(total / 1e6 / t_bare_before),
@@ -276,6 +293,7 @@ async def main() -> None:
             segment_mib=segment_bytes // MIB,
         )
         report.ratio("copy_50_partitions", round(t_bare / t_service, 2), 0.8)
+        report.ratio("copy_50_partitions_short_circuit", round(t_bare / t_short, 2), 0.8)
         report.ratio("copy_50_partitions_direct_storage_write", round(t_bare / t_direct, 2), 0.8)
 
         scheduler_properties["remote.log.manager.task.interval.ms"] = str(IDLE_INTERVAL_S * 1000)

@@ -158,6 +158,10 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
         )
         await stack.start_fetch()
         await stack.start_fetch("direct", **stack.direct_storage())
+        await stack.start_fetch(
+            "short",
+            **{"segment.store.short.circuit.socket.path": stack.short_circuit_socket},
+        )
         yield stack
     finally:
         await stack.stop()

@@ -2,6 +2,7 @@
 tests, where they apply): offload, local deletion, reading everything back, restarts."""
 
 import json
+import tempfile
 
 import pytest
 from support.waiting import eventually
@@ -252,3 +253,37 @@ async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tm
     assert await stack.segments(gone) == []
     assert [key for key in stack.store.objects() if "gone-" in key] == []
     assert len(stack.store.objects()) == 9
+
+
+async def test_copies_through_the_stores_short_circuit(stack, tmp_path):
+    """With the store's short-circuit socket the scheduler lends its segment files by
+    descriptor: its gRPC address here has no server, so every copy took the socket."""
+    with tempfile.TemporaryDirectory(prefix="rl-") as directory:  # a short socket path
+        path = f"{directory}/store.sock"
+        await stack.store.client.close()
+        await stack.store.service.stop(1)
+        await stack.start_store(**{"short.circuit.socket.path": path})
+        tip = new_partition()
+        broker = Broker(tmp_path / "broker-0", tip)
+        broker.segments(3)
+        scheduler = await stack.start_scheduler(
+            **{
+                "segment.store.address": "127.0.0.1:1",  # never called: nothing listens there
+                "segment.store.short.circuit.socket.path": path,
+            }
+        )
+        await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+        async def tiered():
+            state = await state_of(scheduler, tip)
+            return state.highest_tiered_offset == broker.rolled_end
+
+        await eventually(tiered)
+        assert await stack.remote_records(tip) == {
+            o: kv for o, kv in broker.records.items() if o <= broker.rolled_end
+        }
+        for segment in await stack.segments(tip):
+            log = broker.directory / f"{segment.start_offset:020d}.log"
+            data = b"".join([c async for c in stack.store.client.fetch_log_segment(segment, 0)])
+            assert data == log.read_bytes()
+        await stack.stop()

@@ -1,5 +1,7 @@
 """Starting the services in tests: configs from properties, the service, a client."""
 
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,11 +159,20 @@ class BackendStack:
     store: object = None
     metadata: object = None
     running: list = field(default_factory=list)
+    short_circuit_socket: str = ""
 
     async def start(self):
         bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
         s3_client(self.s3_endpoint).create_bucket(Bucket=bucket)
-        self.store = await start_store(self.backend, self.tmp, self.s3_endpoint, bucket)
+        # The store's short circuit, for services that take it (a short path: unix sockets).
+        self.short_circuit_socket = f"{tempfile.mkdtemp(prefix='rl-')}/store.sock"
+        self.store = await start_store(
+            self.backend,
+            self.tmp,
+            self.s3_endpoint,
+            bucket,
+            **{"short.circuit.socket.path": self.short_circuit_socket},
+        )
         self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 
     def storage_properties(self) -> dict[str, str]:
@@ -191,3 +202,4 @@ class BackendStack:
         await self.metadata.stop()
         await self.store.client.close()
         await self.store.service.stop(1)
+        shutil.rmtree(Path(self.short_circuit_socket).parent, ignore_errors=True)

@@ -17,7 +17,8 @@ def test_a_kept_descriptor_reads_its_file_until_the_file_loses_its_name(tmp_path
     os.close(fd)  # the caller's own; the kept one stays open
     taken = kept.take("a")
     assert taken is not None
-    assert os.pread(taken[0], 3, 0) == b"abc" and taken[1] == 3
+    assert os.pread(taken[0], 3, 0) == b"abc"
+    assert taken[1] == 3
     os.close(taken[0])
     os.unlink(tmp_path / "a.log")
     assert kept.take("a") is None  # deleted: asked for anew
@@ -37,5 +38,6 @@ def test_the_oldest_and_the_idle_go_and_their_descriptors_close(tmp_path):
     assert taken is not None
     os.close(taken[0])
     kept.idle_s = 0
-    assert kept.take("b") is None and kept.take("c") is None  # idle
+    assert kept.take("b") is None  # idle
+    assert kept.take("c") is None
     assert set(os.listdir("/proc/self/fd")) == before
