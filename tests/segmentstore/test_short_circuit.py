@@ -333,3 +333,18 @@ async def test_a_second_store_does_not_take_a_live_socket(store, tmp_path, s3_en
     metadata = segment_metadata(size=8)
     await store.local.copy_log_segment_data(metadata, synthetic_files(b"12345678"))
     assert await read(store.local, metadata) == b"12345678"
+
+
+async def test_long_reads_as_views_are_mapped_and_read_the_same_bytes(store):
+    if store.backend == "s3":
+        pytest.skip("S3 fetches take the gRPC stream")
+    size = 19 * 1024 * 1024 + 123  # several mapped blocks, the last short
+    data = os.urandom(size)
+    metadata = segment_metadata(size=size)
+    await store.local.copy_log_segment_data(metadata, synthetic_files(data))
+    for start, end in [(0, None), (5, size - 7), (3 * 1024 * 1024 + 1, None)]:
+        chunks = [c async for c in store.local.fetch_log_segment_views(metadata, start, end)]
+        assert all(isinstance(c, memoryview) for c in chunks)  # uncopied
+        assert b"".join(chunks) == data[start : None if end is None else end + 1]
+    short = [c async for c in store.local.fetch_log_segment_views(metadata, 10, 1000)]
+    assert short == [data[10:1001]]  # a Fetch-sized read is one pread

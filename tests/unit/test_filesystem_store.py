@@ -75,10 +75,10 @@ async def _read(store: FileSystemStore, start: int, end: int | None, chunk_size:
 
 @pytest.mark.parametrize("mapped", [True, False], ids=["mapped", "pread"])
 async def test_long_reads_give_the_range_in_chunks_of_the_asked_size(tmp_path, monkeypatch, mapped):
-    if mapped and filesystem._MAP_POPULATE is None:
+    if mapped and filesystem.MAP_POPULATE is None:
         pytest.skip("no MAP_POPULATE here")
     if not mapped:
-        monkeypatch.setattr(filesystem, "_MAP_POPULATE", None)
+        monkeypatch.setattr(filesystem, "MAP_POPULATE", None)
     data = os.urandom(20 * 1024 * 1024 + 123)
     store = FileSystemStore(tmp_path / "store", io_threads=2)
     await store.put("t-x/0/segment.log", data)
@@ -95,7 +95,7 @@ async def test_long_reads_give_the_range_in_chunks_of_the_asked_size(tmp_path, m
 
 
 async def test_mapped_pages_are_unmapped_once_the_chunks_are_dropped(tmp_path):
-    if filesystem._MAP_POPULATE is None:
+    if filesystem.MAP_POPULATE is None:
         pytest.skip("no MAP_POPULATE here")
     store = FileSystemStore(tmp_path / "store", io_threads=2)
     await store.put("t-x/0/segment.log", os.urandom(12 * 1024 * 1024))

@@ -234,7 +234,9 @@ class SegmentStoreClient(ServiceClient):
             if opened is not None:
                 fd, size = opened
                 last = size - 1 if end_position is None else min(end_position, size - 1)
-                async with contextlib.aclosing(read_range(fd, start_position, last)) as chunks:
+                views = method is self._fetch_log_segment_views
+                chunks = read_range(fd, start_position, last, views=views)
+                async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
                         yield chunk
                 return

@@ -24,13 +24,17 @@ from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
 from remotelog.client.errors import from_status
 from remotelog.core import descriptor_socket
 from remotelog.core.errors import DeadlineExceededError, RemoteStorageError
-from remotelog.core.pagecache import pread_cached
+from remotelog.core.pagecache import MAP_POPULATE, map_chunks, pread_cached
 
 K = TypeVar("K", bound=Hashable)
 MAX_RESPONSE_BYTES = 64 * 1024
 # Idle connections kept for the next requests (each request holds one while it runs).
 MAX_IDLE = 8
 READ_CHUNK_BYTES = 4 * 1024 * 1024
+# Reads longer than this are mapped when views will do; a mapping costs more than
+# a copy of a Fetch's MiB. Mapped a block at a time, one thread hop each.
+MAPPED_READ_MIN = 2 * 1024 * 1024
+MAPPED_BLOCK_BYTES = 8 * 1024 * 1024
 
 
 class ShortCircuitUnavailable(Exception):
@@ -116,14 +120,30 @@ def _response(data: bytes, fds: list[int]) -> tuple[pb.ShortCircuitResponse, lis
     return response, fds
 
 
-async def read_range(fd: int, start: int, last: int) -> AsyncGenerator[bytes, None]:
+async def read_range(
+    fd: int, start: int, last: int, *, views: bool = False
+) -> AsyncGenerator[bytes | memoryview, None]:
     """Bytes start..last (inclusive) of `fd` in chunks; closes `fd` when done.
 
     Page-cached bytes are read on the event loop (core/pagecache.py); a read
-    that would wait for the disk goes to a thread.
+    that would wait for the disk goes to a thread. With `views`, a long read
+    (a bulk read, not a Fetch) is mapped block by block on a thread instead and
+    handed out uncopied, as the filesystem store hands out its own reads: the
+    caller copies each byte once, into its message. (Mapping the store's file
+    is safe: objects are replaced by rename, never shrunk in place.)
     """
     try:
         position = start
+        if views and MAP_POPULATE is not None and last + 1 - start > MAPPED_READ_MIN:
+            while position <= last:
+                through = min(last + 1, position + MAPPED_BLOCK_BYTES)
+                mapped = await asyncio.to_thread(
+                    map_chunks, fd, position, through, READ_CHUNK_BYTES
+                )
+                for chunk in mapped:
+                    yield chunk
+                position = through
+            return
         while position <= last:
             want = min(READ_CHUNK_BYTES, last + 1 - position)
             data = pread_cached(fd, want, position)

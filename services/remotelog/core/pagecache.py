@@ -15,8 +15,34 @@ without it, `os.preadv` reads into a bytearray that is then copied.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Callable
+
+# Linux (Python >= 3.10): a mapping whose pages are read in when it is made.
+MAP_POPULATE: int | None = getattr(mmap, "MAP_POPULATE", None)
+
+
+def map_chunks(fd: int, start: int, stop: int, chunk_size: int) -> list[memoryview]:
+    """Bytes start..stop (exclusive, within the file) of `fd` as views of one read-only
+    mapping, `chunk_size` each: no copy. Populated as it is made (MAP_POPULATE where
+    there is one), so run it where a disk wait may happen, never on the event loop.
+
+    Only for files never shrunk in place (touching a page past the end kills
+    the process): stored objects are replaced by rename, never truncated.
+    """
+    aligned = start - start % mmap.ALLOCATIONGRANULARITY
+    mapped = mmap.mmap(
+        fd,
+        stop - aligned,
+        flags=mmap.MAP_SHARED | (MAP_POPULATE or 0),
+        prot=mmap.PROT_READ,
+        offset=aligned,
+    )
+    # The views keep the mapping alive; it is unmapped when the last one goes.
+    view = memoryview(mapped)
+    return [view[at : at + chunk_size] for at in range(start - aligned, len(view), chunk_size)]
+
 
 COMPILED = False
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import mmap
 import os
 import secrets
 from collections import deque
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
-from remotelog.core.pagecache import pread_cached
+from remotelog.core.pagecache import MAP_POPULATE, map_chunks, pread_cached
 from remotelog.core.setting_paths import make_directory
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
 from remotelog.segmentstore.mapped import MappedFiles
@@ -55,8 +54,6 @@ WRITES_IN_FLIGHT = 4
 # copy_file_range cannot copy between these two files (another filesystem on an
 # old kernel, a filesystem without it): the copy reads and writes instead.
 _NO_COPY_FILE_RANGE = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
-# Linux (Python >= 3.10); elsewhere long reads pread each chunk into bytes.
-_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", None)
 
 
 def _release_abandoned(release: Callable[[T], object], work: Future[T]) -> None:
@@ -108,7 +105,7 @@ def _read_block(fd: int, start: int, stop: int, chunk_size: int) -> list[Chunk]:
     """Bytes start..stop (exclusive) of `fd` as chunks: views of a mapping, or bytes."""
     if start >= stop:
         return []
-    if _MAP_POPULATE is None:
+    if MAP_POPULATE is None:
         chunks: list[Chunk] = []
         while start < stop and (data := os.pread(fd, min(chunk_size, stop - start), start)):
             chunks.append(data)
@@ -117,17 +114,7 @@ def _read_block(fd: int, start: int, stop: int, chunk_size: int) -> list[Chunk]:
     stop = min(stop, os.fstat(fd).st_size)  # never map past the end: touching it faults
     if start >= stop:
         return []
-    aligned = start - start % mmap.ALLOCATIONGRANULARITY
-    mapped = mmap.mmap(
-        fd,
-        stop - aligned,
-        flags=mmap.MAP_SHARED | _MAP_POPULATE,
-        prot=mmap.PROT_READ,
-        offset=aligned,
-    )
-    # The views keep the mapping alive; it is unmapped when the last one goes.
-    view = memoryview(mapped)
-    return [view[at : at + chunk_size] for at in range(start - aligned, len(view), chunk_size)]
+    return list[Chunk](map_chunks(fd, start, stop, chunk_size))
 
 
 def _in_chunks(data: bytes | memoryview, chunk_size: int) -> Iterator[Chunk]:
