@@ -126,12 +126,10 @@ class SegmentStoreClient(ServiceClient):
     ) -> bytes | None:
         """Copy the segment; returns the store's custom metadata. Retried whole if unavailable."""
         if self._short_circuit is not None:
-            try:
+            with contextlib.suppress(ShortCircuitUnavailable):  # then the stream below does it
                 return await self._copy_short_circuit(
                     self._short_circuit, metadata, data, timeout_s
                 )
-            except ShortCircuitUnavailable:
-                pass  # the stream below does it
         first = pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(metadata))
 
         async def requests() -> AsyncIterator[pb.CopyLogSegmentDataRequest | bytes]:
