@@ -1,6 +1,9 @@
 """Segment store fixtures: the service on each backend (helpers in support.services)."""
 
+import socket
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -25,3 +28,17 @@ async def store(request, tmp_path, s3_endpoint, s3_faults):
     s3_faults(None)
     await running.client.close()
     await running.service.stop(1)
+
+
+@pytest.fixture
+def socket_dir():
+    # Unix socket paths are short (108 bytes); pytest's tmp_path may not be.
+    with tempfile.TemporaryDirectory(prefix="rl-") as directory:
+        yield Path(directory)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (a client's dead gRPC side)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

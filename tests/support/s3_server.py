@@ -1,10 +1,11 @@
 """moto's S3 server with a fault-injection hook, on a free loopback port.
 
 Run as a script: prints `PORT <n>` once listening. POST /__faults__ with JSON
-{"mode": "503" | "500" | "drop" | "truncate" | "slow", "count": N, "method": "GET"|"PUT"|...,
-"delay_ms": D} makes the next N matching requests fail: a 503 SlowDown or 500
-InternalError S3 error, a connection closed before any response, or a GET whose
-body is cut off halfway; "slow" answers them normally after D ms.
+{"mode": "503" | "500" | "403" | "drop" | "truncate" | "slow", "count": N,
+"method": "GET"|"PUT"|..., "delay_ms": D} makes the next N matching requests
+fail: a 503 SlowDown, 500 InternalError or 403 AccessDenied (an expired
+presigned URL) S3 error, a connection closed before any response, or a GET
+whose body is cut off halfway; "slow" answers them normally after D ms.
 DELETE /__faults__ clears pending faults; GET returns what is left.
 Used by the segment store's tests and benchmark as a real S3 endpoint.
 """
@@ -28,6 +29,7 @@ from werkzeug.serving import make_server
 _ERRORS = {
     "503": ("503 Service Unavailable", "SlowDown", "Please reduce your request rate."),
     "500": ("500 Internal Server Error", "InternalError", "We encountered an internal error."),
+    "403": ("403 Forbidden", "AccessDenied", "Request has expired"),
 }
 
 

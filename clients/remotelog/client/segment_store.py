@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
+from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
 from remotelog.client.short_circuit import (
     Descriptors,
     ShortCircuit,
@@ -25,11 +28,15 @@ from remotelog.client.short_circuit import (
 from remotelog.core import bulk_wire
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.descriptor_socket import close_all
-from remotelog.core.errors import UnsupportedOperationError
+from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, last_fetch_position
 
 IndexType = pb.IndexType
 DEFAULT_CHUNK_BYTES = 1024 * 1024
+# After a read its URL could not finish, reads take the RPC for this long: an
+# object store this host cannot reach would otherwise cost each read a timeout.
+URL_PAUSE_S = 10.0
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,16 +100,27 @@ def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
 class SegmentStoreClient(ServiceClient):
     """The store's RPCs; with `short_circuit_socket` (the store's `short.circuit.socket.path`,
     for a client on its host) copies and fetches pass file descriptors instead of bytes
-    where the store can take them, and fall back to the RPCs where it cannot."""
+    where the store can take them, and fall back to the RPCs where it cannot. With
+    `fetch_urls`, fetches read the log from the URL the store signs for it (S3 with
+    `storage.s3.fetch.url.expiry.ms`), and take the RPC where there is none."""
 
     def __init__(
-        self, *args: object, short_circuit_socket: str | None = None, **kwargs: object
+        self,
+        *args: object,
+        short_circuit_socket: str | None = None,
+        fetch_urls: bool = False,
+        **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._short_circuit = ShortCircuit(short_circuit_socket) if short_circuit_socket else None
         # Off for fetches once the store says its backend has no local files (S3).
         self._short_circuit_fetch = self._short_circuit is not None
         self._descriptors: Descriptors[RemoteLogSegmentId] = Descriptors()
+        # Off once the store says it hands out no URLs; paused after a failed read.
+        self._fetch_urls = fetch_urls
+        self._urls_paused_until = 0.0
+        self._urls: FetchUrls[RemoteLogSegmentId] = FetchUrls()
+        self._url_reader = UrlReader()
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
@@ -215,6 +233,18 @@ class SegmentStoreClient(ServiceClient):
         end_position: int | None,
         timeout_s: float | None,
     ) -> AsyncGenerator[bytes | memoryview, None]:
+        deadline = time.monotonic() + (timeout_s or self.options.timeout_s)
+        if self._fetch_urls and time.monotonic() >= self._urls_paused_until:
+            last = last_fetch_position(metadata, start_position, end_position)
+            by_url = self._read_by_url(metadata, start_position, last, deadline)
+            async with contextlib.aclosing(by_url):
+                async for piece in by_url:
+                    start_position += len(piece)
+                    yield piece
+            if start_position > last:
+                return
+            # What the URL could not deliver, the RPC does.
+            timeout_s = max(deadline - time.monotonic(), 0.001)
         request = pb.FetchLogSegmentRequest(
             remote_log_segment_metadata=segment_metadata_to_proto(metadata),
             start_position=start_position,
@@ -264,10 +294,77 @@ class SegmentStoreClient(ServiceClient):
             self._short_circuit_fetch = False
             return None
 
+    async def _read_by_url(
+        self, metadata: RemoteLogSegmentMetadata, start: int, last: int, deadline: float
+    ) -> AsyncGenerator[bytes, None]:
+        """Bytes start..last from the log's URL; ends early where the RPC must go on.
+
+        A URL refused with 403 (expired early: the store's clock runs ahead) is
+        replaced once.
+        """
+        key = metadata.remote_log_segment_id
+        what = f"segment {key.id} of {metadata.topic_id_partition}"
+        for renewed in (False, True):
+            url = self._urls.get(key)
+            if url is None:
+                url = await self._log_segment_url(metadata, deadline)
+                if url is None:
+                    return
+            reads = self._url_reader.read(
+                url, start, last, what=what, timeout_s=max(deadline - time.monotonic(), 0.001)
+            )
+            try:
+                async with contextlib.aclosing(reads):
+                    async for chunk in reads:
+                        start += len(chunk)
+                        yield chunk
+                return
+            except UrlReadUnavailable as exc:
+                self._urls.forget(key)
+                if not exc.refused or renewed:
+                    self._urls_paused_until = time.monotonic() + URL_PAUSE_S
+                    _log.warning("fetching through the segment store instead: %s", exc)
+                    return
+
+    async def get_log_segment_url(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> tuple[str, float]:
+        """(URL, seconds it lasts) from which the log's bytes are read with ranged GETs.
+
+        UnsupportedOperationError where the store hands out none (filesystem
+        backend, `storage.s3.fetch.url.expiry.ms` unset). The URL grants a read
+        of the object to whoever holds it: do not log it.
+        """
+        response = await self.call_unary(
+            self._stub.GetLogSegmentUrl,
+            pb.GetLogSegmentUrlRequest(
+                remote_log_segment_metadata=segment_metadata_to_proto(metadata)
+            ),
+            timeout_s=timeout_s,
+        )
+        return str(response.url), response.valid_for_ms / 1000
+
+    async def _log_segment_url(
+        self, metadata: RemoteLogSegmentMetadata, deadline: float
+    ) -> str | None:
+        """A new URL of the log, kept for the next reads; None where there are none."""
+        try:
+            url, valid_for_s = await self.get_log_segment_url(
+                metadata, timeout_s=max(deadline - time.monotonic(), 0.001)
+            )
+        except RemoteLogError as exc:
+            if exc.code != "UNIMPLEMENTED":  # a store with no URLs, or an older one
+                raise
+            self._fetch_urls = False
+            return None
+        self._urls.keep(metadata.remote_log_segment_id, url, valid_for_s)
+        return url
+
     async def close(self) -> None:
         if self._short_circuit is not None:
             self._short_circuit.close()
         self._descriptors.close()
+        await self._url_reader.close()
         await super().close()
 
     async def fetch_index(

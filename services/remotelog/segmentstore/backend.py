@@ -106,3 +106,12 @@ class LocalFileStore(ObjectStore, Protocol):
     async def open_descriptor(self, key: str) -> tuple[int, int]:
         """(read-only descriptor, size) of the object's file; the caller closes it."""
         ...
+
+
+@runtime_checkable
+class PresigningStore(ObjectStore, Protocol):
+    """A backend that can let a caller read an object itself (S3: a presigned GET)."""
+
+    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
+        """A URL that reads `key` (ranges by a Range header) for `expires_in_s` seconds."""
+        ...

@@ -53,6 +53,15 @@ class StorageSettings:
     s3_upload_concurrency: int = setting(
         "storage.s3.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
     )
+    s3_fetch_url_expiry_ms: int = setting(
+        "storage.s3.fetch.url.expiry.ms",
+        0,
+        "GetLogSegmentUrl hands out presigned GETs of segment logs valid this long, so "
+        "callers read the bytes from S3 themselves; each grants a read of its object to "
+        "whoever holds it. 0 = none (callers use FetchLogSegment)",
+        min=0,
+        max=7 * 24 * 3600 * 1000,  # SigV4's longest
+    )
     fs_io_threads: int = setting(
         "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
     )

@@ -225,6 +225,13 @@ class S3Store:
             finally:
                 stream.close()
 
+    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
+        """Signed here, with no request to S3: the URL carries the signature."""
+        url = await self._client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in_s
+        )
+        return str(url)
+
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
             await self.call(key, partial(self._client.delete_object, Bucket=self.bucket, Key=key))

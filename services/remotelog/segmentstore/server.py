@@ -61,6 +61,8 @@ async def open_segment_store(
             key_prefix=config.key_prefix,
             fetch_chunk_size=fetch_chunk_size or config.fetch_chunk_size,
             custom_metadata_max_bytes=custom_metadata_max_bytes,
+            # Presigned URLs last whole seconds; a part of one is rounded up.
+            fetch_url_expiry_s=-(-config.s3_fetch_url_expiry_ms // 1000),
         ),
     )
 

@@ -162,6 +162,13 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
             async for data in chunks:
                 yield bulk_wire.encode(data)  # type: ignore[misc]
 
+    async def GetLogSegmentUrl(
+        self, request: pb.GetLogSegmentUrlRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetLogSegmentUrlResponse:
+        metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
+        url, valid_for_s = await self.store.log_segment_url(metadata)
+        return pb.GetLogSegmentUrlResponse(url=url, valid_for_ms=valid_for_s * 1000)
+
     async def DeleteLogSegmentData(
         self, request: pb.DeleteLogSegmentDataRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteLogSegmentDataResponse:

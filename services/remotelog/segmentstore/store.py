@@ -34,6 +34,7 @@ from remotelog.segmentstore.backend import (
     LocalFileStore,
     LocalFileUpload,
     ObjectStore,
+    PresigningStore,
     Upload,
 )
 from remotelog.segmentstore.layout import (
@@ -95,6 +96,8 @@ class StoreOptions:
     # All indexes of one segment together; Kafka's default segment.index.bytes is 10 MiB each.
     max_index_bytes: int = 64 * 1024 * 1024
     manifest_cache_entries: int = 4096
+    # How long a fetch URL (GetLogSegmentUrl) lasts; 0 = none are handed out.
+    fetch_url_expiry_s: int = 0
 
 
 class SegmentStore:
@@ -276,6 +279,23 @@ class SegmentStore:
             raise
         FETCH_BYTES.add(last - start + 1, attributes)
         return opened
+
+    async def log_segment_url(self, metadata: RemoteLogSegmentMetadata) -> tuple[str, int]:
+        """(URL, seconds it lasts) from which a caller reads the log's bytes itself.
+
+        Not checked against the bucket (that would be a request per URL): a
+        GET of a segment that is gone is answered 404, which the caller takes
+        for SEGMENT_NOT_FOUND as it would take the store's answer.
+        UnsupportedOperationError where the backend cannot sign one or URLs are off.
+        """
+        expiry_s = self.options.fetch_url_expiry_s
+        if not expiry_s or not isinstance(self.objects, PresigningStore):
+            raise UnsupportedOperationError(
+                "this segment store hands out no fetch URLs (they need the s3 backend and "
+                "storage.s3.fetch.url.expiry.ms); use FetchLogSegment"
+            )
+        url = await self.objects.presigned_get_url(self.keys(metadata).log, expiry_s)
+        return url, expiry_s
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile

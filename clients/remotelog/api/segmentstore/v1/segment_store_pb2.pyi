@@ -102,3 +102,17 @@ class DeleteLogSegmentDataRequest(_message.Message):
 class DeleteLogSegmentDataResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class GetLogSegmentUrlRequest(_message.Message):
+    __slots__ = ("remote_log_segment_metadata",)
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
+
+class GetLogSegmentUrlResponse(_message.Message):
+    __slots__ = ("url", "valid_for_ms")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    valid_for_ms: int
+    def __init__(self, url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ...) -> None: ...

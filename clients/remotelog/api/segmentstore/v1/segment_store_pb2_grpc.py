@@ -57,6 +57,11 @@ class SegmentStoreServiceStub:
                 request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataResponse.FromString,
                 _registered_method=True)
+        self.GetLogSegmentUrl = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/GetLogSegmentUrl',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.FromString,
+                _registered_method=True)
 
 
 class SegmentStoreServiceServicer:
@@ -107,6 +112,20 @@ class SegmentStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLogSegmentUrl(self, request, context):
+        """A URL from which the caller reads the segment log's bytes itself, with an
+        HTTP GET and a Range header, so they cross one hop (object store ->
+        caller, as in a broker's own RemoteStorageManager) instead of two. The
+        S3 backend answers with a presigned GET of the log object when
+        `storage.s3.fetch.url.expiry.ms` is set; the URL names that one object
+        and lasts for `valid_for_ms`. A GET answered 404 means the segment is
+        gone (SEGMENT_NOT_FOUND). Errors: UNIMPLEMENTED / UNSUPPORTED_OPERATION
+        (filesystem backend, or URLs off: use FetchLogSegment), INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SegmentStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +148,11 @@ def add_SegmentStoreServiceServicer_to_server(servicer, server):
                     servicer.DeleteLogSegmentData,
                     request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataResponse.SerializeToString,
+            ),
+            'GetLogSegmentUrl': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLogSegmentUrl,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -242,6 +266,33 @@ class SegmentStoreService:
             '/remotelog.api.segmentstore.v1.SegmentStoreService/DeleteLogSegmentData',
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataRequest.SerializeToString,
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DeleteLogSegmentDataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLogSegmentUrl(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/GetLogSegmentUrl',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,154 @@
+"""Reading a segment log from the URL the segment store signs for it (GetLogSegmentUrl).
+
+With the S3 backend and `storage.s3.fetch.url.expiry.ms` set, the store hands
+out a presigned GET of a segment's log object and the client reads the bytes
+from S3 itself: one hop, S3 to the caller, as from a broker's own
+RemoteStorageManager, where FetchLogSegment takes two (S3 to the store, the
+store to the caller) and the store spends as much CPU on each byte as the
+caller does. A URL is kept per segment until shortly before it expires, so a
+read asks the store nothing.
+
+A read the URL cannot finish is not an error: it goes on through
+FetchLogSegment from the byte it reached, and the store's own retries against
+S3 apply. Two answers are final: 404 (the object is gone: SEGMENT_NOT_FOUND,
+as the store would say) and the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Hashable
+from typing import Generic, TypeVar
+
+import aiohttp
+
+from remotelog.core.errors import (
+    DeadlineExceededError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
+
+K = TypeVar("K", bound=Hashable)
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+# A URL is given up this long before it expires: a read started on it must
+# have time to get its answer, and the store's clock may run ahead of ours.
+EXPIRY_MARGIN_S = 30.0
+# Of a URL that lasts less than twice the margin, the first half is used.
+MIN_USE_FRACTION = 0.5
+# An object store that cannot be reached must not take the whole deadline:
+# the read goes on through the RPC after this long.
+CONNECT_TIMEOUT_S = 3.0
+_REFUSED = 403
+_NOT_FOUND = 404
+_RANGE_NOT_SATISFIABLE = 416
+_PARTIAL_CONTENT = 206
+
+
+class UrlReadUnavailable(Exception):
+    """This read cannot go on by URL; FetchLogSegment can (from `position`)."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused  # 403: the URL expired or its signature is not accepted
+
+
+class FetchUrls(Generic[K]):
+    """The URLs of segments read recently, each until shortly before it expires."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._urls: OrderedDict[K, tuple[str, float]] = OrderedDict()  # url, use until
+
+    def get(self, key: K) -> str | None:
+        entry = self._urls.get(key)
+        if entry is None:
+            return None
+        url, use_until = entry
+        if time.monotonic() >= use_until:
+            del self._urls[key]
+            return None
+        self._urls.move_to_end(key)
+        return url
+
+    def keep(self, key: K, url: str, valid_for_s: float) -> None:
+        usable_s = max(valid_for_s - EXPIRY_MARGIN_S, valid_for_s * MIN_USE_FRACTION)
+        self._urls[key] = (url, time.monotonic() + usable_s)
+        self._urls.move_to_end(key)
+        while len(self._urls) > self.max_entries:
+            self._urls.popitem(last=False)
+
+    def forget(self, key: K) -> None:
+        self._urls.pop(key, None)
+
+
+class UrlReader:
+    """Ranged GETs of fetch URLs over one pooled HTTP session, opened on first use."""
+
+    def __init__(self, max_connections: int = 64) -> None:
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_connections),
+                auto_decompress=False,
+            )
+        return self._session
+
+    async def read(
+        self, url: str, start: int, last: int, *, what: str, timeout_s: float
+    ) -> AsyncGenerator[bytes, None]:
+        """Bytes start..last (inclusive) of the object at `url`, in chunks.
+
+        Raises RemoteResourceNotFoundError (404), DeadlineExceededError, or
+        UrlReadUnavailable for anything the RPC may still get past.
+        """
+        want = last + 1 - start
+        try:
+            async with self._http().get(
+                url,
+                headers={"Range": f"bytes={start}-{last}"},
+                timeout=aiohttp.ClientTimeout(
+                    total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S)
+                ),
+            ) as response:
+                _check(response.status, response.content_length, want, start, what)
+                content = response.content
+                got = 0
+                while got < want:
+                    chunk = await content.readexactly(min(READ_CHUNK_BYTES, want - got))
+                    got += len(chunk)
+                    yield chunk
+        # First: a connect timeout is a ClientError and a TimeoutError both.
+        except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            # The signature is a credential for the object: never in a message.
+            said = str(exc).replace(url, url.partition("?")[0])
+            raise UrlReadUnavailable(f"{what}: {type(exc).__name__}: {said}") from exc
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"{what}: no answer from its URL within the deadline"
+            ) from None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _check(status: int, length: int | None, want: int, start: int, what: str) -> None:
+    if status == _NOT_FOUND:
+        raise RemoteResourceNotFoundError(f"{what}: not found (its log object is gone)")
+    if status == _RANGE_NOT_SATISFIABLE:
+        raise RemoteStorageError(f"{what}: the stored log ends before byte {start}")
+    if status == _REFUSED:
+        raise UrlReadUnavailable(f"{what}: its URL was refused (403)", refused=True)
+    if status != _PARTIAL_CONTENT:
+        # A 200 would be the whole object: a server that ignored the range.
+        raise UrlReadUnavailable(f"{what}: HTTP {status} to a ranged GET")
+    if length is not None and length < want:
+        raise RemoteStorageError(
+            f"{what}: the stored log ends at byte {start + length}, before {start + want}"
+        )

@@ -1,0 +1,172 @@
+"""Fetches by URL: the S3 store signs a GET of the log, the client reads S3 itself.
+
+A client's URL is kept per segment, so once it has one, its reads reach S3
+without the store: the tests stop the store and read on, which only a read by
+URL can do.
+"""
+
+import json
+import os
+import socket
+import urllib.request
+import uuid
+
+import pytest
+import pytest_asyncio
+from support.s3 import s3_client
+from support.services import start_store
+
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
+from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.client import ClientOptions, SegmentStoreClient
+from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.convert import segment_metadata_to_proto
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    ServiceUnavailableError,
+    UnsupportedOperationError,
+)
+
+from .segments import segment_files, segment_metadata, synthetic_files
+
+MIB = 1024 * 1024
+OPTIONS = ClientOptions(timeout_s=10, backoff=ExponentialBackoff(initial_ms=20, max_ms=100))
+URLS_ON = {"storage.s3.fetch.url.expiry.ms": "600000"}
+
+
+async def start(backend, tmp_path, s3_endpoint, **extra):
+    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    running = await start_store(backend, tmp_path, s3_endpoint, bucket, **extra)
+    running.by_url = SegmentStoreClient(
+        f"127.0.0.1:{running.service.port}", fetch_urls=True, options=OPTIONS
+    )
+    return running
+
+
+async def stop(running):
+    await running.by_url.close()
+    await running.client.close()
+    await running.service.stop(1)
+
+
+@pytest_asyncio.fixture
+async def s3_store(tmp_path, s3_endpoint, s3_faults):
+    running = await start("s3", tmp_path, s3_endpoint, **URLS_ON)
+    yield running
+    s3_faults(None)
+    await stop(running)
+
+
+async def read(client, metadata, start=0, end=None) -> bytes:
+    return b"".join([chunk async for chunk in client.fetch_log_segment(metadata, start, end)])
+
+
+def pending_faults(s3_endpoint) -> list:
+    with urllib.request.urlopen(f"{s3_endpoint}/__faults__", timeout=5) as response:
+        return json.loads(response.read())
+
+
+async def test_real_segments_read_by_url_without_the_store(s3_store, kafka_logs):
+    logs = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))
+    copied = []
+    for log in logs:
+        metadata = segment_metadata(log, topic="test_topic_a")
+        await s3_store.client.copy_log_segment_data(metadata, segment_files(log))
+        assert await read(s3_store.by_url, metadata) == log.read_bytes()
+        copied.append((metadata, log.read_bytes()))
+    await s3_store.service.stop(1)
+    # The store is gone; the URLs it signed still read every byte, any range.
+    for metadata, data in copied:
+        assert await read(s3_store.by_url, metadata) == data
+        middle = len(data) // 2
+        assert await read(s3_store.by_url, metadata, middle, middle + 99) == data[middle:][:100]
+    with pytest.raises(ServiceUnavailableError):  # and nothing else is served
+        await s3_store.by_url.delete_log_segment_data(copied[0][0], timeout_s=0.5)
+
+
+async def test_a_refused_url_is_replaced_once_then_the_store_reads(s3_store, s3_faults):
+    data = os.urandom(5000)
+    metadata = segment_metadata(size=len(data))
+    await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    s3_faults("403", count=1, method="GET")  # the URL's GET; a new URL reads
+    assert await read(s3_store.by_url, metadata, 7) == data[7:]
+    assert pending_faults(s3_store.endpoint) == []
+    other = segment_metadata(size=len(data))
+    await s3_store.client.copy_log_segment_data(other, synthetic_files(data))
+    # Refused twice (a clock or credentials at fault): the store's own GET reads it.
+    s3_faults("403", count=2, method="GET")
+    assert await read(s3_store.by_url, other, 7) == data[7:]
+    assert pending_faults(s3_store.endpoint) == []
+
+
+async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(s3_store, s3_faults):
+    data = os.urandom(9 * MIB)  # the cut comes after the first 4 MiB chunk was delivered
+    metadata = segment_metadata(size=len(data))
+    await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    s3_faults("truncate", count=1, method="GET")
+    received = []
+    async for chunk in s3_store.by_url.fetch_log_segment(metadata, 0):
+        received.append(bytes(chunk))
+    assert b"".join(received) == data
+    assert len(received[0]) == 4 * MIB  # by URL, before the cut
+    assert pending_faults(s3_store.endpoint) == []
+
+
+async def test_a_store_without_urls_is_read_through_its_stream(tmp_path, s3_endpoint):
+    for backend in ("filesystem", "s3"):  # s3 with storage.s3.fetch.url.expiry.ms unset
+        (tmp_path / backend).mkdir()
+        running = await start(backend, tmp_path / backend, s3_endpoint)
+        try:
+            data = os.urandom(3000)
+            metadata = segment_metadata(size=len(data))
+            await running.client.copy_log_segment_data(metadata, synthetic_files(data))
+            with pytest.raises(UnsupportedOperationError):
+                await running.client.get_log_segment_url(metadata)
+            assert await read(running.by_url, metadata, 5) == data[5:]
+            assert await read(running.by_url, metadata, 0, 9) == data[:10]
+        finally:
+            await stop(running)
+
+
+async def test_bad_metadata_for_a_url_is_invalid_argument(s3_store):
+    metadata = segment_metadata_to_proto(segment_metadata(size=100))
+    metadata.remote_log_segment_id.topic_id_partition.topic = "../../etc"
+    stub = pb_grpc.SegmentStoreServiceStub(s3_store.client.channel)
+    request = pb.GetLogSegmentUrlRequest(remote_log_segment_metadata=metadata)
+    with pytest.raises(InvalidArgumentError) as raised:
+        await s3_store.client.call_unary(stub.GetLogSegmentUrl, request)
+    assert raised.value.field.startswith("remote_log_segment_metadata")
+
+
+async def test_an_unreachable_url_is_unavailable_not_an_error():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    reader = UrlReader()
+    reads = reader.read(f"http://127.0.0.1:{port}/b/k", 0, 9, what="k", timeout_s=5)
+    try:
+        with pytest.raises(UrlReadUnavailable, match="k: ClientConnectorError"):
+            await anext(reads)
+    finally:
+        await reader.close()
+
+
+def test_urls_are_given_up_before_they_expire(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr("remotelog.client.fetch_urls.time.monotonic", lambda: now[0])
+    urls = FetchUrls(max_entries=2)
+    urls.keep("a", "https://a", valid_for_s=600)  # used for 570 s (30 s margin)
+    urls.keep("b", "https://b", valid_for_s=10)  # shorter than two margins: the first half
+    now[0] += 4.9
+    assert (urls.get("a"), urls.get("b")) == ("https://a", "https://b")
+    now[0] += 0.2
+    assert urls.get("b") is None
+    now[0] += 564
+    assert urls.get("a") == "https://a"
+    now[0] += 1
+    assert urls.get("a") is None
+    for key in "xyz":  # the least recently used goes beyond max_entries
+        urls.keep(key, f"https://{key}", valid_for_s=600)
+    assert [urls.get(k) for k in "xyz"] == [None, "https://y", "https://z"]
