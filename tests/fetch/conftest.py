@@ -158,9 +158,13 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
         )
         await stack.start_fetch()
         await stack.start_fetch("direct", **stack.direct_storage())
+        # The bytes skip the store: its short circuit (filesystem), its URLs (S3).
         await stack.start_fetch(
             "short",
-            **{"segment.store.short.circuit.socket.path": stack.short_circuit_socket},
+            **{
+                "segment.store.short.circuit.socket.path": stack.short_circuit_socket,
+                "segment.store.fetch.urls.enabled": "true",
+            },
         )
         yield stack
     finally:

@@ -5,6 +5,7 @@ import uuid
 
 import grpc
 import pytest
+from support.telemetry import counter
 
 from remotelog.client import FetchPartition
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
@@ -13,6 +14,7 @@ from remotelog.fetch.reader import INDEX_SLACK_BYTES
 from remotelog.kafka.records import decode_records, iter_batches
 
 MIB = 1024 * 1024
+STORE_SCOPE = "remotelog.segmentstore"
 
 
 def headers(data: bytes):
@@ -32,9 +34,13 @@ async def fetch_one(stack, name, offset, max_bytes=MIB, *, via=0, **kwargs):
 
 @pytest.mark.parametrize("via", [0, 1, 2])
 @pytest.mark.parametrize("name", ["timeindex", "topic_a"])
-async def test_every_record_reads_back_byte_identical(tiered, name, via):
+async def test_every_record_reads_back_byte_identical(tiered, name, via, telemetry):
     """via 0: through the segment store service; via 1: reading the backend directly;
-    via 2: through the store's short circuit (descriptors; S3 fetches take gRPC)."""
+    via 2: the bytes skip the store: its short circuit (descriptors, filesystem) or the
+    URLs it signs (S3)."""
+    reader, _ = telemetry
+    topic = tiered.tip(name).topic
+    store_bytes_before = counter(reader, "RemoteFetchBytesPerSec", topic, STORE_SCOPE)
     expected = tiered.log_bytes(name)
     received, offset, fetches = [], 0, 0
     last_offset = headers(expected)[-1].last_offset
@@ -50,6 +56,10 @@ async def test_every_record_reads_back_byte_identical(tiered, name, via):
         fetches += 1
     assert b"".join(received) == expected
     assert fetches >= len(tiered.partitions[name][1])  # a fetch never crosses a segment
+    if via == 2 and tiered.backend == "s3":
+        # Read from S3 by URL: what the store served was indexes, not the log.
+        through_store = counter(reader, "RemoteFetchBytesPerSec", topic, STORE_SCOPE)
+        assert through_store - store_bytes_before < len(expected) // 2
 
 
 async def test_offsets_of_every_kind(tiered):

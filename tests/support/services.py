@@ -171,7 +171,11 @@ class BackendStack:
             self.tmp,
             self.s3_endpoint,
             bucket,
-            **{"short.circuit.socket.path": self.short_circuit_socket},
+            **{
+                "short.circuit.socket.path": self.short_circuit_socket,
+                # Fetch URLs for services that take them (S3 only).
+                "storage.s3.fetch.url.expiry.ms": "600000",
+            },
         )
         self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 

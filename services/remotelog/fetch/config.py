@@ -82,3 +82,10 @@ class RemoteFetchConfig(TierClientSettings):
         False,
         "Read segments straight from the storage.* backend instead of through the segment store",
     )
+    segment_store_fetch_urls: bool = setting(
+        "segment.store.fetch.urls.enabled",
+        False,
+        "Read segment logs from the presigned URLs the segment store signs "
+        "(its storage.s3.fetch.url.expiry.ms): S3 to this service in one hop; "
+        "where it signs none, through FetchLogSegment",
+    )

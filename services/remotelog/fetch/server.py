@@ -37,6 +37,7 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
             config.segment_store_address,
             options=options,
             short_circuit_socket=config.segment_store_short_circuit_socket or None,
+            fetch_urls=config.segment_store_fetch_urls,
         )
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     shared = (
