@@ -8,9 +8,11 @@ bare transfer alternate, so both meet the same state of the backend (moto's
 memory, the disk's writeback queue) and the same noise of the machine; the
 best round of each is compared. The service runs in its own process
 (`remotelog serve segment-store`), as in production; moto in another.
-Each backend is measured twice: through the gRPC streams, and through the
-store's short circuit (`short.circuit.socket.path`: descriptors over a unix
-socket, for a client on the store's host; S3 fetches take the stream).
+Each backend is measured through the gRPC streams and through the store's
+short circuit (`short.circuit.socket.path`: descriptors over a unix socket,
+for a client on the store's host; S3 fetches take the stream); S3 fetches
+also by the URLs the store signs (`storage.s3.fetch.url.expiry.ms`: the
+client reads S3 itself, any host).
 Targets (issue 4): copy >= 0.8x, fetch >= 0.8x. Reported beside them: bare
 loopback TCP between two processes, the ceiling of any network service here.
 Run: .venv/bin/python bench/segment_store.py [segment MiB, default 64]
@@ -221,6 +223,7 @@ def store_config(work: Path, backend: str, endpoint: str, bucket: str) -> Path:
         f"storage.s3.multipart.upload.part.size={PART}\n"
         f"storage.s3.upload.concurrency={CONCURRENCY}\n"
         f"short.circuit.socket.path={short_circuit_socket(work, backend)}\n"
+        "storage.s3.fetch.url.expiry.ms=600000\n"
     )
     return config
 
@@ -231,9 +234,10 @@ def short_circuit_socket(work: Path, backend: str) -> Path:
 
 # (backend, transport) -> ((service copy, bare copy), (service fetch, bare fetch)) seconds
 Results = dict[tuple[str, str], tuple[tuple[float, float], tuple[float, float]]]
-# The store's two ways in: gRPC streams, and descriptors over its unix socket
-# (a client on the store's host; S3 fetches take the stream either way).
-TRANSPORTS = ("grpc", "short_circuit")
+# The store's ways in: gRPC streams, descriptors over its unix socket (a client
+# on the store's host; S3 fetches take the stream), and for S3 fetches the URLs
+# it signs (copies take the stream: measured once, as grpc's).
+TRANSPORTS = {"filesystem": ("grpc", "short_circuit"), "s3": ("grpc", "short_circuit", "fetch_url")}
 
 
 async def measure(
@@ -247,17 +251,22 @@ async def measure(
         for backend in ("filesystem", "s3"):
             process, port = serve(store_config(work, backend, endpoint, bucket))
             processes.append(process)
-            for transport in TRANSPORTS:
+            for transport in TRANSPORTS[backend]:
                 socket_path = short_circuit_socket(work, backend)
                 client = SegmentStoreClient(
                     f"127.0.0.1:{port}",
                     options=ClientOptions(timeout_s=300),
-                    short_circuit_socket=str(socket_path) if transport != "grpc" else None,
+                    short_circuit_socket=str(socket_path) if transport == "short_circuit" else None,
+                    fetch_urls=transport == "fetch_url",
                 )
                 try:
                     copy, fetch = service_rounds(client, files, size)
                     bare_copy, bare_fetch = bare[backend]
-                    copies = await best_alternating(ROUNDS, copy, bare_copy)
+                    if transport == "fetch_url":
+                        await copy()  # a segment to read; its copy is grpc's
+                        copies = results[backend, "grpc"][0]
+                    else:
+                        copies = await best_alternating(ROUNDS, copy, bare_copy)
                     fetches = await best_alternating(ROUNDS, fetch, bare_fetch)
                 finally:
                     await client.close()
@@ -301,7 +310,8 @@ async def main() -> None:
     report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
     for (backend, transport), ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
         name = backend if transport == "grpc" else f"{backend}_{transport}"
-        report.ratio(f"{name}_copy_vs_bare", raw_copy / svc_copy, 0.8)
+        if transport != "fetch_url":  # its copies are grpc's
+            report.ratio(f"{name}_copy_vs_bare", raw_copy / svc_copy, 0.8)
         if (backend, transport) != ("s3", "short_circuit"):  # the same stream as grpc's
             report.ratio(f"{name}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
     # What the filesystem fetch reaches of the most any service could on this machine.
