@@ -1,12 +1,14 @@
-"""A write learns whether its event was applied, even when consumption beats the producer's ack.
+"""A write learns whether its event was applied, whichever of its acknowledgement and
+its consumption comes first, and the cache applies every record once, in offset order.
 
 The broker can hand the record to the consumer before the producer's
 acknowledgement reaches us, so the writer may start waiting for an offset that
-is already applied. Which way the race goes cannot be forced on a real broker;
-the producer here delivers the records to the consumer's sink before it
-returns the offset, the losing order.
+is already applied; or the acknowledgement comes first, and the write is
+applied from the bytes sent when it is next in offset order. Which way the
+race goes cannot be forced on a real broker; the producers here choose it.
 """
 
+import asyncio
 import uuid
 
 import pytest
@@ -39,6 +41,21 @@ class ConsumedBeforeAcked:
         records = [(partition, GENERATION, o, e) for o, e in zip(offsets, events, strict=True)]
         self.manager._on_records(records, [])
         return offsets[-1]
+
+
+class AckedBeforeConsumed:
+    """publish(): the offset comes back before the consumer has seen the record,
+    `behind` records of other writers after the next offset to apply."""
+
+    def __init__(self, manager, behind=0) -> None:
+        self.manager = manager
+        self.behind = behind
+        self.written: list[tuple[int, bytes]] = []
+
+    async def publish(self, partition: int, value: bytes) -> int:
+        offset = self.manager._assigned[partition].state.next_offset + self.behind
+        self.written.append((offset, value))
+        return offset
 
 
 @pytest.fixture
@@ -80,3 +97,42 @@ async def test_only_the_latest_drops_are_remembered(manager, monkeypatch):
     for offset in range(10, 15):
         assigned.remember_drop(offset, f"dropped {offset}")
     assert assigned.recent_drops == {12: "dropped 12", 13: "dropped 13", 14: "dropped 14"}
+
+
+async def test_an_acknowledged_write_next_in_order_is_applied_once(manager):
+    manager, segment = manager
+    producer = manager._producer = AckedBeforeConsumed(manager)
+    partition = manager._metadata_partition(TIP)
+    applied_before = manager.events_applied
+    # Returns with nothing consumed: applied from the bytes this instance sent.
+    await manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
+    (listed,) = manager.list_remote_log_segments(TIP)
+    assert listed.state is COPIED
+    ((offset, value),) = producer.written
+    assert manager._assigned[partition].state.next_offset == offset + 1
+    # The consumer's copy of the same record comes later and is not applied again
+    # (applied twice, COPY_SEGMENT_FINISHED -> COPY_SEGMENT_FINISHED would be dropped).
+    manager._on_records([(partition, GENERATION, offset, deserialize(value))], [])
+    assert manager.events_applied == applied_before + 1
+    assert manager._assigned[partition].recent_drops == {}
+    (listed,) = manager.list_remote_log_segments(TIP)
+    assert listed.state is COPIED
+
+
+async def test_a_write_behind_records_not_consumed_waits_and_applies_in_order(manager):
+    manager, segment = manager
+    manager._producer = AckedBeforeConsumed(manager, behind=1)
+    partition = manager._metadata_partition(TIP)
+    next_offset = manager._assigned[partition].state.next_offset
+    write = asyncio.create_task(
+        manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
+    )
+    await asyncio.sleep(0.05)
+    assert not write.done()  # another writer's record comes first, unseen yet
+    # It arrives: another writer's DELETE_SEGMENT_STARTED at the offset before ours.
+    manager._on_records([(partition, GENERATION, next_offset, update_of(segment, DELETING))], [])
+    with pytest.raises(InvalidStateTransitionError, match="not applied"):
+        await write
+    (listed,) = manager.list_remote_log_segments(TIP)
+    assert listed.state is DELETING
+    assert manager._assigned[partition].state.next_offset == next_offset + 2

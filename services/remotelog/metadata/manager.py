@@ -6,10 +6,18 @@
 - A user partition is ready once its metadata partition reached its end
   after being assigned; until then reads and writes raise MetadataNotReadyError.
 - Writes are checked against the cache (state transitions, custom metadata
-  size), published, and return only after this instance consumed them back
-  (Kafka's waitTillConsumptionCatchesUp), within `consume.wait.ms`. An event
-  the cache dropped on the way (a concurrent writer won) is reported as
-  INVALID_STATE_TRANSITION, not as success.
+  size), published, and return only once the cache holds them, within
+  `consume.wait.ms`: Kafka waits until its consumer has read the record back
+  (waitTillConsumptionCatchesUp). Here an acknowledged write whose offset is
+  the next one to apply is applied from the bytes this instance sent, as the
+  consumer would apply them, and the consumer skips it later; a write behind
+  records not consumed yet (another instance's) waits for them. The cache
+  sees every record once, in offset order, either way, and a write returns
+  after its acknowledgement instead of a consumer fetch later (one wait of
+  `consumer.fetch.max.wait.ms` on brokers that answer a fetch only when its
+  wait ends, as Tansu does). An event the cache dropped on the way (a
+  concurrent writer won) is reported as INVALID_STATE_TRANSITION, not as
+  success.
 - A snapshot of all materialised state is written every N events or T ms and
   at close; a restart loads it and consumes only what came after.
 
@@ -70,6 +78,7 @@ from remotelog.metadata.topic import (
     Record,
     TopicInfo,
     ensure_metadata_topic,
+    parse_record,
 )
 
 log = logging.getLogger(__name__)
@@ -103,6 +112,8 @@ class _Assigned:
     # offset -> why, for events dropped before their writer started waiting: the
     # consumer can apply a write before the producer's acknowledgement arrives.
     recent_drops: dict[int, str] = field(default_factory=dict)
+    # offset -> value of this instance's acknowledged writes not applied yet
+    own_writes: dict[int, bytes] = field(default_factory=dict)
 
     def remember_drop(self, offset: int, why: str) -> None:
         self.recent_drops[offset] = why
@@ -281,30 +292,10 @@ class TopicBasedRemoteLogMetadataManager:
             assigned = self._assigned.get(metadata_part)
             if assigned is None or assigned.generation != generation:
                 continue
-            state = assigned.state
-            if offset < state.next_offset:
-                continue
+            if offset < assigned.state.next_offset:
+                continue  # applied already (this instance's own write)
+            self._apply(assigned, offset, event)
             applied += 1
-            if event is None:
-                state.next_offset = offset + 1
-                dropped: str | None = "unreadable record"
-            else:
-                dropped = state.apply(offset, event)
-                if dropped is not None:
-                    log.warning(
-                        "dropped %s at %s-%d@%d: %s",
-                        type(event).__name__,
-                        self.topic_name,
-                        metadata_part,
-                        offset,
-                        dropped,
-                    )
-            waiting = assigned.waiters.pop(offset, None)
-            if waiting is None and dropped is not None:
-                assigned.remember_drop(offset, dropped)
-            for future in waiting or ():
-                if not future.done():
-                    future.set_result(dropped)
             touched.add(metadata_part)
         for metadata_part, generation, end in ends:
             assigned = self._assigned.get(metadata_part)
@@ -318,11 +309,53 @@ class TopicBasedRemoteLogMetadataManager:
                 log.info("%s-%d caught up at offset %d", self.topic_name, metadata_part, end)
             touched.add(metadata_part)
         for metadata_part in touched:
-            self._release_waiters(self._assigned[metadata_part])
+            assigned = self._assigned[metadata_part]
+            applied += self._apply_own_writes(assigned)
+            self._release_waiters(assigned)
+        self._count_applied(applied)
+
+    def _count_applied(self, applied: int) -> None:
         self.events_applied += applied
         self._events_since_snapshot += applied
         if self._events_since_snapshot >= self.config.snapshot_interval_events:
             self._snapshot_due.set()
+
+    def _apply(self, assigned: _Assigned, offset: int, event: RemoteLogMetadata | None) -> None:
+        """Apply the record at `offset` (the next one) and answer the writes waiting for it."""
+        state = assigned.state
+        if event is None:
+            state.next_offset = offset + 1
+            dropped: str | None = "unreadable record"
+        else:
+            dropped = state.apply(offset, event)
+            if dropped is not None:
+                log.warning(
+                    "dropped %s at %s-%d@%d: %s",
+                    type(event).__name__,
+                    self.topic_name,
+                    state.partition,
+                    offset,
+                    dropped,
+                )
+        waiting = assigned.waiters.pop(offset, None)
+        if waiting is None and dropped is not None:
+            assigned.remember_drop(offset, dropped)
+        for future in waiting or ():
+            if not future.done():
+                future.set_result(dropped)
+
+    def _apply_own_writes(self, assigned: _Assigned) -> int:
+        """Apply this instance's acknowledged writes that are next in offset order."""
+        state, own = assigned.state, assigned.own_writes
+        for offset in [o for o in own if o < state.next_offset]:
+            del own[offset]  # the consumer applied it first
+        applied = 0
+        while (value := own.pop(state.next_offset, None)) is not None:
+            offset = state.next_offset
+            where = f"{self.topic_name}-{state.partition} offset {offset}"
+            self._apply(assigned, offset, parse_record(value, where))
+            applied += 1
+        return applied
 
     @staticmethod
     def _release_waiters(assigned: _Assigned) -> None:
@@ -418,7 +451,7 @@ class TopicBasedRemoteLogMetadataManager:
         try:
             async with asyncio.timeout(wait_s):
                 offset = await self._producer.publish(metadata_part, value)
-                dropped = await self._consumed(metadata_part, offset)
+                dropped = await self._consumed(metadata_part, offset, value)
         except TimeoutError:
             raise MetadataTopicUnavailableError(
                 f"{self.topic_name}-{metadata_part} did not confirm the write within "
@@ -430,7 +463,8 @@ class TopicBasedRemoteLogMetadataManager:
         if dropped is not None:
             raise InvalidStateTransitionError(f"the event was not applied: {dropped}")
 
-    async def _consumed(self, metadata_part: int, offset: int) -> str | None:
+    async def _consumed(self, metadata_part: int, offset: int, value: bytes) -> str | None:
+        """Once the record written at `offset` is applied: why it was dropped, or None."""
         assigned = self._assigned.get(metadata_part)
         if assigned is None:
             raise MetadataNotReadyError("the partition is no longer served here")
@@ -438,6 +472,9 @@ class TopicBasedRemoteLogMetadataManager:
             return assigned.recent_drops.get(offset)
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         assigned.waiters.setdefault(offset, []).append(future)
+        assigned.own_writes[offset] = value
+        self._count_applied(self._apply_own_writes(assigned))
+        self._release_waiters(assigned)
         return await future
 
     # -- reads ------------------------------------------------------------------------

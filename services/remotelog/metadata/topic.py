@@ -354,15 +354,14 @@ class MetadataConsumer:
 
 
 def _parse(message: Any) -> RemoteLogMetadata | None:
-    value = message.value()
+    where = f"{message.topic()}-{message.partition()} offset {message.offset()}"
+    return parse_record(message.value() or b"", where)
+
+
+def parse_record(value: bytes, where: str) -> RemoteLogMetadata | None:
+    """The event a metadata record holds; None (logged) when it cannot be read."""
     try:
-        return deserialize(value or b"")
+        return deserialize(value)
     except ValueError as exc:  # MetadataParseError, or a field out of range
-        log.error(
-            "skipping unreadable record at %s-%d offset %d: %s",
-            message.topic(),
-            message.partition(),
-            message.offset(),
-            exc,
-        )
+        log.error("skipping unreadable record at %s: %s", where, exc)
         return None
