@@ -252,10 +252,7 @@ async def main() -> None:
             },
         )
         processes.append(store)
-        # Fetches read no metadata topic: Kafka's consumer default wait, not the writes' 10 ms.
-        metadata, metadata_port = serve_metadata_manager(
-            work, broker.bootstrap_servers, fetch_max_wait_ms=500
-        )
+        metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
         processes.append(metadata)
         addresses = {
             "segment.store.address": f"127.0.0.1:{store_port}",
