@@ -105,7 +105,8 @@ class MetadataTopicSettings:
     consumer_fetch_wait_ms: int = setting(
         "remote.log.metadata.consumer.fetch.max.wait.ms",
         100,
-        "Longest wait of the metadata consumer's fetches (bounds read-your-writes latency)",
+        "Longest wait of the metadata consumer's fetches: how soon other instances' "
+        "writes are seen (this instance's own are applied once acknowledged)",
         min=1,
     )
 
