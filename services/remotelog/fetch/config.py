@@ -52,9 +52,12 @@ class RemoteFetchConfig(TierClientSettings):
     )
     bulk_chunk_bytes: int = setting(
         "remote.fetch.bulk.chunk.bytes",
-        # Each message costs the service ~0.25 ms beyond its bytes (asyncio, gRPC,
-        # the batch walk): at 1 MiB a quarter of its CPU, at 4 MiB a sixteenth.
-        4 * 1024 * 1024,
+        # Each message costs the service ~0.2 ms beyond its bytes (asyncio, gRPC,
+        # the batch walk), a sixth of a 1 MiB message's CPU. At 4 MiB each stage's
+        # copy (into the message, gRPC's slice, the socket; on the client the
+        # receive and the slice out) finds its source out of the CPU cache: per
+        # byte both ends cost a fifth more than at 2 MiB (bench/fetch.py).
+        2 * 1024 * 1024,
         "Default size of the chunks ReadOffsetRange streams",
         min=64 * 1024,
     )
