@@ -277,9 +277,11 @@ async def main() -> None:
             "direct": direct_properties,
         }
         # Each mode has as many tries as the bare upload (before and after), the
-        # faster counted: one try each timed a stall of the machine (a second of
-        # four, either side) as often as the code. Rounds interleave the modes;
-        # each try tiers fresh partitions (new topic ids) onto an emptied bucket.
+        # faster counted: with one try, a stall of the shared machine (up to a
+        # second of the three or four) fell on one side only, and the service's
+        # try also timed the store's and the manager's first copies. Rounds
+        # interleave the modes; each try tiers fresh partitions (new topic ids)
+        # onto an emptied bucket.
         tries: dict[str, list[float]] = {mode: [] for mode in modes}
         for attempt in range(TRIES):
             for mode, properties in modes.items():
