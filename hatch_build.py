@@ -7,6 +7,9 @@
 - remotelog.core._pagecache, reads of page-cached bytes that never
   block (preadv2 RWF_NOWAIT into a new bytes object); pagecache.py is the
   fallback.
+- remotelog.fetch._batchfile, a bulk read's whole record batches read from the
+  segment file straight into the message that carries them; batch_file.py
+  holds the reference.
 
 Runs for wheels and editable installs alike; each extension lands next to its
 source, so an editable install imports it from the tree. Without a C compiler
@@ -30,6 +33,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 SOURCES = (
     Path("services/remotelog/kafka/_fastrecords.c"),
     Path("services/remotelog/core/_pagecache.c"),
+    Path("services/remotelog/fetch/_batchfile.c"),
 )
 
 

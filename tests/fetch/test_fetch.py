@@ -138,6 +138,9 @@ class RecordingReader:
         self.ranges.append((start, end))
         return self.inner.fetch_log_segment_views(metadata, start, end, timeout_s=timeout_s)
 
+    async def open_log_segment(self, metadata, start, *, timeout_s=None):
+        return await self.inner.open_log_segment(metadata, start, timeout_s=timeout_s)
+
 
 @pytest.mark.parametrize("via", [0, 1, 2])
 async def test_a_fetch_beyond_its_first_range_reads_ranges_twice_as_long_each(tiered, via):
@@ -179,8 +182,38 @@ async def test_read_committed_lists_aborted_transactions_from_later_txn_indexes(
     assert uncommitted.records == second.records
 
 
-async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
-    client = tiered.running[0].client
+class LendingSpy:
+    """The fetch service's segment reader, noting whether each open lent a descriptor."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.lent = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def open_log_segment(self, metadata, start, *, timeout_s=None):
+        opened = await self.inner.open_log_segment(metadata, start, timeout_s=timeout_s)
+        self.lent.append(opened is not None)
+        return opened
+
+
+@pytest.fixture
+def lending(tiered, request):
+    """(the client of fetch service `via`, its spy); the file path is taken where the
+    store lends its files: the filesystem backend read directly, or its short circuit."""
+    via = request.node.callspec.params["via"]
+    reader = tiered.running[via].app.reader
+    spy = reader.store = LendingSpy(reader.store)
+    yield tiered.running[via].client, spy
+    reader.store = spy.inner
+    assert spy.lent
+    assert set(spy.lent) == {tiered.backend == "filesystem" and via != 0}
+
+
+@pytest.mark.parametrize("via", [0, 1, 2])
+async def test_bulk_read_streams_whole_batches_of_the_range(tiered, lending, via):
+    client, _ = lending
     tip = tiered.tip("timeindex")
     expected = tiered.log_bytes("timeindex")
     chunks = [c async for c in client.read_offset_range(tip, 0, chunk_bytes=256 * 1024)]
@@ -196,6 +229,23 @@ async def test_bulk_read_streams_whole_batches_of_the_range(tiered):
     part = [c async for c in client.read_offset_range(tip, 1_000, 20_000)]
     data = b"".join(c.records for c in part)
     assert [r.offset for r in records(data)] == list(range(1_000, 20_000))
+
+
+@pytest.mark.parametrize("via", [0, 1, 2])
+async def test_bulk_reads_cross_gaps_and_carry_batches_bigger_than_a_chunk(tiered, lending, via):
+    client, _ = lending
+    for name in ("gapped", "big_batches", "txns"):
+        tip = tiered.tip(name)
+        chunks = [c async for c in client.read_offset_range(tip, 0, chunk_bytes=1_000)]
+        assert b"".join(c.records for c in chunks) == tiered.log_bytes(name)
+        # Within the chunk size, or one batch bigger than it.
+        assert all(len(c.records) <= 1_000 or len(headers(c.records)) == 1 for c in chunks)
+    # 12 is in the gap: the read goes on in the next segment, and stops at the end offset.
+    chunks = [c async for c in client.read_offset_range(tiered.tip("gapped"), 12, 26)]
+    assert [h.base_offset for c in chunks for h in headers(c.records)] == [20, 25]
+    # From inside a batch: the batch that holds the offset comes whole.
+    chunks = [c async for c in client.read_offset_range(tiered.tip("gapped"), 7, 8)]
+    assert [(c.first_offset, c.last_offset) for c in chunks] == [(5, 9)]
 
 
 async def test_list_offsets_over_the_remote_tier(tiered):

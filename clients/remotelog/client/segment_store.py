@@ -251,14 +251,7 @@ class SegmentStoreClient(ServiceClient):
             end_position=end_position,
         )
         if self._short_circuit is not None and self._short_circuit_fetch:
-            key = metadata.remote_log_segment_id
-            opened = self._descriptors.take(key)
-            if opened is not None:  # checked here as the store would
-                last_fetch_position(metadata, start_position, end_position)
-            else:
-                opened = await self._open_short_circuit(self._short_circuit, request, timeout_s)
-                if opened is not None:
-                    self._descriptors.keep(key, *opened)
+            opened = await self._lend_log(self._short_circuit, metadata, request, timeout_s)
             if opened is not None:
                 fd, size = opened
                 last = size - 1 if end_position is None else min(end_position, size - 1)
@@ -272,6 +265,44 @@ class SegmentStoreClient(ServiceClient):
         async with contextlib.aclosing(responses):
             async for data, _ in responses:
                 yield data
+
+    async def open_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> tuple[int, int] | None:
+        """(a descriptor of the stored log, the caller's to close; its size) when the store
+        lends it over the short circuit, for a caller that reads the file itself from
+        `start_position`; None where the bytes must come by fetch_log_segment."""
+        if self._short_circuit is None or not self._short_circuit_fetch:
+            return None
+        request = pb.FetchLogSegmentRequest(
+            remote_log_segment_metadata=segment_metadata_to_proto(metadata),
+            start_position=start_position,
+        )
+        return await self._lend_log(self._short_circuit, metadata, request, timeout_s)
+
+    async def _lend_log(
+        self,
+        channel: ShortCircuit,
+        metadata: RemoteLogSegmentMetadata,
+        request: pb.FetchLogSegmentRequest,
+        timeout_s: float | None,
+    ) -> tuple[int, int] | None:
+        """A kept descriptor of the log (the range checked here as the store would), else
+        one asked of the store; None where the RPC must do it."""
+        key = metadata.remote_log_segment_id
+        opened = self._descriptors.take(key)
+        if opened is not None:
+            end = request.end_position if request.HasField("end_position") else None
+            last_fetch_position(metadata, request.start_position, end)
+            return opened
+        opened = await self._open_short_circuit(channel, request, timeout_s)
+        if opened is not None:
+            self._descriptors.keep(key, *opened)
+        return opened
 
     async def _open_short_circuit(
         self, channel: ShortCircuit, request: pb.FetchLogSegmentRequest, timeout_s: float | None

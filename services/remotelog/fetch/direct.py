@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncGenerator
 
 from remotelog.core.deadline import deadline_after, stream_within
+from remotelog.core.errors import UnsupportedOperationError
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.fetch.ports import IndexType
 from remotelog.segmentstore.layout import SegmentFile
@@ -42,6 +43,19 @@ class DirectSegmentReader:
         async with contextlib.aclosing(stream_within(timeout_s, chunks)) as within:
             async for chunk in within:
                 yield chunk
+
+    async def open_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> tuple[int, int] | None:
+        try:
+            with deadline_after(timeout_s):
+                return await self.store.open_log_segment(metadata, start_position, None)
+        except UnsupportedOperationError:  # objects that are not local files (S3)
+            return None
 
     async def fetch_log_segment(
         self,

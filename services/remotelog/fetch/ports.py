@@ -34,6 +34,17 @@ class SegmentReader(Protocol):
         """The log's bytes; a chunk may be a view of the message it came in (no copy)."""
         ...
 
+    async def open_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        *,
+        timeout_s: float | None = None,
+    ) -> tuple[int, int] | None:
+        """(a descriptor of the stored log file, the caller's to close; its size) where the
+        reader can lend one (a store on this host); None: read by fetch_log_segment_views."""
+        ...
+
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None
     ) -> bytes: ...

@@ -144,6 +144,12 @@ class RemoteLogReader:
         entry = await self.index_cache.entry(segment, timeout_s=deadline.remaining())
         return entry.lookup_offset(max(offset, segment.start_offset)).position
 
+    async def open_log_segment(
+        self, segment: RemoteLogSegmentMetadata, position: int, deadline: Deadline
+    ) -> tuple[int, int] | None:
+        """(descriptor, size) of the segment's file where the store lends it, else None."""
+        return await self.store.open_log_segment(segment, position, timeout_s=deadline.remaining())
+
     async def segment_bytes(
         self,
         segment: RemoteLogSegmentMetadata,

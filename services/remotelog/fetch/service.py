@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from opentelemetry import metrics
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.purgatory import DelayedOperationPurgatory
+from remotelog.fetch.batch_file import BatchMessage, read_batch_message
 from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
@@ -41,6 +43,10 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIERED_TIMESTAMP = -5
 
 
+# A bulk read's chunk: views still to be encoded, or a message read straight from a file.
+BulkChunk = BatchPieces | BatchMessage
+
+
 @dataclass(slots=True)
 class _Range:
     """A bulk read in progress: where it continues and where its chunks go."""
@@ -48,9 +54,9 @@ class _Range:
     next_offset: int
     end_offset: int | None
     chunk_bytes: int
-    queue: asyncio.Queue[BatchPieces | BaseException | None]
+    queue: asyncio.Queue[BulkChunk | BaseException | None]
 
-    async def put(self, taken: BatchPieces | None) -> bool:
+    async def put(self, taken: BulkChunk | None) -> bool:
         if taken is None:
             return False
         await self.queue.put(taken)
@@ -213,20 +219,21 @@ class RemoteFetch:
         *,
         chunk_bytes: int = 0,
         timeout_s: float | None = None,
-    ) -> AsyncGenerator[BatchPieces, None]:
+    ) -> AsyncGenerator[BulkChunk, None]:
         """Whole batches from the one holding `start_offset` to the one holding `end_offset - 1`.
 
         A producer task reads ahead up to `remote.fetch.bulk.read.ahead.chunks`
         chunks (crossing segments) while the caller sends the current one. A
         transient store failure resumes after the last batch handed out, with
-        backoff, until the deadline.
+        backoff, until the deadline. Where the store lends the segment's file,
+        each chunk is a BatchMessage read straight from it (batch_file.py).
         """
         deadline = Deadline(self._deadline_s(timeout_s))
         chunk_bytes = chunk_bytes or self.config.bulk_chunk_bytes
         view, segment = await self.reader.locate(partition, start_offset, deadline)
         if end_offset is not None and end_offset <= start_offset:
             return
-        queue: asyncio.Queue[BatchPieces | BaseException | None] = asyncio.Queue(
+        queue: asyncio.Queue[BulkChunk | BaseException | None] = asyncio.Queue(
             self.config.bulk_read_ahead_chunks
         )
         producer = asyncio.create_task(
@@ -290,6 +297,12 @@ class RemoteFetch:
         """Queue one segment's batches from `wanted.next_offset`; True when the range is done."""
         position = await self.reader.start_position(segment, wanted.next_offset, deadline)
         source = f"remote segment {segment.remote_log_segment_id}"
+        opened = await self.reader.open_log_segment(segment, position, deadline)
+        if opened is not None:
+            try:
+                return await self._produce_from_file(opened[0], segment, position, wanted, source)
+            finally:
+                os.close(opened[0])
         cutter = BatchCutter(wanted.next_offset, source, wanted.end_offset)
         stream = self.reader.segment_bytes(segment, position, deadline)
         try:
@@ -306,6 +319,35 @@ class RemoteFetch:
         await wanted.put(cutter.take_pieces(cutter.buffered, at_least_one=True))
         wanted.next_offset = max(wanted.next_offset, segment.end_offset + 1)
         return cutter.reached_end
+
+    async def _produce_from_file(
+        self,
+        fd: int,
+        segment: RemoteLogSegmentMetadata,
+        position: int,
+        wanted: _Range,
+        source: str,
+    ) -> bool:
+        """As _produce_segment, each chunk read from the segment's file into its message."""
+        while True:
+            read = await read_batch_message(
+                fd,
+                position,
+                segment.segment_size_in_bytes,
+                max_bytes=wanted.chunk_bytes,
+                from_offset=wanted.next_offset,
+                until_offset=wanted.end_offset,
+                source=source,
+            )
+            if read.message is not None:
+                await wanted.put(read.message)
+            if read.reached_end:
+                return True
+            if read.message is None:
+                break
+            position = read.next_position
+        wanted.next_offset = max(wanted.next_offset, segment.end_offset + 1)
+        return False
 
     # -- ListOffsets ------------------------------------------------------------------
 

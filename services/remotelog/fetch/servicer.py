@@ -18,6 +18,7 @@ from remotelog.core import bulk_wire
 from remotelog.core.convert import error_reason_to_proto, require, topic_id_partition_from_proto
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.batch_file import BatchMessage
 from remotelog.fetch.reader import PartitionRead
 from remotelog.fetch.service import FetchResult, RemoteFetch
 
@@ -145,6 +146,9 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
         )
         async with contextlib.aclosing(reads):
             async for batches in reads:
+                if isinstance(batches, BatchMessage):  # read from the file, already encoded
+                    yield batches.message  # type: ignore[misc]
+                    continue
                 # ReadOffsetRangeResponse, encoded without protobuf's copies of the records
                 yield bulk_wire.encode_pieces(  # type: ignore[misc]
                     batches.pieces,
