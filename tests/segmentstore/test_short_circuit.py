@@ -24,6 +24,7 @@ from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.errors import (
     InvalidArgumentError,
+    RemoteResourceNotFoundError,
     ServiceUnavailableError,
 )
 from remotelog.segmentstore.filesystem import FileSystemStore
@@ -288,4 +289,12 @@ async def test_long_reads_as_views_are_mapped_and_read_the_same_bytes(store):
         assert all(isinstance(c, memoryview) for c in chunks)  # uncopied
         assert b"".join(chunks) == data[start : None if end is None else end + 1]
     short = [c async for c in store.local.fetch_log_segment_views(metadata, 10, 1000)]
-    assert short == [data[10:1001]]  # a Fetch-sized read is one pread
+    assert short == [data[10:1001]]  # a Fetch-sized read is one pread, or one view
+    # The log's descriptor is kept and these bytes are cached: a view of its mapping.
+    (again,) = [c async for c in store.local.fetch_log_segment_views(metadata, 4096, 9999)]
+    assert isinstance(again, memoryview)
+    assert again == data[4096:10000]
+    await store.client.delete_log_segment_data(metadata)
+    with pytest.raises(RemoteResourceNotFoundError):  # the kept mapping is not served
+        _ = [c async for c in store.local.fetch_log_segment_views(metadata, 10, 1000)]
+    assert again == data[4096:10000]  # a view lent before still reads its pages

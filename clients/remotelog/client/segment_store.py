@@ -19,6 +19,7 @@ from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
 from remotelog.client.short_circuit import (
+    MAPPED_READ_MIN,
     Descriptors,
     ShortCircuit,
     ShortCircuitUnavailable,
@@ -251,11 +252,23 @@ class SegmentStoreClient(ServiceClient):
             end_position=end_position,
         )
         if self._short_circuit is not None and self._short_circuit_fetch:
+            views = method is self._fetch_log_segment_views
+            if (
+                views
+                and end_position is not None
+                and end_position - start_position < MAPPED_READ_MIN
+            ):
+                # A Fetch's range, page-cached, of a file already lent: a view, no copy.
+                last_fetch_position(metadata, start_position, end_position)
+                key = metadata.remote_log_segment_id
+                cached = self._descriptors.cached_view(key, start_position, end_position + 1)
+                if cached is not None:
+                    yield cached
+                    return
             opened = await self._lend_log(self._short_circuit, metadata, request, timeout_s)
             if opened is not None:
                 fd, size = opened
                 last = size - 1 if end_position is None else min(end_position, size - 1)
-                views = method is self._fetch_log_segment_views
                 chunks = read_range(fd, start_position, last, views=views)
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:

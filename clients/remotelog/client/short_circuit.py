@@ -10,11 +10,13 @@ error: the caller goes on over gRPC.
 from __future__ import annotations
 
 import asyncio
+import mmap
 import os
 import socket
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from google.protobuf.message import DecodeError
@@ -24,7 +26,13 @@ from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
 from remotelog.client.errors import from_status
 from remotelog.core import descriptor_socket
 from remotelog.core.errors import DeadlineExceededError, RemoteStorageError
-from remotelog.core.pagecache import MAP_POPULATE, map_chunks, pread_cached
+from remotelog.core.pagecache import (
+    MAP_POPULATE,
+    cached_pages,
+    map_chunks,
+    pages_in,
+    pread_cached,
+)
 
 K = TypeVar("K", bound=Hashable)
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -174,6 +182,18 @@ def lend(source: os.PathLike[str] | bytes, name: str) -> int:
     return os.open(source, os.O_RDONLY | os.O_CLOEXEC)
 
 
+@dataclass(slots=True)
+class _Kept:
+    fd: int
+    size: int
+    used_at: float
+    pages: mmap.mmap | None = None  # mapped at the first view
+
+    def drop(self) -> None:
+        os.close(self.fd)
+        self.pages = None  # unmapped when the last view of it goes
+
+
 class Descriptors(Generic[K]):
     """Descriptors of stored logs read recently, so the next read of one asks the store
     nothing: a Fetch is then a pread, where asking cost a round trip to the store's
@@ -184,46 +204,72 @@ class Descriptors(Generic[K]):
     unlinking, so a segment deleted or copied again is asked for anew, and the
     store answers NOT_FOUND for one that is gone. Each entry is dropped after
     `idle_s` without a read, the oldest first beyond `max_entries`.
+
+    A short read of page-cached bytes can be a view of a mapping kept with the
+    descriptor (`cached_view`), as the filesystem store lends its own reads
+    (segmentstore/mapped.py): the caller's response is then the one copy of
+    those bytes, where a pread into bytes made two. The store never shrinks
+    an object in place, so a mapped page never goes away under a view.
     """
 
     def __init__(self, max_entries: int = 64, idle_s: float = 30.0) -> None:
         self.max_entries = max_entries
         self.idle_s = idle_s
-        self._open: OrderedDict[K, tuple[int, int, float]] = OrderedDict()  # fd, size, last read
+        self._open: OrderedDict[K, _Kept] = OrderedDict()
 
     def take(self, key: K) -> tuple[int, int] | None:
         """(a new descriptor of the object, its size), or None if none is kept for `key`."""
-        self._drop_idle()
-        entry = self._open.get(key)
-        if entry is None:
+        kept = self._use(key)
+        return None if kept is None else (os.dup(kept.fd), kept.size)
+
+    def cached_view(self, key: K, start: int, stop: int) -> memoryview | None:
+        """Bytes start..stop (exclusive; clipped to the object) of the kept object as a view
+        of its mapping when the page cache holds them all; None when it does not, cannot
+        tell (no cachestat), or no descriptor is kept for `key`."""
+        kept = self._use(key)
+        stop = min(stop, kept.size) if kept is not None else stop
+        if kept is None or start >= stop:
             return None
-        fd, size, _ = entry
-        if os.fstat(fd).st_nlink == 0:
+        cached = cached_pages(kept.fd, start, stop - start)
+        if cached is None or cached < pages_in(start, stop - start):
+            return None  # a touch of an uncached page would wait for the disk right here
+        if kept.pages is None:
+            try:
+                kept.pages = mmap.mmap(kept.fd, kept.size, prot=mmap.PROT_READ)
+            except OSError:  # address space, or a file system without mmap: pread it
+                return None
+        return memoryview(kept.pages)[start:stop]
+
+    def _use(self, key: K) -> _Kept | None:
+        self._drop_idle()
+        kept = self._open.get(key)
+        if kept is None:
+            return None
+        if os.fstat(kept.fd).st_nlink == 0:
             self._drop(key)
             return None
-        self._open[key] = (fd, size, time.monotonic())
+        kept.used_at = time.monotonic()
         self._open.move_to_end(key)
-        return os.dup(fd), size
+        return kept
 
     def keep(self, key: K, fd: int, size: int) -> None:
         """Keep a copy of `fd` (the caller keeps its own) for the next reads of `key`."""
         if key in self._open:
             self._drop(key)
-        self._open[key] = (os.dup(fd), size, time.monotonic())
+        self._open[key] = _Kept(os.dup(fd), size, time.monotonic())
         while len(self._open) > self.max_entries:
             self._drop(next(iter(self._open)))
 
     def _drop_idle(self) -> None:
         now = time.monotonic()
         while self._open:
-            key, (_, _, last) = next(iter(self._open.items()))
-            if now - last < self.idle_s:
+            key, kept = next(iter(self._open.items()))
+            if now - kept.used_at < self.idle_s:
                 return
             self._drop(key)
 
     def _drop(self, key: K) -> None:
-        fd, _, _ = self._open.pop(key)
-        os.close(fd)
+        self._open.pop(key).drop()
 
     def close(self) -> None:
         while self._open:

@@ -31,64 +31,14 @@ being built, and it is unmapped when the last of them goes.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import errno
 import mmap
 import os
-import platform
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE = mmap.PAGESIZE
-# cachestat's number in the generic syscall table, shared by x86_64 and arm64.
-_CACHESTAT = 451
-
-
-class _Range(ctypes.Structure):
-    _fields_ = (("off", ctypes.c_uint64), ("len", ctypes.c_uint64))
-
-
-class _Stat(ctypes.Structure):
-    _fields_ = tuple(
-        (name, ctypes.c_uint64)
-        for name in ("nr_cache", "nr_dirty", "nr_writeback", "nr_evicted", "nr_recently_evicted")
-    )
-
-
-def _libc_syscall() -> Callable[..., int] | None:
-    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
-        return None
-    try:
-        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).syscall
-    except (AttributeError, OSError):
-        return None
-    return function
-
-
-_syscall = _libc_syscall()
-
-
-def cached_pages(fd: int, offset: int, length: int) -> int | None:
-    """How many pages of bytes offset..offset+length of `fd` the page cache holds; None if
-    this kernel cannot say (no cachestat, or refused for this file)."""
-    if _syscall is None:
-        return None
-    first = offset - offset % PAGE
-    span, stat = _Range(first, offset + length - first), _Stat()
-    if _syscall(_CACHESTAT, fd, ctypes.byref(span), ctypes.byref(stat), 0) == 0:
-        return int(stat.nr_cache)
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EPERM, errno.EOPNOTSUPP, errno.EINVAL):
-        return None
-    raise OSError(code, os.strerror(code))
-
-
-def pages_in(offset: int, length: int) -> int:
-    first = offset - offset % PAGE
-    return -(-(offset + length - first) // PAGE)
+from remotelog.core.pagecache import cached_pages, pages_in
 
 
 @dataclass(slots=True)
