@@ -48,6 +48,7 @@ def test_wheel_holds_one_remotelog_namespace(wheel):
         # the C extensions, built by hatch_build.py
         "remotelog/kafka/_fastrecords" + sysconfig.get_config_var("EXT_SUFFIX"),
         "remotelog/core/_pagecache" + sysconfig.get_config_var("EXT_SUFFIX"),
+        "remotelog/fetch/_batchfile" + sysconfig.get_config_var("EXT_SUFFIX"),
     ]:
         assert expected in names
     # a platform wheel: it carries a C extension for this interpreter
