@@ -227,8 +227,10 @@ class Descriptors(Generic[K]):
         of its mapping when the page cache holds them all; None when it does not, cannot
         tell (no cachestat), or no descriptor is kept for `key`."""
         kept = self._use(key)
-        stop = min(stop, kept.size) if kept is not None else stop
-        if kept is None or start >= stop:
+        if kept is None:
+            return None
+        stop = min(stop, kept.size)
+        if start >= stop:
             return None
         cached = cached_pages(kept.fd, start, stop - start)
         if cached is None or cached < pages_in(start, stop - start):
