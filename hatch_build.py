@@ -4,7 +4,7 @@
   Spark connector's per-record cost; the compiled decoder is several times
   faster than the Python one in records.py, which stays the reference and the
   fallback.
-- remotelog.core._pagecache, reads of page-cached bytes that never
+- remotelog.fileio._pagecache, reads of page-cached bytes that never
   block (preadv2 RWF_NOWAIT into a new bytes object); pagecache.py is the
   fallback.
 - remotelog.fetch._batchfile, a bulk read's whole record batches read from the
@@ -32,7 +32,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCES = (
     Path("services/remotelog/kafka/_fastrecords.c"),
-    Path("services/remotelog/core/_pagecache.c"),
+    Path("services/remotelog/fileio/_pagecache.c"),
     Path("services/remotelog/fetch/_batchfile.c"),
 )
 

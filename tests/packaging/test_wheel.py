@@ -47,7 +47,7 @@ def test_wheel_holds_one_remotelog_namespace(wheel):
         "remotelog/api/type/v1/segment_pb2.pyi",
         # the C extensions, built by hatch_build.py
         "remotelog/kafka/_fastrecords" + sysconfig.get_config_var("EXT_SUFFIX"),
-        "remotelog/core/_pagecache" + sysconfig.get_config_var("EXT_SUFFIX"),
+        "remotelog/fileio/_pagecache" + sysconfig.get_config_var("EXT_SUFFIX"),
         "remotelog/fetch/_batchfile" + sysconfig.get_config_var("EXT_SUFFIX"),
     ]:
         assert expected in names
@@ -88,7 +88,7 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
         "import remotelog.core.model as m\n"
         "from remotelog.kafka import records, _fastrecords\n"
         "assert records.COMPILED, 'compiled decoder not in use'\n"
-        "from remotelog.core import pagecache\n"
+        "from remotelog.fileio import pagecache\n"
         "assert pagecache.COMPILED, 'compiled page-cache reader not in use'\n"
         "print(m.__file__)\n"
         "print(_fastrecords.__file__)\n"

@@ -21,8 +21,8 @@ from remotelog.core.model import (
 from remotelog.core.states import RemotePartitionDeleteState
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub
+from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import SegmentKeys
-from remotelog.segmentstore.server import open_backend
 
 from .conftest import RemoverStack
 

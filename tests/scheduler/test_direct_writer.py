@@ -10,9 +10,9 @@ from support.services import store_config
 
 from remotelog.client import LogSegmentData
 from remotelog.core.errors import DeadlineExceededError
+from remotelog.core.model import SegmentFile
 from remotelog.scheduler.direct import DirectSegmentWriter
-from remotelog.segmentstore.layout import SegmentFile
-from remotelog.segmentstore.server import open_segment_store
+from remotelog.segmentstore.factory import open_segment_store
 
 
 async def writer(tmp_path, backend, s3_endpoint, read_bytes):

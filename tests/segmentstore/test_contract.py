@@ -13,11 +13,11 @@ from support.waiting import eventually
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import IndexType
-from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import kafka_uuid_str
 from remotelog.fetch.direct import DirectSegmentReader
+from remotelog.rpc.convert import segment_metadata_to_proto
 from remotelog.segmentstore.layout import Manifest
 
 from .segments import segment_files, segment_metadata, synthetic_files
@@ -39,15 +39,15 @@ async def test_real_segments_round_trip_byte_for_byte(store, kafka_logs, directo
         assert json.loads(custom)["remote_size"] >= log.stat().st_size
         assert await fetch(store, metadata) == log.read_bytes()
         for index_type, source in [
-            (IndexType.INDEX_TYPE_OFFSET, files.offset_index),
-            (IndexType.INDEX_TYPE_TIMESTAMP, files.time_index),
-            (IndexType.INDEX_TYPE_PRODUCER_SNAPSHOT, files.producer_snapshot_index),
-            (IndexType.INDEX_TYPE_LEADER_EPOCH, files.leader_epoch_index),
+            (IndexType.OFFSET, files.offset_index),
+            (IndexType.TIMESTAMP, files.time_index),
+            (IndexType.PRODUCER_SNAPSHOT, files.producer_snapshot_index),
+            (IndexType.LEADER_EPOCH, files.leader_epoch_index),
         ]:
             expected = source.read_bytes() if hasattr(source, "read_bytes") else source
             assert await store.client.fetch_index(metadata, index_type) == expected
         with pytest.raises(RemoteResourceNotFoundError, match="no transaction index"):
-            await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION)
+            await store.client.fetch_index(metadata, IndexType.TRANSACTION)
 
 
 async def test_object_layout_and_manifest(store):
@@ -65,7 +65,7 @@ async def test_object_layout_and_manifest(store):
     manifest = Manifest.from_json(await store.service.app.objects.get(f"{base}.rsm-manifest"), "")
     assert manifest.metadata == metadata
     assert manifest.log_size == 3000
-    assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION) == b"T" * 34
+    assert await store.client.fetch_index(metadata, IndexType.TRANSACTION) == b"T" * 34
     assert re.fullmatch(r"[0-9]{20}-[A-Za-z0-9_-]{22}\.log", f"{base}.log".split("/")[-1])
 
 
@@ -174,7 +174,7 @@ async def test_delete_twice_then_fetch_is_not_found(store):
         await fetch(store, metadata)
     assert caught.value.grpc_code == grpc.StatusCode.NOT_FOUND
     with pytest.raises(RemoteResourceNotFoundError):
-        await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_OFFSET)
+        await store.client.fetch_index(metadata, IndexType.OFFSET)
 
 
 def chunk(file, position, data):

@@ -21,12 +21,12 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
 from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.errors import (
     InvalidArgumentError,
     ServiceUnavailableError,
     UnsupportedOperationError,
 )
+from remotelog.rpc.convert import segment_metadata_to_proto
 
 from .segments import segment_files, segment_metadata, synthetic_files
 

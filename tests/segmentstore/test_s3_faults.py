@@ -12,7 +12,7 @@ from support.waiting import eventually
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import RemoteStorageError, RetriableRemoteStorageError
-from remotelog.segmentstore.server import open_segment_store
+from remotelog.segmentstore.factory import open_segment_store
 
 from .segments import segment_metadata, synthetic_files
 
@@ -53,7 +53,7 @@ async def test_fetch_is_retried_through_faults(s3_store, s3_faults, mode):
     s3_faults(mode, count=2, method="GET")
     assert await fetch(s3_store.client, metadata, 100) == data[100:]
     s3_faults(mode, count=2, method="GET")
-    assert await s3_store.client.fetch_index(metadata, IndexType.INDEX_TYPE_TRANSACTION) == b"t" * 9
+    assert await s3_store.client.fetch_index(metadata, IndexType.TRANSACTION) == b"t" * 9
 
 
 async def test_outage_longer_than_the_deadline_is_unavailable(s3_store, s3_faults):

@@ -19,16 +19,16 @@ from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
-from remotelog.core import descriptor_socket
 from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.convert import segment_metadata_to_proto
 from remotelog.core.errors import (
     InvalidArgumentError,
     RemoteResourceNotFoundError,
     ServiceUnavailableError,
 )
+from remotelog.core.model import SegmentFile
+from remotelog.fileio import descriptor_socket
+from remotelog.rpc.convert import segment_metadata_to_proto
 from remotelog.segmentstore.filesystem import FileSystemStore
-from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore, StoreOptions
 
 from .conftest import free_port
@@ -71,10 +71,10 @@ async def test_real_segments_copied_by_descriptor_read_back_byte_for_byte(store,
         await store.local.copy_log_segment_data(metadata, files)
         # What the gRPC client reads is what the descriptors lent.
         assert await read(store.client, metadata) == log.read_bytes()
-        assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_OFFSET) == (
+        assert await store.client.fetch_index(metadata, IndexType.OFFSET) == (
             files.offset_index.read_bytes()
         )
-        assert await store.client.fetch_index(metadata, IndexType.INDEX_TYPE_LEADER_EPOCH) == (
+        assert await store.client.fetch_index(metadata, IndexType.LEADER_EPOCH) == (
             files.leader_epoch_index
         )
         if store.backend == "filesystem":

@@ -16,9 +16,10 @@ from remotelog.api.metadata.v1 import metadata_pb2 as mpb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as mgrpc
 from remotelog.api.type.v1 import error_pb2
 from remotelog.client import ServiceClient
-from remotelog.core import convert, errors
+from remotelog.core import errors
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.settings import ServerSettings
+from remotelog.rpc import convert
 from remotelog.rpc.server import start_server
 
 ERRORS_BY_OFFSET = {

@@ -14,13 +14,13 @@ from remotelog.api.type.v1 import segment_pb2 as segment_pb
 from remotelog.client.base import bulk_deserializer
 from remotelog.client.remote_fetch import decode_fetch_response
 from remotelog.client.segment_store import encode_chunk
-from remotelog.core import bulk_wire
-from remotelog.core.convert import error_reason_to_proto, topic_id_partition_to_proto
 from remotelog.core.errors import OffsetOutOfRangeError
 from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import PartitionData
 from remotelog.fetch.service import FetchResult
 from remotelog.fetch.servicer import encode_fetch_response
+from remotelog.rpc import bulk_wire
+from remotelog.rpc.convert import error_reason_to_proto, topic_id_partition_to_proto
 from remotelog.segmentstore.servicer import DecodedChunk, decode_copy_request
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

@@ -5,7 +5,6 @@ import uuid
 import pytest
 
 from remotelog.api.type.v1 import segment_pb2 as pb
-from remotelog.core import convert
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import (
     RemoteLogSegmentId,
@@ -15,6 +14,7 @@ from remotelog.core.model import (
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
+from remotelog.rpc import convert
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 2)
 SEGMENT = RemoteLogSegmentMetadata(

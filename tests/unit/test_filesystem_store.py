@@ -12,8 +12,8 @@ from remotelog.core.config import load_config
 from remotelog.core.errors import RemoteStorageError
 from remotelog.segmentstore import filesystem, writeback
 from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.filesystem import FileSystemStore
-from remotelog.segmentstore.server import open_backend
 
 
 async def test_a_result_its_caller_abandoned_is_released(tmp_path):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from remotelog.core import pagecache
+from remotelog.fileio import pagecache
 from remotelog.segmentstore import filesystem
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.mapped import MappedFiles

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from remotelog.client.short_circuit import Descriptors
-from remotelog.core.pagecache import cached_pages
+from remotelog.fileio.pagecache import cached_pages
 
 
 def opened(path, data: bytes) -> int:

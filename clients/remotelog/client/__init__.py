@@ -12,7 +12,8 @@ from remotelog.client.remote_fetch import (
     RecordChunk,
     RemoteFetchClient,
 )
-from remotelog.client.segment_store import IndexType, LogSegmentData, SegmentStoreClient
+from remotelog.client.segment_store import SegmentStoreClient
+from remotelog.core.model import IndexType, LogSegmentData
 
 # For the process that reads through the clients: what the services do at start.
 from remotelog.rpc.memory import keep_freed_memory

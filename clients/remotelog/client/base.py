@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,9 +19,9 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
 from remotelog.client.errors import from_rpc_error
-from remotelog.core import bulk_wire
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError
+from remotelog.rpc import bulk_wire
 
 R = TypeVar("R")
 _RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
@@ -107,7 +107,7 @@ def bulk_stream(
     """
     response_class = message_factory.GetMessageClass(method.output_type)
     deserialize = bulk_deserializer(response_class, integer_fields, from_message, views=views)
-    return bulk_method(channel, method, deserialize)  # type: ignore[no-any-return]
+    return bulk_method(channel, method, deserialize)
 
 
 def bulk_deserializer(
@@ -223,7 +223,7 @@ class ServiceClient:
 
     async def call_server_stream(
         self, method: Callable[..., Any], request: Any, *, timeout_s: float | None = None
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         """Iterate a server-streaming call; a failure mid-stream raises the typed error.
 
         A retriable failure before the first response (METADATA_NOT_READY, an

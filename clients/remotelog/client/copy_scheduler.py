@@ -9,8 +9,8 @@ from pathlib import Path
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient
-from remotelog.core.convert import topic_id_partition_to_proto
 from remotelog.core.model import TopicIdPartition
+from remotelog.rpc.convert import topic_id_partition_to_proto
 
 PartitionState = pb.PartitionState
 
@@ -46,7 +46,7 @@ class PartitionAssignment:
 class CopySchedulerClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._stub = pb_grpc.CopySchedulerServiceStub(self.channel)
+        self._stub = pb_grpc.CopySchedulerServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     async def on_partition_leadership_changes(
         self,
@@ -94,7 +94,8 @@ class CopySchedulerClient(ServiceClient):
             topic_id_partition=topic_id_partition_to_proto(partition)
         )
         response = await self.call_unary(self._stub.GetPartitionState, request, timeout_s=timeout_s)
-        return response.partition_state
+        state: pb.PartitionState = response.partition_state
+        return state
 
     async def list_offsets(
         self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None

@@ -14,14 +14,6 @@ from typing import Any
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient
-from remotelog.core.convert import (
-    partition_delete_state_from_proto,
-    partition_delete_to_proto,
-    segment_metadata_from_proto,
-    segment_metadata_to_proto,
-    segment_update_to_proto,
-    topic_id_partition_to_proto,
-)
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -29,12 +21,20 @@ from remotelog.core.model import (
     TopicIdPartition,
 )
 from remotelog.core.states import RemotePartitionDeleteState
+from remotelog.rpc.convert import (
+    partition_delete_state_from_proto,
+    partition_delete_to_proto,
+    segment_metadata_from_proto,
+    segment_metadata_to_proto,
+    segment_update_to_proto,
+    topic_id_partition_to_proto,
+)
 
 
 class MetadataClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._stub = pb_grpc.RemoteLogMetadataServiceStub(self.channel)
+        self._stub = pb_grpc.RemoteLogMetadataServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     # -- writes: return once the event is durable and visible to reads -------------
 

@@ -9,13 +9,13 @@ from remotelog.api.remover.v1 import partition_remover_pb2 as pb
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient
-from remotelog.core.convert import (
+from remotelog.core.model import TopicIdPartition
+from remotelog.core.states import RemotePartitionDeleteState
+from remotelog.rpc.convert import (
     partition_delete_state_from_proto,
     topic_id_partition_from_proto,
     topic_id_partition_to_proto,
 )
-from remotelog.core.model import TopicIdPartition
-from remotelog.core.states import RemotePartitionDeleteState
 
 _PREFIX = "ERROR_REASON_"
 
@@ -50,7 +50,7 @@ class PartitionDeletionStatus:
 class PartitionRemoverClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._stub = pb_grpc.PartitionRemoverServiceStub(self.channel)
+        self._stub = pb_grpc.PartitionRemoverServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     async def mark_partitions_for_deletion(
         self,

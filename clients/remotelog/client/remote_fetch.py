@@ -10,10 +10,10 @@ from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
-from remotelog.core import bulk_wire
-from remotelog.core.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
 from remotelog.core.model import TopicIdPartition
+from remotelog.rpc import bulk_wire
+from remotelog.rpc.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 
 EARLIEST = -2
 LATEST_TIERED = -5
@@ -96,7 +96,7 @@ def _error(result: pb.FetchPartitionResult) -> RemoteLogError | None:
 class RemoteFetchClient(ServiceClient):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)
+        self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)  # type: ignore[no-untyped-call]
         methods = pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name
         self._fetch = bulk_method(self.channel, methods["Fetch"], decode_fetch_response)
         self._read_offset_range = bulk_stream(

@@ -7,7 +7,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -26,13 +25,18 @@ from remotelog.client.short_circuit import (
     lend,
     read_range,
 )
-from remotelog.core import bulk_wire
-from remotelog.core.convert import segment_metadata_to_proto
-from remotelog.core.descriptor_socket import close_all
 from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
-from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, last_fetch_position
+from remotelog.core.model import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    last_fetch_position,
+)
+from remotelog.fileio.descriptor_socket import close_all
+from remotelog.rpc import bulk_wire
+from remotelog.rpc.convert import segment_file_to_proto, segment_metadata_to_proto
 
-IndexType = pb.IndexType
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 # After a read its URL could not finish, reads take the RPC for this long: an
 # object store this host cannot reach would otherwise cost each read a timeout.
@@ -40,34 +44,7 @@ URL_PAUSE_S = 10.0
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LogSegmentData:
-    """The files of one segment to copy (Kafka's LogSegmentData).
-
-    Each is a path to stream from disk or the bytes themselves (Kafka hands the
-    leader-epoch checkpoint over as a buffer). The transaction index is optional.
-    """
-
-    log_segment: Path | bytes
-    offset_index: Path | bytes
-    time_index: Path | bytes
-    producer_snapshot_index: Path | bytes
-    leader_epoch_index: Path | bytes
-    transaction_index: Path | bytes | None = None
-
-    def files(self) -> list[tuple[pb.SegmentFile, Path | bytes]]:
-        listed: list[tuple[pb.SegmentFile, Path | bytes | None]] = [
-            (pb.SEGMENT_FILE_LOG, self.log_segment),
-            (pb.SEGMENT_FILE_OFFSET_INDEX, self.offset_index),
-            (pb.SEGMENT_FILE_TIME_INDEX, self.time_index),
-            (pb.SEGMENT_FILE_PRODUCER_SNAPSHOT, self.producer_snapshot_index),
-            (pb.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, self.leader_epoch_index),
-            (pb.SEGMENT_FILE_TRANSACTION_INDEX, self.transaction_index),
-        ]
-        return [(kind, source) for kind, source in listed if source is not None]
-
-
-async def _read_chunks(source: Path | bytes, chunk_bytes: int) -> AsyncIterator[bytes]:
+async def _read_chunks(source: Path | bytes, chunk_bytes: int) -> AsyncGenerator[bytes, None]:
     """At least one chunk (empty for an empty file), never the whole file in memory."""
     if isinstance(source, bytes):
         for start in range(0, max(len(source), 1), chunk_bytes):
@@ -122,7 +99,7 @@ class SegmentStoreClient(ServiceClient):
         self._urls_paused_until = 0.0
         self._urls: FetchUrls[RemoteLogSegmentId] = FetchUrls()
         self._url_reader = UrlReader()
-        self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)
+        self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)  # type: ignore[no-untyped-call]
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
         self._fetch_log_segment = bulk_stream(
@@ -157,7 +134,7 @@ class SegmentStoreClient(ServiceClient):
                 position = 0
                 async with contextlib.aclosing(_read_chunks(source, chunk_bytes)) as pieces:
                     async for piece in pieces:
-                        yield encode_chunk(kind, position, piece)
+                        yield encode_chunk(segment_file_to_proto(kind), position, piece)
                         position += len(piece)
 
         response = await self.call_client_stream(
@@ -175,13 +152,14 @@ class SegmentStoreClient(ServiceClient):
         files = data.files()
         request = pb_short_circuit.ShortCircuitRequest(
             copy_log_segment_data=pb_short_circuit.ShortCircuitCopy(
-                metadata=segment_metadata_to_proto(metadata), files=[kind for kind, _ in files]
+                metadata=segment_metadata_to_proto(metadata),
+                files=[segment_file_to_proto(kind) for kind, _ in files],
             )
         )
         fds: list[int] = []
         try:
             for kind, source in files:
-                fds.append(lend(source, pb.SegmentFile.Name(kind)))
+                fds.append(lend(source, kind.name))
 
             async def attempt(remaining_s: float) -> pb_short_circuit.ShortCircuitResponse:
                 response, extra = await channel.call(request, fds, timeout_s=remaining_s)
@@ -414,13 +392,14 @@ class SegmentStoreClient(ServiceClient):
     async def fetch_index(
         self,
         metadata: RemoteLogSegmentMetadata,
-        index_type: pb.IndexType.ValueType,
+        index_type: IndexType,
         *,
         timeout_s: float | None = None,
     ) -> bytes:
         """One whole index (indexes are small: Kafka caps them at segment.index.bytes)."""
         request = pb.FetchIndexRequest(
-            remote_log_segment_metadata=segment_metadata_to_proto(metadata), index_type=index_type
+            remote_log_segment_metadata=segment_metadata_to_proto(metadata),
+            index_type=int(index_type),  # type: ignore[arg-type]
         )
         pieces = [
             data

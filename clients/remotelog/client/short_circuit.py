@@ -24,9 +24,9 @@ from google.rpc import status_pb2
 
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
 from remotelog.client.errors import from_status
-from remotelog.core import descriptor_socket
 from remotelog.core.errors import DeadlineExceededError, RemoteStorageError
-from remotelog.core.pagecache import (
+from remotelog.fileio import descriptor_socket
+from remotelog.fileio.pagecache import (
     MAP_POPULATE,
     cached_pages,
     map_chunks,

@@ -62,9 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     config, _ = load_config(
         cls, path, os.environ, service=args.service, all_known_keys=all_config_keys()
     )
-    start = SERVICE_STARTERS.get(args.service)
-    if start is None:
-        raise CliError(f"serve: {args.service} is not implemented yet")
+    start = SERVICE_STARTERS[args.service]  # argparse admits only these names
     try:
         asyncio.run(serve_until_signal(args.service, config, lambda: start(config)))
     except RemoteLogError as exc:

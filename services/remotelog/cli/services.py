@@ -18,7 +18,7 @@ from remotelog.scheduler.server import start_copy_scheduler
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.server import start_segment_store
 
-SERVICE_CONFIGS: dict[str, type] = {
+SERVICE_CONFIGS: dict[str, type[Any]] = {
     "segment-store": SegmentStoreConfig,
     "metadata-manager": MetadataManagerConfig,
     "copy-scheduler": CopySchedulerConfig,
@@ -37,7 +37,7 @@ SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
 
 
 # What `config check --service` knows: the services and the commands with a config.
-COMMAND_CONFIGS: dict[str, type] = {**SERVICE_CONFIGS, "scrub": ScrubConfig}
+COMMAND_CONFIGS: dict[str, type[Any]] = {**SERVICE_CONFIGS, "scrub": ScrubConfig}
 
 
 def all_config_keys() -> set[str]:

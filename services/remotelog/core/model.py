@@ -8,10 +8,12 @@ proto, a metadata-topic record or a Python call.
 from __future__ import annotations
 
 import base64
+import enum
 import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, InvalidArgumentError
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
@@ -288,7 +290,71 @@ def last_fetch_position(metadata: RemoteLogSegmentMetadata, start: int, end: int
     return size - 1 if end is None else min(end, size - 1)
 
 
+class SegmentFile(enum.Enum):
+    """The files of a copied segment; `.value` is the name used in the store's manifest."""
+
+    LOG = "log"
+    OFFSET_INDEX = "offset"
+    TIME_INDEX = "timestamp"
+    TRANSACTION_INDEX = "transaction"
+    PRODUCER_SNAPSHOT = "producer_snapshot"
+    LEADER_EPOCH_CHECKPOINT = "leader_epoch"
+
+
+class IndexType(enum.IntEnum):
+    """Kafka's RemoteStorageManager.IndexType; the values are the wire enum's."""
+
+    OFFSET = 1
+    TIMESTAMP = 2
+    PRODUCER_SNAPSHOT = 3
+    TRANSACTION = 4
+    LEADER_EPOCH = 5
+
+    @property
+    def segment_file(self) -> SegmentFile:
+        return _INDEX_SEGMENT_FILES[self]
+
+
+_INDEX_SEGMENT_FILES = {
+    IndexType.OFFSET: SegmentFile.OFFSET_INDEX,
+    IndexType.TIMESTAMP: SegmentFile.TIME_INDEX,
+    IndexType.PRODUCER_SNAPSHOT: SegmentFile.PRODUCER_SNAPSHOT,
+    IndexType.TRANSACTION: SegmentFile.TRANSACTION_INDEX,
+    IndexType.LEADER_EPOCH: SegmentFile.LEADER_EPOCH_CHECKPOINT,
+}
+
+
+@dataclass(frozen=True)
+class LogSegmentData:
+    """The files of one segment to copy (Kafka's LogSegmentData).
+
+    Each is a path to stream from disk or the bytes themselves (Kafka hands the
+    leader-epoch checkpoint over as a buffer). The transaction index is optional.
+    """
+
+    log_segment: Path | bytes
+    offset_index: Path | bytes
+    time_index: Path | bytes
+    producer_snapshot_index: Path | bytes
+    leader_epoch_index: Path | bytes
+    transaction_index: Path | bytes | None = None
+
+    def files(self) -> list[tuple[SegmentFile, Path | bytes]]:
+        """The files present, in the order they are sent: the log first."""
+        listed: list[tuple[SegmentFile, Path | bytes | None]] = [
+            (SegmentFile.LOG, self.log_segment),
+            (SegmentFile.OFFSET_INDEX, self.offset_index),
+            (SegmentFile.TIME_INDEX, self.time_index),
+            (SegmentFile.PRODUCER_SNAPSHOT, self.producer_snapshot_index),
+            (SegmentFile.LEADER_EPOCH_CHECKPOINT, self.leader_epoch_index),
+            (SegmentFile.TRANSACTION_INDEX, self.transaction_index),
+        ]
+        return [(kind, source) for kind, source in listed if source is not None]
+
+
 __all__ = [
+    "IndexType",
+    "LogSegmentData",
     "RemoteLogMetadata",
     "RemoteLogSegmentId",
     "RemoteLogSegmentMetadata",
@@ -297,6 +363,7 @@ __all__ = [
     "RemoteLogSegmentState",
     "RemotePartitionDeleteMetadata",
     "RemotePartitionDeleteState",
+    "SegmentFile",
     "TopicIdPartition",
     "check_custom_metadata_size",
     "kafka_uuid_str",

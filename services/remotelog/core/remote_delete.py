@@ -9,45 +9,14 @@ are gone. The copy scheduler and the partition remover both delete this way.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from remotelog.core.errors import RemoteLogError
-from remotelog.core.model import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    TopicIdPartition,
-)
+from remotelog.core.model import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
+from remotelog.core.ports import SegmentDataDeleter, SegmentStateWriter
 from remotelog.core.states import RemoteLogSegmentState
-
-
-class SegmentDataDeleter(Protocol):
-    """The RemoteStorageManager call (SegmentStoreClient implements it)."""
-
-    async def delete_log_segment_data(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> None: ...
-
-
-class SegmentStateWriter(Protocol):
-    """The RemoteLogMetadataManager call (MetadataClient implements it)."""
-
-    async def update_remote_log_segment_metadata(
-        self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
-    ) -> None: ...
-
-
-class SegmentLister(Protocol):
-    """listRemoteLogSegments (MetadataClient implements it)."""
-
-    def list_remote_log_segments(
-        self,
-        partition: TopicIdPartition,
-        leader_epoch: int | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]: ...
 
 
 class Counter(Protocol):

@@ -13,16 +13,8 @@ from collections.abc import AsyncGenerator
 
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import UnsupportedOperationError
-from remotelog.core.model import RemoteLogSegmentMetadata
-from remotelog.fetch.ports import IndexType
-from remotelog.segmentstore.layout import SegmentFile
+from remotelog.core.model import IndexType, RemoteLogSegmentMetadata
 from remotelog.segmentstore.store import SegmentStore
-
-_INDEX_FILES = {
-    IndexType.OFFSET: SegmentFile.OFFSET_INDEX,
-    IndexType.TIMESTAMP: SegmentFile.TIME_INDEX,
-    IndexType.TRANSACTION: SegmentFile.TRANSACTION_INDEX,
-}
 
 
 class DirectSegmentReader:
@@ -74,14 +66,15 @@ class DirectSegmentReader:
                 yield chunk if type(chunk) is bytes else bytes(chunk)
 
     async def fetch_index(
-        self, metadata: RemoteLogSegmentMetadata, index_type: int, *, timeout_s: float | None = None
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        index_type: IndexType,
+        *,
+        timeout_s: float | None = None,
     ) -> bytes:
         with deadline_after(timeout_s):
             chunks = [
-                chunk
-                async for chunk in self.store.fetch_index(
-                    metadata, _INDEX_FILES[IndexType(index_type)]
-                )
+                chunk async for chunk in self.store.fetch_index(metadata, index_type.segment_file)
             ]
         return b"".join(chunks)
 

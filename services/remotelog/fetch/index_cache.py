@@ -31,9 +31,9 @@ from typing import Protocol
 from opentelemetry import metrics
 
 from remotelog.core.errors import RemoteResourceNotFoundError
-from remotelog.core.model import RemoteLogSegmentMetadata, kafka_uuid_str
+from remotelog.core.model import IndexType, RemoteLogSegmentMetadata, kafka_uuid_str
+from remotelog.core.ports import SegmentReader
 from remotelog.core.setting_paths import make_directory
-from remotelog.fetch.ports import IndexType, SegmentReader
 from remotelog.kafka.indexes import (
     OFFSET_ENTRY,
     TIME_ENTRY,

@@ -24,9 +24,9 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.ports import SegmentLookup, SegmentReader
 from remotelog.fetch.batches import BatchCutter, Batches, BatchPieces, Piece
 from remotelog.fetch.index_cache import RemoteIndexCache
-from remotelog.fetch.ports import SegmentLookup, SegmentReader
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
 
 # Bytes read past the wanted size on the first ranged GET: the offset index

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
-from remotelog.coordination.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.fetch.metrics import register
+from remotelog.fetch.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
 from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
-from remotelog.segmentstore.server import open_segment_store
+from remotelog.segmentstore.factory import open_segment_store
 
 SERVICE_NAME = "remotelog.api.fetch.v1.RemoteFetchService"
 DIRECT_READ_CHUNK_BYTES = 4 * 1024 * 1024

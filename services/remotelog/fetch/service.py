@@ -21,6 +21,7 @@ from opentelemetry import metrics
 
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.ports import SegmentLookup, SegmentReader
 from remotelog.core.purgatory import DelayedOperationPurgatory
 from remotelog.fetch.batch_file import BatchMessage, read_batch_message
 from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
@@ -28,7 +29,6 @@ from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
 from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
 from remotelog.fetch.offsets import OffsetAndEpoch, offset_for_timestamp
-from remotelog.fetch.ports import SegmentLookup, SegmentReader
 from remotelog.fetch.reader import Deadline, PartitionData, PartitionRead, RemoteLogReader
 from remotelog.fetch.reader_pool import ReaderPool
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews

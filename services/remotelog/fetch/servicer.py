@@ -14,13 +14,16 @@ import grpc
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
-from remotelog.core import bulk_wire
-from remotelog.core.convert import error_reason_to_proto, require, topic_id_partition_from_proto
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.batch_file import BatchMessage
 from remotelog.fetch.reader import PartitionRead
 from remotelog.fetch.service import FetchResult, RemoteFetch
+from remotelog.rpc import bulk_wire
+from remotelog.rpc.convert import (
+    at_least,
+    error_reason_to_proto,
+    topic_id_partition_field,
+)
 
 _ISOLATION = {
     pb.ISOLATION_LEVEL_UNSPECIFIED: False,
@@ -31,40 +34,28 @@ _ISOLATION = {
 FRAMING_BYTES = 64 * 1024
 
 
-def _tip(message: object, field: str) -> TopicIdPartition:
-    path = f"{field}.topic_id_partition" if field else "topic_id_partition"
-    require(message, "topic_id_partition", path)
-    return topic_id_partition_from_proto(message.topic_id_partition, path)  # type: ignore[attr-defined]
-
-
-def _at_least(value: int, minimum: int, field: str) -> int:
-    if value < minimum:
-        raise InvalidArgumentError(field, f"{value} is below {minimum}")
-    return value
-
-
 def partition_reads(request: pb.FetchRequest) -> list[PartitionRead]:
     if request.isolation_level not in _ISOLATION:
         raise InvalidArgumentError(
             "isolation_level", f"{request.isolation_level} is not an IsolationLevel"
         )
-    _at_least(request.max_wait_ms, 0, "max_wait_ms")
-    _at_least(request.max_bytes, 1, "max_bytes")
+    at_least(request.max_wait_ms, 0, "max_wait_ms")
+    at_least(request.max_bytes, 1, "max_bytes")
     reads, seen = [], set()
     for number, partition in enumerate(request.partitions):
         field = f"partitions[{number}]"
-        tip = _tip(partition, field)
+        tip = topic_id_partition_field(partition, field)
         if tip in seen:
             raise InvalidArgumentError(f"{field}.topic_id_partition", f"{tip} is named twice")
         seen.add(tip)
         epoch = None
         if partition.HasField("leader_epoch"):
-            epoch = _at_least(partition.leader_epoch, 0, f"{field}.leader_epoch")
+            epoch = at_least(partition.leader_epoch, 0, f"{field}.leader_epoch")
         reads.append(
             PartitionRead(
                 tip,
-                _at_least(partition.fetch_offset, 0, f"{field}.fetch_offset"),
-                _at_least(partition.partition_max_bytes, 1, f"{field}.partition_max_bytes"),
+                at_least(partition.fetch_offset, 0, f"{field}.fetch_offset"),
+                at_least(partition.partition_max_bytes, 1, f"{field}.partition_max_bytes"),
                 epoch,
                 request.min_one_message,
                 _ISOLATION[request.isolation_level],
@@ -130,12 +121,12 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
     async def ReadOffsetRange(
         self, request: pb.ReadOffsetRangeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ReadOffsetRangeResponse]:
-        tip = _tip(request, "")
-        start = _at_least(request.start_offset, 0, "start_offset")
+        tip = topic_id_partition_field(request, "")
+        start = at_least(request.start_offset, 0, "start_offset")
         end = None
         if request.HasField("end_offset"):
-            end = _at_least(request.end_offset, start + 1, "end_offset")
-        chunk_bytes = _at_least(request.chunk_bytes, 0, "chunk_bytes")
+            end = at_least(request.end_offset, start + 1, "end_offset")
+        chunk_bytes = at_least(request.chunk_bytes, 0, "chunk_bytes")
         limit = self.remote_fetch.config.grpc_max_message_bytes - FRAMING_BYTES
         if chunk_bytes > limit:
             raise InvalidArgumentError(
@@ -160,7 +151,7 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListOffsetsResponse:
-        tip = _tip(request, "")
+        tip = topic_id_partition_field(request, "")
         found = await self.remote_fetch.list_offsets(
             tip, request.timestamp, timeout_s=context.time_remaining()
         )

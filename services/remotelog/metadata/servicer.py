@@ -11,34 +11,23 @@ import grpc
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
-from remotelog.core.convert import (
+from remotelog.core.deadline import deadline_after
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.rpc.convert import (
+    non_negative,
     partition_delete_from_proto,
     partition_delete_state_to_proto,
     require,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
     segment_update_from_proto,
-    topic_id_partition_from_proto,
+    topic_id_partition_field,
+    topic_id_partitions_from_proto,
 )
-from remotelog.core.deadline import deadline_after
-from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.model import TopicIdPartition
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
 # Segments per ListRemoteLogSegments message: large enough to amortise a
 # message, small enough to stay far below the 4 MiB default message limit.
 LIST_BATCH = 500
-
-
-def _tip(request: object, field: str = "topic_id_partition") -> TopicIdPartition:
-    require(request, field, field)
-    return topic_id_partition_from_proto(getattr(request, field), field)
-
-
-def _non_negative(name: str, value: int) -> int:
-    if value < 0:
-        raise InvalidArgumentError(name, f"must be >= 0, got {value}")
-    return value
 
 
 class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
@@ -82,9 +71,9 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.GetRemoteLogSegmentMetadataRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemoteLogSegmentMetadataResponse:
         found = self.manager.remote_log_segment_metadata(
-            _tip(request),
-            _non_negative("leader_epoch", request.leader_epoch),
-            _non_negative("offset", request.offset),
+            topic_id_partition_field(request),
+            non_negative(request.leader_epoch, "leader_epoch"),
+            non_negative(request.offset, "offset"),
         )
         if found is None:
             return pb.GetRemoteLogSegmentMetadataResponse()
@@ -96,7 +85,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.GetHighestOffsetForEpochRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetHighestOffsetForEpochResponse:
         offset = self.manager.highest_offset_for_epoch(
-            _tip(request), _non_negative("leader_epoch", request.leader_epoch)
+            topic_id_partition_field(request), non_negative(request.leader_epoch, "leader_epoch")
         )
         return pb.GetHighestOffsetForEpochResponse(offset=offset)
 
@@ -104,11 +93,11 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.ListRemoteLogSegmentsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ListRemoteLogSegmentsResponse]:
         epoch = (
-            _non_negative("leader_epoch", request.leader_epoch)
+            non_negative(request.leader_epoch, "leader_epoch")
             if request.HasField("leader_epoch")
             else None
         )
-        segments = self.manager.list_remote_log_segments(_tip(request), epoch)
+        segments = self.manager.list_remote_log_segments(topic_id_partition_field(request), epoch)
         for start in range(0, len(segments), LIST_BATCH):
             yield pb.ListRemoteLogSegmentsResponse(
                 remote_log_segment_metadata=[
@@ -120,7 +109,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.GetRemoteLogSizeRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemoteLogSizeResponse:
         size = self.manager.remote_log_size(
-            _tip(request), _non_negative("leader_epoch", request.leader_epoch)
+            topic_id_partition_field(request), non_negative(request.leader_epoch, "leader_epoch")
         )
         return pb.GetRemoteLogSizeResponse(remote_log_size_bytes=size)
 
@@ -128,9 +117,9 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.GetNextSegmentWithTxnIndexRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetNextSegmentWithTxnIndexResponse:
         found = self.manager.next_segment_with_txn_index(
-            _tip(request),
-            _non_negative("leader_epoch", request.leader_epoch),
-            _non_negative("offset", request.offset),
+            topic_id_partition_field(request),
+            non_negative(request.leader_epoch, "leader_epoch"),
+            non_negative(request.offset, "offset"),
         )
         if found is None:
             return pb.GetNextSegmentWithTxnIndexResponse()
@@ -141,31 +130,24 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def OnPartitionLeadershipChanges(
         self, request: pb.OnPartitionLeadershipChangesRequest, context: grpc.aio.ServicerContext
     ) -> pb.OnPartitionLeadershipChangesResponse:
-        leaders = [
-            topic_id_partition_from_proto(p, f"leader_partitions[{i}]")
-            for i, p in enumerate(request.leader_partitions)
-        ]
-        followers = [
-            topic_id_partition_from_proto(p, f"follower_partitions[{i}]")
-            for i, p in enumerate(request.follower_partitions)
-        ]
+        leaders = topic_id_partitions_from_proto(request.leader_partitions, "leader_partitions")
+        followers = topic_id_partitions_from_proto(
+            request.follower_partitions, "follower_partitions"
+        )
         self.manager.on_partition_leadership_changes(leaders, followers)
         return pb.OnPartitionLeadershipChangesResponse()
 
     async def OnStopPartitions(
         self, request: pb.OnStopPartitionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.OnStopPartitionsResponse:
-        partitions = [
-            topic_id_partition_from_proto(p, f"partitions[{i}]")
-            for i, p in enumerate(request.partitions)
-        ]
+        partitions = topic_id_partitions_from_proto(request.partitions, "partitions")
         self.manager.on_stop_partitions(partitions)
         return pb.OnStopPartitionsResponse()
 
     async def GetRemotePartitionDeleteState(
         self, request: pb.GetRemotePartitionDeleteStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemotePartitionDeleteStateResponse:
-        state = self.manager.partition_delete_state(_tip(request))
+        state = self.manager.partition_delete_state(topic_id_partition_field(request))
         if state is None:
             return pb.GetRemotePartitionDeleteStateResponse()
         return pb.GetRemotePartitionDeleteStateResponse(
@@ -175,4 +157,4 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def IsReady(
         self, request: pb.IsReadyRequest, context: grpc.aio.ServicerContext
     ) -> pb.IsReadyResponse:
-        return pb.IsReadyResponse(ready=self.manager.is_ready(_tip(request)))
+        return pb.IsReadyResponse(ready=self.manager.is_ready(topic_id_partition_field(request)))

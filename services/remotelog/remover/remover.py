@@ -25,7 +25,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from remotelog.coordination.lease import Lease, LeaseLostError, Leases, held
 from remotelog.core.errors import (
@@ -39,12 +38,8 @@ from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
 )
-from remotelog.core.remote_delete import (
-    RemoteSegmentDeleter,
-    SegmentDataDeleter,
-    SegmentLister,
-    SegmentStateWriter,
-)
+from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataDeleter
+from remotelog.core.remote_delete import RemoteSegmentDeleter
 from remotelog.core.states import RemotePartitionDeleteState
 from remotelog.core.tasks import cancel_and_wait
 from remotelog.metadata.topic import METADATA_TOPIC, EndOfPartition, MetadataConsumer, Record
@@ -64,23 +59,11 @@ STARTED = RemotePartitionDeleteState.DELETE_PARTITION_STARTED
 FINISHED = RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
 
 
-class MetadataStore(SegmentStateWriter, SegmentLister, Protocol):
-    """The metadata manager calls the remover makes (MetadataClient implements them)."""
-
-    async def put_remote_partition_delete_metadata(
-        self, delete: RemotePartitionDeleteMetadata, *, timeout_s: float | None = None
-    ) -> None: ...
-
-    async def remote_partition_delete_state(
-        self, partition: TopicIdPartition, *, timeout_s: float | None = None
-    ) -> RemotePartitionDeleteState | None: ...
-
-
 class PartitionRemover:
     def __init__(
         self,
         config: PartitionRemoverConfig,
-        metadata: MetadataStore,
+        metadata: RemoteLogMetadataManager,
         store: SegmentDataDeleter,
         leases: Leases,
         progress: Progress,

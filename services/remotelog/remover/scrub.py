@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.core.model import TopicIdPartition
-from remotelog.core.remote_delete import SegmentLister
+from remotelog.core.ports import SegmentLister
 from remotelog.segmentstore.backend import IncompleteUpload, ObjectStore, StoredObject
 from remotelog.segmentstore.layout import parse_segment_key
 

@@ -10,8 +10,8 @@ from remotelog.client import ClientOptions, MetadataClient
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
+from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import validate_key_prefix
-from remotelog.segmentstore.server import open_backend
 
 _UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")

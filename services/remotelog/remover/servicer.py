@@ -9,16 +9,17 @@ import grpc
 
 from remotelog.api.remover.v1 import partition_remover_pb2 as pb
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
-from remotelog.core.convert import (
-    error_reason_to_proto,
-    partition_delete_state_to_proto,
-    require,
-    topic_id_partition_from_proto,
-    topic_id_partition_to_proto,
-)
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.remover.remover import PartitionRemover
 from remotelog.remover.tracker import DeletionStatus
+from remotelog.rpc.convert import (
+    error_reason_to_proto,
+    non_negative,
+    partition_delete_state_to_proto,
+    topic_id_partition_field,
+    topic_id_partition_to_proto,
+    topic_id_partitions_from_proto,
+)
 
 
 def status_to_proto(status: DeletionStatus) -> pb.DeletionStatus:
@@ -41,21 +42,15 @@ class PartitionRemoverServicer(pb_grpc.PartitionRemoverServiceServicer):
     ) -> pb.MarkPartitionsForDeletionResponse:
         if not request.partitions:
             raise InvalidArgumentError("partitions", "name at least one partition")
-        if request.broker_id < 0:
-            raise InvalidArgumentError("broker_id", f"must be >= 0, got {request.broker_id}")
-        partitions = [
-            topic_id_partition_from_proto(p, f"partitions[{i}]")
-            for i, p in enumerate(request.partitions)
-        ]
+        non_negative(request.broker_id, "broker_id")
+        partitions = topic_id_partitions_from_proto(request.partitions, "partitions")
         await self.remover.mark_partitions_for_deletion(partitions, request.broker_id)
         return pb.MarkPartitionsForDeletionResponse()
 
     async def GetDeletionStatus(
         self, request: pb.GetDeletionStatusRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetDeletionStatusResponse:
-        require(request, "topic_id_partition", "topic_id_partition")
-        tip = topic_id_partition_from_proto(request.topic_id_partition, "topic_id_partition")
-        status = await self.remover.deletion_status(tip)
+        status = await self.remover.deletion_status(topic_id_partition_field(request))
         return pb.GetDeletionStatusResponse(deletion_status=status_to_proto(status))
 
     async def ListPendingDeletions(

@@ -102,7 +102,7 @@ def _wrap_stream(behavior: Behavior, method: str) -> Behavior:
     return stream
 
 
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Maps exceptions raised by any servicer method to rich gRPC statuses."""
 
     async def intercept_service(

@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from remotelog.client.segment_store import LogSegmentData
 from remotelog.core.epochs import end_offset_for, entries_in_range
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, RemoteLogError
 from remotelog.core.model import (
+    LogSegmentData,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,

@@ -13,26 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable
-from pathlib import Path
 from typing import TypeVar
 
-from remotelog.client import LogSegmentData
 from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import DeadlineExceededError
-from remotelog.core.model import RemoteLogSegmentMetadata
-from remotelog.segmentstore.files import SEGMENT_FILES
-from remotelog.segmentstore.layout import SegmentFile
+from remotelog.core.model import LogSegmentData, RemoteLogSegmentMetadata
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 T = TypeVar("T")
 
 
-def _files(data: LogSegmentData) -> list[tuple[SegmentFile, Path | bytes]]:
-    return [(SEGMENT_FILES[kind], source) for kind, source in data.files()]
-
-
 class DirectSegmentWriter:
-    """The scheduler's SegmentStore port over an in-process SegmentStore.
+    """The scheduler's SegmentDataCopier port over an in-process SegmentStore.
 
     Files are read in pieces of `read_bytes` (at least the backend's part size,
     so a segment that fits one part goes to the backend as the very bytes read):
@@ -44,7 +36,7 @@ class DirectSegmentWriter:
         self.read_bytes = read_bytes
 
     async def _chunks(self, data: LogSegmentData) -> AsyncGenerator[SegmentChunk, None]:
-        for file, source in _files(data):
+        for file, source in data.files():
             if isinstance(source, bytes):
                 yield SegmentChunk(file, 0, source)
                 continue

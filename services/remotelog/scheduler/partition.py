@@ -5,19 +5,13 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from remotelog.client.segment_store import LogSegmentData
 from remotelog.core.errors import RemoteLogError
-from remotelog.core.model import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    TopicIdPartition,
-)
-from remotelog.core.remote_delete import SegmentLister
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
 from remotelog.scheduler.quota import CopyQuota
@@ -138,57 +132,13 @@ class PartitionRuntime:
         self.local_log_start_offset = log.local_log_start_offset
 
 
-class SegmentStore(Protocol):
-    """The RemoteStorageManager calls the tasks make (SegmentStoreClient implements them)."""
-
-    async def copy_log_segment_data(
-        self,
-        metadata: RemoteLogSegmentMetadata,
-        data: LogSegmentData,
-        *,
-        timeout_s: float | None = None,
-    ) -> bytes | None: ...
-
-    async def delete_log_segment_data(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> None: ...
-
-
-class MetadataStore(SegmentLister, Protocol):
-    """The RemoteLogMetadataManager calls the tasks make (MetadataClient implements them)."""
-
-    async def add_remote_log_segment_metadata(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> None: ...
-
-    async def update_remote_log_segment_metadata(
-        self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
-    ) -> None: ...
-
-    async def highest_offset_for_epoch(
-        self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
-    ) -> int | None: ...
-
-    async def on_partition_leadership_changes(
-        self,
-        leaders: Iterable[TopicIdPartition],
-        followers: Iterable[TopicIdPartition] = (),
-        *,
-        timeout_s: float | None = None,
-    ) -> None: ...
-
-    async def on_stop_partitions(
-        self, partitions: Iterable[TopicIdPartition], *, timeout_s: float | None = None
-    ) -> None: ...
-
-
 @dataclass
 class TaskContext:
     """Everything a task run needs besides its partition."""
 
     config: CopySchedulerConfig
-    store: SegmentStore
-    metadata: MetadataStore
+    store: SegmentDataCopier
+    metadata: RemoteLogMetadataManager
     quota: CopyQuota
     clock: Callable[[], float] = time.time
 

@@ -27,6 +27,7 @@ from remotelog.core.errors import (
     UnknownTopicOrPartitionError,
 )
 from remotelog.core.model import TopicIdPartition
+from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import BatchedCalls, cancel_and_wait
 from remotelog.kafka.partition_log import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
@@ -46,10 +47,8 @@ from remotelog.scheduler.copy_task import (
 from remotelog.scheduler.local_log import LocalLog
 from remotelog.scheduler.partition import (
     Assignment,
-    MetadataStore,
     PartitionRuntime,
     Role,
-    SegmentStore,
     StaleLeaderError,
     TaskContext,
 )
@@ -136,8 +135,8 @@ class CopyScheduler:
     def __init__(
         self,
         config: CopySchedulerConfig,
-        store: SegmentStore,
-        metadata: MetadataStore,
+        store: SegmentDataCopier,
+        metadata: RemoteLogMetadataManager,
         leases: Leases,
         *,
         owner: str | None = None,

@@ -10,7 +10,7 @@ from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.direct import DirectSegmentWriter
 from remotelog.scheduler.scheduler import CopyScheduler
 from remotelog.scheduler.servicer import CopySchedulerServicer
-from remotelog.segmentstore.server import open_segment_store
+from remotelog.segmentstore.factory import open_segment_store
 
 SERVICE_NAME = "remotelog.api.scheduler.v1.CopySchedulerService"
 DIRECT_READ_BYTES = 8 * 1024 * 1024

@@ -11,25 +11,16 @@ import grpc
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
-from remotelog.core.convert import (
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.rpc.convert import (
     error_reason_to_proto,
-    require,
-    topic_id_partition_from_proto,
+    topic_id_partition_field,
     topic_id_partition_to_proto,
 )
-from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.model import TopicIdPartition
 from remotelog.scheduler.partition import Assignment, Role
 from remotelog.scheduler.scheduler import CopyScheduler
 
 _ROLES = {Role.LEADER: pb.PARTITION_ROLE_LEADER, Role.FOLLOWER: pb.PARTITION_ROLE_FOLLOWER}
-
-
-def _tip(request: object, field: str) -> TopicIdPartition:
-    """The request's (or a nested message's) topic_id_partition; errors name the full path."""
-    path = f"{field}.topic_id_partition" if field else "topic_id_partition"
-    require(request, "topic_id_partition", path)
-    return topic_id_partition_from_proto(request.topic_id_partition, path)  # type: ignore[attr-defined]
 
 
 def _optional(message: pb.PartitionAssignment, name: str) -> int | None:
@@ -40,7 +31,7 @@ def assignment_from_proto(message: pb.PartitionAssignment, role: Role, field: st
     if not message.log_dir:
         raise InvalidArgumentError(f"{field}.log_dir", "is required")
     return Assignment(
-        _tip(message, field),
+        topic_id_partition_field(message, field),
         Path(message.log_dir),
         message.leader_epoch,
         role,
@@ -73,7 +64,7 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
         self, request: pb.StopPartitionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.StopPartitionsResponse:
         partitions = [
-            (_tip(p, f"partitions[{i}]"), p.delete_remote_log)
+            (topic_id_partition_field(p, f"partitions[{i}]"), p.delete_remote_log)
             for i, p in enumerate(request.partitions)
         ]
         await self.scheduler.stop_partitions(partitions)
@@ -82,13 +73,15 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
     async def UpdateLogStartOffset(
         self, request: pb.UpdateLogStartOffsetRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateLogStartOffsetResponse:
-        self.scheduler.update_log_start_offset(_tip(request, ""), request.log_start_offset)
+        self.scheduler.update_log_start_offset(
+            topic_id_partition_field(request), request.log_start_offset
+        )
         return pb.UpdateLogStartOffsetResponse()
 
     async def GetPartitionState(
         self, request: pb.GetPartitionStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetPartitionStateResponse:
-        view = self.scheduler.partition_state(_tip(request, ""))
+        view = self.scheduler.partition_state(topic_id_partition_field(request))
         error = view.last_error
         reason = error_reason_to_proto("" if error is None else error.reason)
         state = pb.PartitionState(
@@ -108,5 +101,7 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListOffsetsResponse:
-        offset, epoch = await self.scheduler.list_offsets(_tip(request, ""), request.timestamp)
+        offset, epoch = await self.scheduler.list_offsets(
+            topic_id_partition_field(request), request.timestamp
+        )
         return pb.ListOffsetsResponse(offset=offset, leader_epoch=epoch)

@@ -9,7 +9,7 @@ exception is a short read whose bytes are all in the page cache, answered on
 the loop, which is what a Fetch costs most when it takes the hop: as a view
 of a mapping kept between reads, its pages counted first (mapped.py), or
 where the kernel cannot count them, copied by a read that refuses to wait
-(core/pagecache.py).
+(fileio/pagecache.py).
 
 Long reads are not copied here at all: a reader thread maps each block of the
 file with MAP_POPULATE (so any wait for the disk happens on that thread) and
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
-from remotelog.core.pagecache import MAP_POPULATE, map_chunks, pread_cached
 from remotelog.core.setting_paths import make_directory
+from remotelog.fileio.pagecache import MAP_POPULATE, map_chunks, pread_cached
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
 from remotelog.segmentstore.mapped import MappedFiles
 from remotelog.segmentstore.writeback import start_writeback

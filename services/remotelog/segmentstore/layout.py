@@ -17,13 +17,13 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from remotelog.core.errors import InvalidArgumentError, RemoteStorageError
 from remotelog.core.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
+    SegmentFile,
     TopicIdPartition,
     kafka_uuid_str,
     parse_kafka_uuid,
@@ -31,17 +31,6 @@ from remotelog.core.model import (
 from remotelog.core.states import RemoteLogSegmentState
 
 MANIFEST_VERSION = 1
-
-
-class SegmentFile(Enum):
-    """The files of a copied segment; `.value` is the name used in the manifest."""
-
-    LOG = "log"
-    OFFSET_INDEX = "offset"
-    TIME_INDEX = "timestamp"
-    TRANSACTION_INDEX = "transaction"
-    PRODUCER_SNAPSHOT = "producer_snapshot"
-    LEADER_EPOCH_CHECKPOINT = "leader_epoch"
 
 
 INDEX_FILES = (

@@ -1,7 +1,7 @@
 """Short reads of page-cached bytes as views of a mapping kept open between reads.
 
 A Fetch of a page-cached MiB read it twice: the kernel copied it into a new
-bytes object (pread with RWF_NOWAIT, core/pagecache.py), then the fetch service
+bytes object (pread with RWF_NOWAIT, fileio/pagecache.py), then the fetch service
 copied it again into its response. In the fetch service's process the two
 took 170 us and 110 us of the 1.3 ms of CPU a Fetch cost. A view of a
 mapping of the file costs no copy until the response is built: the server
@@ -38,7 +38,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from remotelog.core.pagecache import cached_pages, pages_in
+from remotelog.fileio.pagecache import cached_pages, pages_in
 
 
 @dataclass(slots=True)

@@ -2,69 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.errors import InvalidArgumentError
 from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
-from remotelog.segmentstore.backend import ObjectStore
-from remotelog.segmentstore.config import SegmentStoreConfig, StorageSettings
-from remotelog.segmentstore.filesystem import FileSystemStore
-from remotelog.segmentstore.layout import validate_key_prefix
-from remotelog.segmentstore.s3 import S3Settings, S3Store
+from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.factory import open_segment_store
 from remotelog.segmentstore.servicer import SegmentStoreServicer, decode_copy_request
 from remotelog.segmentstore.short_circuit import ShortCircuitServer
-from remotelog.segmentstore.store import SegmentStore, StoreOptions
+from remotelog.segmentstore.store import SegmentStore
 
 SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
-
-
-async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
-    if config.storage_backend == "filesystem":
-        return FileSystemStore(
-            Path(config.storage_root),
-            io_threads=config.fs_io_threads,
-            bytes_per_sync=config.fs_bytes_per_sync,
-        )
-    return await S3Store.open(
-        S3Settings(
-            bucket=config.s3_bucket_name,
-            region=config.s3_region,
-            endpoint_url=config.s3_endpoint_url or None,
-            path_style=config.s3_path_style_access,
-            access_key_id=config.aws_access_key_id or None,
-            secret_access_key=config.aws_secret_access_key or None,
-            part_size=config.s3_multipart_part_size,
-            concurrency=config.s3_upload_concurrency,
-            backoff=backoff,
-        )
-    )
-
-
-async def open_segment_store(
-    config: StorageSettings,
-    backoff: ExponentialBackoff,
-    custom_metadata_max_bytes: int = 128,
-    *,
-    fetch_chunk_size: int | None = None,
-) -> SegmentStore:
-    """The RemoteStorageManager over the configured backend (for the service or a direct reader)."""
-    validate_key_prefix(config.key_prefix)
-    if config.storage_backend == "s3" and not config.s3_bucket_name:
-        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
-    backend = await open_backend(config, backoff)
-    return SegmentStore(
-        backend,
-        StoreOptions(
-            key_prefix=config.key_prefix,
-            fetch_chunk_size=fetch_chunk_size or config.fetch_chunk_size,
-            custom_metadata_max_bytes=custom_metadata_max_bytes,
-            # Presigned URLs last whole seconds; a part of one is rounded up.
-            fetch_url_expiry_s=-(-config.s3_fetch_url_expiry_ms // 1000),
-        ),
-    )
 
 
 async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:

@@ -18,24 +18,19 @@ from google.protobuf.message import DecodeError
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.core import bulk_wire
-from remotelog.core.convert import segment_metadata_from_proto
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.rpc import bulk_wire
+from remotelog.rpc.convert import (
+    index_type_from_proto,
+    segment_file_from_proto,
+    segment_metadata_from_proto,
+)
 from remotelog.segmentstore.backend import Chunk
-from remotelog.segmentstore.files import SEGMENT_FILES
-from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 _CHUNK_FIELD = pb.CopyLogSegmentDataRequest.DESCRIPTOR.fields_by_name["chunk"].number
 _DATA_FIELD = pb.SegmentDataChunk.DESCRIPTOR.fields_by_name["data"].number
-_INDEXES = {
-    pb.INDEX_TYPE_OFFSET: SegmentFile.OFFSET_INDEX,
-    pb.INDEX_TYPE_TIMESTAMP: SegmentFile.TIME_INDEX,
-    pb.INDEX_TYPE_TRANSACTION: SegmentFile.TRANSACTION_INDEX,
-    pb.INDEX_TYPE_PRODUCER_SNAPSHOT: SegmentFile.PRODUCER_SNAPSHOT,
-    pb.INDEX_TYPE_LEADER_EPOCH: SegmentFile.LEADER_EPOCH_CHECKPOINT,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +117,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
                     chunk, data = request.chunk, request.chunk.data
                 else:
                     raise InvalidArgumentError("chunk", "every message after the first is a chunk")
-                file = SEGMENT_FILES.get(chunk.file)
-                if file is None:
-                    raise InvalidArgumentError("chunk.file", f"unknown segment file {chunk.file}")
+                file = segment_file_from_proto(chunk.file, "chunk.file")
                 if len(data) > self.copy_chunk_max_bytes:
                     raise InvalidArgumentError(
                         "chunk.data",
@@ -154,9 +147,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         self, request: pb.FetchIndexRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.FetchIndexResponse]:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
-        index = _INDEXES.get(request.index_type)
-        if index is None:
-            raise InvalidArgumentError("index_type", f"unknown index type {request.index_type}")
+        index = index_type_from_proto(request.index_type).segment_file
         chunks = stream_within(context.time_remaining(), self.store.fetch_index(metadata, index))
         async with contextlib.aclosing(chunks):
             async for data in chunks:

@@ -28,14 +28,13 @@ from google.protobuf.message import DecodeError
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
-from remotelog.core import descriptor_socket
-from remotelog.core.convert import segment_metadata_from_proto
 from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import DeadlineExceededError, InvalidArgumentError
+from remotelog.core.model import SegmentFile
+from remotelog.fileio import descriptor_socket
+from remotelog.rpc.convert import segment_file_from_proto, segment_metadata_from_proto
 from remotelog.rpc.errors import status_for
 from remotelog.rpc.server import unix_socket_in_use
-from remotelog.segmentstore.files import SEGMENT_FILES
-from remotelog.segmentstore.layout import SegmentFile
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore
 
 log = logging.getLogger(__name__)
@@ -58,9 +57,7 @@ def _lent_files(copy: pb.ShortCircuitCopy, fds: list[int]) -> list[tuple[Segment
         )
     lent, seen = [], set()
     for kind, fd in zip(copy.files, fds, strict=True):
-        file = SEGMENT_FILES.get(kind)
-        if file is None:
-            raise InvalidArgumentError("files", f"unknown segment file {kind}")
+        file = segment_file_from_proto(kind, "files")
         if file in seen:
             raise InvalidArgumentError("files", f"the {file.value} file is named twice")
         seen.add(file)

@@ -26,7 +26,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
     UnsupportedOperationError,
 )
-from remotelog.core.model import RemoteLogSegmentMetadata, last_fetch_position
+from remotelog.core.model import RemoteLogSegmentMetadata, SegmentFile, last_fetch_position
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import read_ahead
 from remotelog.segmentstore.backend import (
@@ -42,7 +42,6 @@ from remotelog.segmentstore.layout import (
     REQUIRED_FILES,
     IndexRange,
     Manifest,
-    SegmentFile,
     SegmentKeys,
 )
 

@@ -8,18 +8,21 @@ raises InvalidArgumentError whose `field` is the full path inside the request
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import cast
 
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.api.type.v1 import error_pb2
 from remotelog.api.type.v1 import segment_pb2 as pb
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import (
+    IndexType,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    SegmentFile,
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
@@ -46,6 +49,11 @@ _DELETE_STATE_TO_PROTO = {
 _DELETE_STATE_FROM_PROTO: dict[int, RemotePartitionDeleteState] = {
     v: k for k, v in _DELETE_STATE_TO_PROTO.items()
 }
+_SEGMENT_FILE_TO_PROTO = {
+    file: cast(store_pb.SegmentFile, store_pb.SegmentFile.Value(f"SEGMENT_FILE_{file.name}"))
+    for file in SegmentFile
+}
+_SEGMENT_FILE_FROM_PROTO: dict[int, SegmentFile] = {v: k for k, v in _SEGMENT_FILE_TO_PROTO.items()}
 
 
 @contextmanager
@@ -228,3 +236,48 @@ def error_reason_to_proto(reason: str) -> error_pb2.ErrorReason:
     if not reason:
         return error_pb2.ERROR_REASON_UNSPECIFIED
     return cast(error_pb2.ErrorReason, error_pb2.ErrorReason.Value(f"ERROR_REASON_{reason}"))
+
+
+def segment_file_to_proto(file: SegmentFile) -> store_pb.SegmentFile:
+    return _SEGMENT_FILE_TO_PROTO[file]
+
+
+def segment_file_from_proto(value: int, field: str) -> SegmentFile:
+    try:
+        return _SEGMENT_FILE_FROM_PROTO[value]
+    except KeyError:
+        raise InvalidArgumentError(field, f"unknown segment file {value}") from None
+
+
+def index_type_from_proto(value: int, field: str = "index_type") -> IndexType:
+    """The proto enum's values are Kafka's IndexType's (its zero, UNSPECIFIED, is refused)."""
+    try:
+        return IndexType(value)
+    except ValueError:
+        raise InvalidArgumentError(field, f"unknown index type {value}") from None
+
+
+def non_negative(value: int, field: str) -> int:
+    return at_least(value, 0, field)
+
+
+def at_least(value: int, minimum: int, field: str) -> int:
+    """`value` when it is at least `minimum`, else INVALID_ARGUMENT naming `field`."""
+    if value < minimum:
+        raise InvalidArgumentError(field, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def topic_id_partition_field(message: object, field: str = "") -> TopicIdPartition:
+    """The required `topic_id_partition` of a request, or of the nested message at `field`;
+    errors name the full path (`partitions[2].topic_id_partition.topic`)."""
+    path = f"{field}.topic_id_partition" if field else "topic_id_partition"
+    require(message, "topic_id_partition", path)
+    return topic_id_partition_from_proto(message.topic_id_partition, path)  # type: ignore[attr-defined]
+
+
+def topic_id_partitions_from_proto(
+    messages: Iterable[pb.TopicIdPartition], field: str
+) -> list[TopicIdPartition]:
+    """A repeated TopicIdPartition field; errors name the element (`partitions[1].topic`)."""
+    return [topic_id_partition_from_proto(m, f"{field}[{i}]") for i, m in enumerate(messages)]

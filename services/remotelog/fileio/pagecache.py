@@ -126,7 +126,7 @@ def _pread_cached_python(fd: int, length: int, offset: int) -> bytes | None:
 
 pread_cached: Callable[[int, int, int], bytes | None]
 try:
-    from remotelog.core import _pagecache  # type: ignore[attr-defined]
+    from remotelog.fileio import _pagecache  # type: ignore[attr-defined]
 except ImportError:  # not built (no C compiler at install): the Python reference
     pread_cached = _pread_cached_python
 else:
