@@ -53,9 +53,13 @@ TYPED_PACKAGES := core kafka fileio rpc segmentstore metadata coordination sched
 typecheck: setup
 	$(VENV)/bin/mypy $(addprefix -p remotelog.,$(TYPED_PACKAGES))
 
+# Wire compatibility (buf.yaml's breaking rules) against the previous commit's protos;
+# a clone with no history (one commit) has nothing to compare against.
 buf-check: setup
 	$(BUF) lint
 	$(BUF) format --diff --exit-code
+	if git rev-parse -q --verify HEAD~1 >/dev/null; then \
+		$(BUF) breaking --against '.git#ref=HEAD~1'; fi
 
 protos: setup
 	$(PY) scripts/gen_protos.py
