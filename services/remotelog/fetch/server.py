@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.fetch.config import RemoteFetchConfig
@@ -24,43 +26,38 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
         backoff=config.backoff(),
         max_message_bytes=config.grpc_max_message_bytes,
     )
-    store: SegmentStoreClient | DirectSegmentReader
-    if config.direct_storage_read:
-        # No message carries these chunks, so they can be as large as a Fetch:
-        # a read of one chunk is handed on without being cut (and copied).
-        direct = await open_segment_store(
-            config, config.backoff(), fetch_chunk_size=DIRECT_READ_CHUNK_BYTES
+    async with AsyncExitStack() as stack:
+        store: SegmentStoreClient | DirectSegmentReader
+        if config.direct_storage_read:
+            # No message carries these chunks, so they can be as large as a Fetch:
+            # a read of one chunk is handed on without being cut (and copied).
+            direct = await open_segment_store(
+                config, config.backoff(), fetch_chunk_size=DIRECT_READ_CHUNK_BYTES
+            )
+            store = DirectSegmentReader(direct)
+        else:
+            store = SegmentStoreClient(
+                config.segment_store_address,
+                options=options,
+                short_circuit_socket=config.segment_store_short_circuit_socket or None,
+                fetch_urls=config.segment_store_fetch_urls,
+            )
+        stack.push_async_callback(store.close)
+        metadata = MetadataClient(config.metadata_manager_address, options=options)
+        stack.push_async_callback(metadata.close)
+        shared = None
+        if config.redis_url:
+            shared = RedisIndexFiles(config.redis_url, config.index_cache_redis_ttl_ms)
+            stack.push_async_callback(shared.close)
+        fetch = RemoteFetch(config, store, metadata, second_level=shared)
+        stack.push_async_callback(fetch.close)
+        await fetch.start()
+        register(fetch)
+        servicer = RemoteFetchServicer(fetch)
+        return await start_service(
+            config,
+            fetch,
+            registering_encoded(pb_grpc.add_RemoteFetchServiceServicer_to_server, servicer),
+            [SERVICE_NAME],
+            stack.pop_all(),
         )
-        store = DirectSegmentReader(direct)
-    else:
-        store = SegmentStoreClient(
-            config.segment_store_address,
-            options=options,
-            short_circuit_socket=config.segment_store_short_circuit_socket or None,
-            fetch_urls=config.segment_store_fetch_urls,
-        )
-    metadata = MetadataClient(config.metadata_manager_address, options=options)
-    shared = (
-        RedisIndexFiles(config.redis_url, config.index_cache_redis_ttl_ms)
-        if config.redis_url
-        else None
-    )
-    fetch = RemoteFetch(config, store, metadata, second_level=shared)
-    await fetch.start()
-    register(fetch)
-
-    async def close() -> None:
-        await fetch.close()
-        if shared is not None:
-            await shared.close()
-        await store.close()
-        await metadata.close()
-
-    servicer = RemoteFetchServicer(fetch)
-    return await start_service(
-        config,
-        fetch,
-        registering_encoded(pb_grpc.add_RemoteFetchServiceServicer_to_server, servicer),
-        [SERVICE_NAME],
-        close,
-    )

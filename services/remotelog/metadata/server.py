@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
@@ -14,13 +16,15 @@ SERVICE_NAME = "remotelog.api.metadata.v1.RemoteLogMetadataService"
 async def start_metadata_manager(
     config: MetadataManagerConfig,
 ) -> RunningService[TopicBasedRemoteLogMetadataManager]:
-    manager = TopicBasedRemoteLogMetadataManager(config)
-    await manager.start()
-    servicer = MetadataServicer(manager)
-    return await start_service(
-        config,
-        manager,
-        lambda s: pb_grpc.add_RemoteLogMetadataServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
-        [SERVICE_NAME],
-        manager.close,
-    )
+    async with AsyncExitStack() as stack:
+        manager = TopicBasedRemoteLogMetadataManager(config)
+        stack.push_async_callback(manager.close)  # closes what a failed start opened
+        await manager.start()
+        servicer = MetadataServicer(manager)
+        return await start_service(
+            config,
+            manager,
+            lambda s: pb_grpc.add_RemoteLogMetadataServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+            [SERVICE_NAME],
+            stack.pop_all(),
+        )

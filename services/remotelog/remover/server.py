@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
 
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
@@ -31,34 +32,28 @@ async def start_partition_remover(
         max_timeout_ms=config.rpc_timeout_ms,
     )
     options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
-    store = SegmentStoreClient(config.segment_store_address, options=options)
-    metadata = MetadataClient(config.metadata_manager_address, options=options)
-    leases = open_leases(config.redis_url)
-    progress = KafkaGroupProgress(
-        client_config,
-        topic=topic,
-        group_id=config.consumer_group_id,
-        timeout_s=config.rpc_timeout_ms / 1000,
-    )
-    remover = PartitionRemover(config, metadata, store, leases, progress, topic=topic)
-
-    async def close() -> None:
-        await remover.close()
-        await progress.close()
-        await leases.close()
-        await store.close()
-        await metadata.close()
-
-    try:
+    async with AsyncExitStack() as stack:
+        metadata = MetadataClient(config.metadata_manager_address, options=options)
+        stack.push_async_callback(metadata.close)
+        store = SegmentStoreClient(config.segment_store_address, options=options)
+        stack.push_async_callback(store.close)
+        leases = open_leases(config.redis_url)
+        stack.push_async_callback(leases.close)
+        progress = KafkaGroupProgress(
+            client_config,
+            topic=topic,
+            group_id=config.consumer_group_id,
+            timeout_s=config.rpc_timeout_ms / 1000,
+        )
+        stack.push_async_callback(progress.close)
+        remover = PartitionRemover(config, metadata, store, leases, progress, topic=topic)
+        stack.push_async_callback(remover.close)
         await remover.start()
-    except BaseException:
-        await close()
-        raise
-    servicer = PartitionRemoverServicer(remover)
-    return await start_service(
-        config,
-        remover,
-        lambda s: pb_grpc.add_PartitionRemoverServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
-        [SERVICE_NAME],
-        close,
-    )
+        servicer = PartitionRemoverServicer(remover)
+        return await start_service(
+            config,
+            remover,
+            lambda s: pb_grpc.add_PartitionRemoverServiceServicer_to_server(servicer, s),  # type: ignore[no-untyped-call]
+            [SERVICE_NAME],
+            stack.pop_all(),
+        )

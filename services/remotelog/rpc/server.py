@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -59,15 +60,21 @@ async def start_service(
     app: T,
     register: Callable[[grpc.aio.Server], None],
     service_names: Sequence[str],
-    close: Callable[[], Awaitable[None]],
+    resources: AsyncExitStack,
 ) -> RunningService[T]:
-    """start_server for `app`; `close` runs after stop(), or at once if the server fails."""
+    """start_server for `app`, which owns `resources` from here on.
+
+    A `start_*` function opens its clients and core inside an AsyncExitStack,
+    each with its close pushed as it opens, and hands over `stack.pop_all()`:
+    a failure at any step closes what was opened, in reverse order, and the
+    running service closes them the same way after stop().
+    """
     try:
         server = await start_server(settings, register, service_names)
     except BaseException:
-        await close()
+        await resources.aclose()
         raise
-    return RunningService(server, app, close)
+    return RunningService(server, app, resources.aclose)
 
 
 _CERTIFICATE = b"-----BEGIN CERTIFICATE-----"

@@ -109,9 +109,6 @@ class HighWatermarkCheckpoints:
         return entries
 
 
-HIGH_WATERMARKS = HighWatermarkCheckpoints()
-
-
 @dataclass(frozen=True)
 class LocalLog:
     directory: Path
@@ -120,8 +117,12 @@ class LocalLog:
     high_watermark: int | None
 
     @classmethod
-    def scan(cls, directory: Path) -> LocalLog:
-        """The directory as it is now; a missing directory has no segments."""
+    def scan(cls, directory: Path, checkpoints: HighWatermarkCheckpoints | None = None) -> LocalLog:
+        """The directory as it is now; a missing directory has no segments.
+
+        `checkpoints` keeps the parsed high-watermark files between scans (a
+        scheduler owns one); without it the file is read afresh.
+        """
         bases: list[tuple[int, int]] = []
         try:
             entries = list(os.scandir(directory))
@@ -146,7 +147,9 @@ class LocalLog:
         topic, _, partition = directory.name.rpartition("-")
         high_watermark = None
         if partition.isdigit():
-            checkpoint_hw = HIGH_WATERMARKS.read(directory.parent / HW_CHECKPOINT)
+            checkpoint_hw = (checkpoints or HighWatermarkCheckpoints()).read(
+                directory.parent / HW_CHECKPOINT
+            )
             high_watermark = checkpoint_hw.get((topic, int(partition)))
         return cls(directory, segments, tuple(epochs), high_watermark)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 import time
 import uuid
@@ -44,7 +45,7 @@ from remotelog.scheduler.copy_task import (
     pending,
     run_copy,
 )
-from remotelog.scheduler.local_log import LocalLog
+from remotelog.scheduler.local_log import HighWatermarkCheckpoints, LocalLog
 from remotelog.scheduler.partition import (
     Assignment,
     PartitionRuntime,
@@ -165,7 +166,9 @@ class CopyScheduler:
         }
         self.running: dict[tuple[Kind, TopicIdPartition], asyncio.Task[None]] = {}
         # Runs started together scan their directories in one worker-thread hop.
-        self._scan = BatchedCalls(LocalLog.scan)
+        self._scan = BatchedCalls(
+            functools.partial(LocalLog.scan, checkpoints=HighWatermarkCheckpoints())
+        )
         self.runs = dict.fromkeys(Kind, 0)
         self._wake = {kind: asyncio.Event() for kind in Kind}
         self._loops: list[asyncio.Task[None]] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
@@ -15,31 +17,22 @@ SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
 
 
 async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
-    store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
-    backend = store.objects
-    servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
-    short_circuit = None
-    if config.short_circuit_socket_path:
-        short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
-        try:
+    async with AsyncExitStack() as stack:
+        store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
+        stack.push_async_callback(store.objects.close)
+        if config.short_circuit_socket_path:
+            short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
             await short_circuit.start()
-        except BaseException:
-            await backend.close()
-            raise
-
-    async def close() -> None:
-        if short_circuit is not None:
-            await short_circuit.close()
-        await backend.close()
-
-    return await start_service(
-        config,
-        store,
-        registering_encoded(
-            pb_grpc.add_SegmentStoreServiceServicer_to_server,
-            servicer,
-            {"CopyLogSegmentData": decode_copy_request},
-        ),
-        [SERVICE_NAME],
-        close,
-    )
+            stack.push_async_callback(short_circuit.close)
+        servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
+        return await start_service(
+            config,
+            store,
+            registering_encoded(
+                pb_grpc.add_SegmentStoreServiceServicer_to_server,
+                servicer,
+                {"CopyLogSegmentData": decode_copy_request},
+            ),
+            [SERVICE_NAME],
+            stack.pop_all(),
+        )
