@@ -1,9 +1,15 @@
 """`remotelog serve copy-scheduler` and the scheduler's metrics."""
 
+import asyncio
+import socket
+
+import pytest
 from grpc_health.v1 import health_pb2
 from support.serving import serve_until_sigterm
 from support.telemetry import counter, metric_points
 from support.waiting import eventually
+
+from remotelog.scheduler.server import start_copy_scheduler
 
 from .conftest import Broker, new_partition, scheduler_config
 
@@ -56,3 +62,19 @@ def test_serve_reports_health_and_stops_on_sigterm(fs_stack, tmp_path):
     assert status == health_pb2.HealthCheckResponse.SERVING
     assert code == 0
     assert "shutting down" in printed
+
+
+async def test_a_start_that_fails_closes_what_it_opened(tmp_path):
+    """The listener fails after the scheduler's loops started: they are stopped again."""
+
+    def scheduler_tasks():
+        return [t for t in asyncio.all_tasks() if "CopyScheduler" in t.get_coro().__qualname__]
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = scheduler_config(tmp_path, 1, 1, "busy", **{"listen.address": f"127.0.0.1:{port}"})
+        with pytest.raises(OSError, match=r"listen\.address: cannot listen"):
+            await start_copy_scheduler(config)
+    assert scheduler_tasks() == []
