@@ -2,38 +2,26 @@
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterable
 from typing import Protocol
 
-from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Observation
 
-_meter = metrics.get_meter("remotelog.fetch")
+from remotelog.core.gauges import InstanceGauges
 
 
 class Observed(Protocol):
     def gauges(self) -> dict[str, float]: ...
 
 
-_FETCHES: weakref.WeakSet[Observed] = weakref.WeakSet()
-
-
-def register(fetch: Observed) -> None:
-    _FETCHES.add(fetch)
-
-
-def _gauge(name: str) -> object:
-    def observe(options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(fetch.gauges()[name]) for fetch in list(_FETCHES)]
-
-    return observe
-
-
-for _name, _unit in (
-    ("RemoteLogReaderTaskQueueSize", "{task}"),
-    ("RemoteLogReaderAvgIdlePercent", "%"),
-    ("RemoteFetchPurgatoryDelayedOperations", "{fetch}"),
-    ("RemoteIndexCacheSizeBytes", "By"),
-):
-    _meter.create_observable_gauge(_name, callbacks=[_gauge(_name)], unit=_unit)  # type: ignore[list-item]
+def register(fetch: Observed) -> InstanceGauges:
+    """The fetch service's gauges, reading `fetch` until closed."""
+    return InstanceGauges(
+        "remotelog.fetch",
+        (
+            ("RemoteLogReaderTaskQueueSize", "{task}"),
+            ("RemoteLogReaderAvgIdlePercent", "%"),
+            ("RemoteFetchPurgatoryDelayedOperations", "{fetch}"),
+            ("RemoteIndexCacheSizeBytes", "By"),
+        ),
+        lambda name: [Observation(fetch.gauges()[name])],
+    )

@@ -52,7 +52,7 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
         fetch = RemoteFetch(config, store, metadata, second_level=shared)
         stack.push_async_callback(fetch.close)
         await fetch.start()
-        register(fetch)
+        stack.callback(register(fetch).close)
         servicer = RemoteFetchServicer(fetch)
         return await start_service(
             config,

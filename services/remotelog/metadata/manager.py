@@ -32,14 +32,13 @@ import contextlib
 import itertools
 import logging
 import time
-import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Observation
 
 from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import (
@@ -49,6 +48,7 @@ from remotelog.core.errors import (
     MetadataTopicUnavailableError,
     RemoteResourceNotFoundError,
 )
+from remotelog.core.gauges import InstanceGauges
 from remotelog.core.metadata_serde import serialize
 from remotelog.core.model import (
     RemoteLogMetadata,
@@ -87,17 +87,6 @@ READ_LATENCY = _meter.create_histogram("RemoteLogMetadataReadLatencyMs", unit="m
 WRITE_LATENCY = _meter.create_histogram("RemoteLogMetadataWriteLatencyMs", unit="ms")
 # A write's acknowledgement lags its consumption by at most the writes in flight.
 RECENT_DROPS_KEPT = 1024
-_RUNNING: weakref.WeakSet[TopicBasedRemoteLogMetadataManager] = weakref.WeakSet()
-
-
-def _observe_count(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(sum(manager.segment_count() for manager in list(_RUNNING)))]
-
-
-# Live segments materialised by the managers of this process.
-_meter.create_observable_gauge(
-    "RemoteLogMetadataCount", callbacks=[_observe_count], unit="{segment}"
-)
 
 
 @dataclass
@@ -142,6 +131,7 @@ class TopicBasedRemoteLogMetadataManager:
         self._producer: MetadataProducer | None = None
         self._consumer: MetadataConsumer | None = None
         self._closed = False
+        self._gauges: InstanceGauges | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -172,13 +162,19 @@ class TopicBasedRemoteLogMetadataManager:
         for tip in registered:
             self._register(tip)
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
-        _RUNNING.add(self)
+        # Live segments materialised by this manager.
+        self._gauges = InstanceGauges(
+            "remotelog.metadata",
+            [("RemoteLogMetadataCount", "{segment}")],
+            lambda name: [Observation(self.segment_count())],
+        )
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        _RUNNING.discard(self)
+        if self._gauges is not None:
+            self._gauges.close()
         if self._snapshot_task is not None:
             self._snapshot_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterable
 from typing import Protocol
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Observation
+
+from remotelog.core.gauges import InstanceGauges
 
 _meter = metrics.get_meter("remotelog.remover")
 
@@ -19,17 +19,10 @@ class Observed(Protocol):
     def pending_count(self) -> int: ...
 
 
-_REMOVERS: weakref.WeakSet[Observed] = weakref.WeakSet()
-
-
-def register(remover: Observed) -> None:
-    _REMOVERS.add(remover)
-
-
-def _observe_pending(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(r.pending_count()) for r in list(_REMOVERS)]
-
-
-_meter.create_observable_gauge(
-    "RemotePartitionsPendingDeletion", callbacks=[_observe_pending], unit="{partition}"
-)
+def register(remover: Observed) -> InstanceGauges:
+    """The remover's gauges, reading `remover` until closed."""
+    return InstanceGauges(
+        "remotelog.remover",
+        [("RemotePartitionsPendingDeletion", "{partition}")],
+        lambda name: [Observation(remover.pending_count())],
+    )

@@ -34,6 +34,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
     UnknownTopicOrPartitionError,
 )
+from remotelog.core.gauges import InstanceGauges
 from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
@@ -94,6 +95,7 @@ class PartitionRemover:
         self._wake: dict[int, asyncio.Event] = {}
         self._uncommitted_deletions: set[int] = set()
         self._workers: list[asyncio.Task[None]] = []
+        self._gauges: InstanceGauges | None = None
         self._consumer: MetadataConsumer | None = None
 
     def now_ms(self) -> int:
@@ -121,9 +123,11 @@ class PartitionRemover:
             asyncio.create_task(self._work(part), name=f"partition-remover-{part}")
             for part in parts
         ]
-        metrics.register(self)
+        self._gauges = metrics.register(self)
 
     async def close(self) -> None:
+        if self._gauges is not None:
+            self._gauges.close()
         await cancel_and_wait(self._workers)
         self._workers = []
         if self._consumer is not None:

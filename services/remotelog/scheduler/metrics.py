@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Protocol
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Observation
+
+from remotelog.core.gauges import InstanceGauges
 
 _meter = metrics.get_meter("remotelog.scheduler")
 
@@ -25,39 +26,26 @@ class Observed(Protocol):
     def idle_percent(self) -> float: ...
 
 
-_SCHEDULERS: weakref.WeakSet[Observed] = weakref.WeakSet()
-
-
-def register(scheduler: Observed) -> None:
-    _SCHEDULERS.add(scheduler)
-
-
-def _partition_gauge(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def observe(options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(values[name], attributes)
-            for scheduler in list(_SCHEDULERS)
-            for attributes, values in scheduler.partition_gauges()
-            if name in values
-        ]
-
-    return observe
-
-
-for _name, _unit in (
+_PARTITION_GAUGES = (
     ("RemoteCopyLagBytes", "By"),
     ("RemoteCopyLagSegments", "{segment}"),
     ("RemoteDeleteLagBytes", "By"),
     ("RemoteDeleteLagSegments", "{segment}"),
     ("RemoteLogSizeBytes", "By"),
-):
-    _meter.create_observable_gauge(_name, callbacks=[_partition_gauge(_name)], unit=_unit)
-
-
-def _observe_idle(options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(s.idle_percent()) for s in list(_SCHEDULERS)]
-
-
-_meter.create_observable_gauge(
-    "RemoteLogManagerTasksAvgIdlePercent", callbacks=[_observe_idle], unit="%"
 )
+_IDLE = "RemoteLogManagerTasksAvgIdlePercent"
+
+
+def register(scheduler: Observed) -> InstanceGauges:
+    """The scheduler's gauges, reading `scheduler` until closed."""
+
+    def observe(name: str) -> Iterable[Observation]:
+        if name == _IDLE:
+            return [Observation(scheduler.idle_percent())]
+        return [
+            Observation(values[name], attributes)
+            for attributes, values in scheduler.partition_gauges()
+            if name in values
+        ]
+
+    return InstanceGauges("remotelog.scheduler", [*_PARTITION_GAUGES, (_IDLE, "%")], observe)

@@ -174,7 +174,7 @@ class CopyScheduler:
         self._loops: list[asyncio.Task[None]] = []
         self._busy_s = 0.0
         self._idle_since = time.monotonic()
-        metrics.register(self)
+        self._gauges = metrics.register(self)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -185,6 +185,7 @@ class CopyScheduler:
         """Stop the loops; in-flight runs are cancelled and clean up what they copied."""
         await cancel_and_wait([*self._loops, *self.running.values()])
         self._loops = []
+        self._gauges.close()
 
     # ------------------------------------------------------------ registry
 
