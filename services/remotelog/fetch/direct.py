@@ -79,4 +79,4 @@ class DirectSegmentReader:
         return b"".join(chunks)
 
     async def close(self) -> None:
-        await self.store.objects.close()
+        await self.store.close()

@@ -69,7 +69,7 @@ class DirectSegmentWriter:
         await _within(timeout_s, f"delete of {metadata.remote_log_segment_id}", delete)
 
     async def close(self) -> None:
-        await self.store.objects.close()
+        await self.store.close()
 
 
 async def _within(timeout_s: float | None, what: str, call: Awaitable[T]) -> T:

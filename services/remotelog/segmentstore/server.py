@@ -19,7 +19,7 @@ SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
 async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
     async with AsyncExitStack() as stack:
         store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
-        stack.push_async_callback(store.objects.close)
+        stack.push_async_callback(store.close)
         if config.short_circuit_socket_path:
             short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
             await short_circuit.start()

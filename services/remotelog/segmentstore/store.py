@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -45,7 +46,10 @@ from remotelog.segmentstore.layout import (
     SegmentKeys,
 )
 
+log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("remotelog.segmentstore")
+# How long close() waits for the cleanups of failed copies before cancelling them.
+_DISCARD_GRACE_S = 10.0
 # Chunks of a long log read fetched ahead of the consumer (memory: this x chunk size).
 _READ_AHEAD_CHUNKS = 4
 _meter = metrics.get_meter("remotelog.segmentstore")
@@ -104,6 +108,18 @@ class SegmentStore:
         self.objects = objects
         self.options = options
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
+        # Cleanups of failed copies still running after their call was cancelled.
+        self._discards: set[asyncio.Task[None]] = set()
+
+    async def close(self) -> None:
+        """Let the cleanups of failed copies finish, then close the backend under them."""
+        if self._discards:
+            _, late = await asyncio.wait(self._discards, timeout=_DISCARD_GRACE_S)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+        await self.objects.close()
 
     def keys(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
         return SegmentKeys.of(self.options.key_prefix, metadata)
@@ -202,15 +218,24 @@ class SegmentStore:
             self._manifests.pop(keys.base, None)
             return log_size + len(body)
         except BaseException:
-            # Shielded: a cancelled call (client gone) is cancelled again by grpc
-            # while cleaning up; the cleanup still runs to its end.
-            await asyncio.shield(self._discard(upload, keys, written_objects))
+            # A shielded task: a cancelled call (client gone) is cancelled again by
+            # grpc while cleaning up; the cleanup still runs to its end, close()
+            # waits for it, and its failure is logged, not left unretrieved.
+            discard = asyncio.create_task(self._discard(upload, keys, written_objects))
+            self._discards.add(discard)
+            discard.add_done_callback(self._discarded)
+            await asyncio.shield(discard)
             raise
 
     async def _discard(self, upload: Upload, keys: SegmentKeys, written_objects: bool) -> None:
         await upload.abort()
         if written_objects:
             await self.objects.delete(list(keys.all))
+
+    def _discarded(self, task: asyncio.Task[None]) -> None:
+        self._discards.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("a failed copy's cleanup failed; it may leave objects behind: %s", exc)
 
     def _custom_metadata(self, size: int, keys: SegmentKeys) -> bytes | None:
         """Remote size and object prefix, as many as fit the configured maximum."""
