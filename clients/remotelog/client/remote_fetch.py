@@ -43,7 +43,8 @@ class RecordChunk:
     """Whole batches of a bulk read.
 
     `records` is a read-only view of the message the chunk arrived in, not a
-    copy: at a GB/s, copying every chunk out was a sixth of the reader's CPU.
+    copy: at bulk-read rates, copying every chunk out is a large share of the
+    reader's CPU.
     Anything that reads buffers (struct, the record decoder, a file's write)
     takes it as it is; `bytes(records)` makes bytes of it.
     """

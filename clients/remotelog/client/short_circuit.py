@@ -196,8 +196,8 @@ class _Kept:
 
 class Descriptors(Generic[K]):
     """Descriptors of stored logs read recently, so the next read of one asks the store
-    nothing: a Fetch is then a pread, where asking cost a round trip to the store's
-    process (0.6 ms at the median on a busy host).
+    nothing: a Fetch is then a pread, where asking costs a round trip to the store's
+    process.
 
     Each use checks that the file still has a name (fstat: a link count of 0):
     the store replaces an object by renaming a new file over it and deletes by

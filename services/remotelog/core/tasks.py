@@ -74,9 +74,9 @@ A = TypeVar("A")
 class BatchedCalls(Generic[A, T]):
     """Calls of one blocking function from many tasks, run together in one worker-thread hop.
 
-    A hop to a worker thread costs about 100 us of CPU here (a wake-up each
-    way and a GIL hand-off), several times what a small blocking call such as
-    a directory scan costs itself. Calls made while a hop is pending or running
+    A hop to a worker thread (a wake-up each way and a GIL hand-off) costs
+    several times what a small blocking call such as a directory scan costs
+    itself. Calls made while a hop is pending or running
     join the next one, up to `max_batch` per hop; each caller gets its own
     result or its own exception. A cancelled caller's result is dropped.
     """

@@ -13,9 +13,9 @@ One departure from Kafka: a bucket of the third wheel or above spans more
 than the first wheel, so when it expires only its tasks due within the first
 wheel's span are re-inserted at once. The rest stay in the bucket, detached
 from its wheel ("staged"), and are re-inserted a slice per tick, all before
-the earliest of them could be due. Re-inserting 8,000 tasks in one go stalls
-a Python event loop for about 6 ms, and every expiry due meanwhile fires that
-late; Kafka does it on its reaper thread, at JVM speed.
+the earliest of them could be due. Re-inserting thousands of tasks in one go
+stalls a Python event loop for milliseconds, and every expiry due meanwhile
+fires that late; Kafka does it on its reaper thread, at JVM speed.
 
 Nothing here reads a clock or sleeps: `advance(now_ms)` returns what expired.
 The asyncio purgatory drives it with a reaper (remotelog.core.purgatory).

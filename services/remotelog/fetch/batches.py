@@ -31,7 +31,7 @@ class Batches:
 
     `data` is a view of the one chunk they were fed in when they came in one:
     the message that carries them copies them, so copying here too would be a
-    second copy (0.1 ms a MiB, a tenth of a Fetch's CPU).
+    second copy of every byte.
     """
 
     data: Piece

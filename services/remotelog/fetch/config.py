@@ -52,11 +52,10 @@ class RemoteFetchConfig(TierClientSettings):
     )
     bulk_chunk_bytes: int = setting(
         "remote.fetch.bulk.chunk.bytes",
-        # Each message costs the service ~0.2 ms beyond its bytes (asyncio, gRPC,
-        # the batch walk), a sixth of a 1 MiB message's CPU. At 4 MiB each stage's
-        # copy (into the message, gRPC's slice, the socket; on the client the
-        # receive and the slice out) finds its source out of the CPU cache: per
-        # byte both ends cost a fifth more than at 2 MiB (bench/fetch.py).
+        # Each message has a fixed cost beyond its bytes (asyncio, gRPC, the batch
+        # walk), so messages are not small; at 4 MiB each stage's copy (into the
+        # message, gRPC's slice, the socket; on the client the receive and the
+        # slice out) finds its source out of the CPU cache (bench/README.md).
         2 * 1024 * 1024,
         "Default size of the chunks ReadOffsetRange streams",
         min=64 * 1024,

@@ -9,9 +9,9 @@ expired) is cancelled where it runs, or skipped if it has not started.
 
 A read starts as its own task the moment a slot is free, and a finishing read
 starts the next queued one: no long-lived worker sits between the caller and
-its read. A worker taking each read from a queue cost two more turns of the
-event loop per read (the worker's wake-up, then its wait on the read): 40 us
-of a 300 us Fetch served from the page cache.
+its read. A worker taking each read from a queue costs two more turns of the
+event loop per read (the worker's wake-up, then its wait on the read), which
+is a good part of a Fetch served from the page cache.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Reads that never wait for a disk: the bytes if all are in the page cache, else None.
 
 A Fetch reads about a MiB of a segment; when the kernel holds those bytes (a
-segment just tiered, or read a moment ago) the copy takes about 0.1 ms, while
-a hop to a reader thread and back costs 0.2 ms at the median and 0.4-0.6 ms
-at the tail. `pread_cached` lets the caller copy on its own thread (the event
-loop) when no wait is possible, and take the hop only for bytes that must
-come from a disk. Linux only (preadv2 with RWF_NOWAIT); elsewhere it always
-answers None and every read takes the hop, as before.
+segment just tiered, or read a moment ago) the copy costs less than a hop to
+a reader thread and back, and far less than the hop's tail. `pread_cached`
+lets the caller copy on its own thread (the event loop) when no wait is
+possible, and take the hop only for bytes that must come from a disk. Linux
+only (preadv2 with RWF_NOWAIT); elsewhere it always answers None and every
+read takes the hop.
 
 The compiled `_pagecache.pread_cached` reads straight into a new bytes object;
 without it, `os.preadv` reads into a bytearray that is then copied.

@@ -1,6 +1,6 @@
 """Kafka's compression codecs, framed exactly as the Java client writes them.
 
-gzip: a gzip member (isal, about 2.6x zlib). snappy: Kafka's Java producer
+gzip: a gzip member (isal, for speed over zlib). snappy: Kafka's Java producer
 writes the xerial-framed stream (magic header, then length-prefixed raw
 blocks); librdkafka writes raw snappy; both are read. lz4: the LZ4 frame
 format. zstd: a zstd frame.

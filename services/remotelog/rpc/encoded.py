@@ -9,7 +9,7 @@ before. The wire is the same either way.
 
 Bulk requests (a copy's chunks) go the other way: a method may be given a
 decoder that reads the request's bytes itself, answering None for any message
-it does not take, which protobuf then parses as before.
+it does not take, which protobuf then parses.
 """
 
 from __future__ import annotations

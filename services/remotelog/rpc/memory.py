@@ -6,9 +6,8 @@ The services move data in chunks of about 1 MiB: each Fetch, each streamed
 chunk allocates a few such buffers and frees them a moment later. glibc's
 defaults return a freed chunk that size to the kernel (munmap, or a heap trim
 past 128 KiB of free top), so the next buffer of the same size is mapped anew
-and every one of its 256 pages faults on first touch: 0.3-0.5 ms per MiB, more
-than the copy itself. Measured on a 1 MiB Fetch: p99 3.3-4.4 ms with the
-defaults, 3.0-3.3 ms with the thresholds below.
+and every one of its 256 pages faults on first touch, which costs more than
+the copy itself and shows in the Fetch latency tail.
 
 A fixed mmap threshold of 32 MiB (glibc's own ceiling for its adaptive
 threshold) serves those buffers from the heap, and a trim threshold of 64 MiB
@@ -16,11 +15,11 @@ keeps up to that much freed memory in the heap for the next one. The resident
 size grows by at most that much over the working set. Not glibc (musl, macOS):
 nothing to tune, nothing done.
 
-Start-up objects out of the garbage collector's reach: a service holds about
-77,000 objects once started (modules, protobuf descriptors, gRPC, OpenTelemetry)
-that live as long as the process, and each full collection walked them all:
-15-20 ms, the slowest Fetch of a run. After `gc.freeze()` a full collection
-walks only what was made since.
+Start-up objects out of the garbage collector's reach: a started service holds
+tens of thousands of objects (modules, protobuf descriptors, gRPC,
+OpenTelemetry) that live as long as the process, and each full collection
+walked them all, making the slowest Fetch of a run. After `gc.freeze()` a full
+collection walks only what was made since.
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ class HighWatermarkCheckpoints:
     """Each log dir's `replication-offset-checkpoint`, parsed once per version of the file.
 
     The file holds a line for every partition of the log dir, and every run of
-    every partition needs its own line: parsing it per scan cost O(partitions)
-    each time, O(partitions^2) per task interval (10,000 partitions: a core).
+    every partition needs its own line: parsing it per scan costs O(partitions)
+    each time, O(partitions^2) per task interval.
     Kafka replaces the file by rename (as does PartitionLog), so inode, mtime
     and size name a version, except that a file changed again within the
     filesystem's timestamp tick can look the same: as git does with its index,

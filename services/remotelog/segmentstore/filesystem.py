@@ -162,8 +162,8 @@ class FileSystemStore:
     def path(self, key: str) -> Path:
         """The file of `key`; keys that would leave the root are refused.
 
-        Resolved once per key (a Fetch resolving it anew spent 50 us on lstat
-        calls and pathlib); the cache is dropped whole when it fills.
+        Resolved once per key (resolving it anew costs a Fetch lstat calls and
+        pathlib work); the cache is dropped whole when it fills.
         """
         path = self._paths.get(key)
         if path is None:

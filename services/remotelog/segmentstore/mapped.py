@@ -2,10 +2,8 @@
 
 A Fetch of a page-cached MiB read it twice: the kernel copied it into a new
 bytes object (pread with RWF_NOWAIT, fileio/pagecache.py), then the fetch service
-copied it again into its response. In the fetch service's process the two
-took 170 us and 110 us of the 1.3 ms of CPU a Fetch cost. A view of a
-mapping of the file costs no copy until the response is built: the server
-then spent 0.15-0.2 ms less per Fetch.
+copied it again into its response; the two were a fifth of a Fetch's CPU. A
+view of a mapping of the file costs no copy until the response is built.
 
 Two things the pread gave for free are kept:
 
@@ -18,7 +16,7 @@ Two things the pread gave for free are kept:
   `available()` is False and the store keeps its preads.
 - **Seeing the file as it is now.** Each read stats the path: a file renamed
   over (a retried upload) or deleted (retention) drops its mapping, so a
-  deleted file answers "not found" as before. A kept mapping and its
+  deleted file answers "not found" as a pread would. A kept mapping and its
   descriptor pin a deleted file's disk space, so mappings are few
   (`max_files`) and dropped after `idle_s` without a read.
 

@@ -45,8 +45,7 @@ def decode_copy_request(raw: bytes) -> DecodedChunk | None:
     """A chunk request with a view of its data; None for the rest (protobuf reads them).
 
     protobuf copies a chunk's data when it parses the message and again for
-    `.data`: 92 us per 1 MiB chunk in a service's heap, against 40 us sliced,
-    and nothing for a view.
+    `.data`; a view copies nothing.
     """
     split = bulk_wire.split_embedded_bytes_field(raw, _CHUNK_FIELD, _DATA_FIELD)
     if split is None:

@@ -1,17 +1,17 @@
 """Starting the disk write of an upload's bytes while the rest still arrives.
 
 An upload's fsync at the end waits for every byte the kernel still holds
-dirty; written in one go, 64 MiB took 35 ms of a 64 ms copy here. Asking the
+dirty; written in one go, that wait is half of a large copy. Asking the
 kernel to start writing each few MiB as soon as it is written
 (sync_file_range with SYNC_FILE_RANGE_WRITE: start writeback, wait for
 nothing) overlaps the disk with the receiving, and the final fsync finds
-almost nothing left (4 ms). RocksDB's `bytes_per_sync` does the same for
+almost nothing left. RocksDB's `bytes_per_sync` does the same for
 the same reason. It changes no guarantee: durability still comes from the
 fsync before the rename, only sooner.
 
 Linux only (glibc's sync_file_range through ctypes); elsewhere, or on a file
 system that does not support it, `start_writeback` answers False and the
-upload leaves it all to its fsync, as before.
+upload leaves it all to its fsync.
 """
 
 from __future__ import annotations
