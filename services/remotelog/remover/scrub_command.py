@@ -50,7 +50,8 @@ def render(report: ScrubReport, where: str, now: float) -> list[str]:
         for o in report.orphans
     ]
     lines += [
-        f"upload  {u.key}  started {_age(now, u.initiated_s)} ago  (incomplete upload)"
+        f"upload  {u.key}  id {u.upload_id}  started {_age(now, u.initiated_s)} ago"
+        "  (incomplete upload)"
         for u in report.uploads
     ]
     lines += [

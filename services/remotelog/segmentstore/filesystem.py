@@ -258,13 +258,20 @@ class FileSystemStore:
             yield StoredObject(key, stat.st_size, stat.st_mtime)
 
     async def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
-        for key, stat in await self._run(partial(self._walk, prefix, True)):
-            yield IncompleteUpload(key, key.rsplit("/", 1)[-1], stat.st_mtime)
+        # As S3 lists them: the key the upload was for, and the upload's own id (here
+        # its temp file's name, `<name>.<token>.tmp`, beside where the object goes).
+        for temp, stat in await self._run(partial(self._walk, prefix, True)):
+            directory, _, name = temp.rpartition("/")
+            key = f"{directory}/{name.rsplit('.', 2)[0]}" if directory else name.rsplit(".", 2)[0]
+            yield IncompleteUpload(key, name, stat.st_mtime)
 
     async def abort_upload(self, upload: IncompleteUpload) -> None:
-        if not upload.key.endswith(TMP_SUFFIX):
-            raise RemoteStorageError(f"{upload.key!r} is not an upload's temp file")
-        await self._run(partial(self.path(upload.key).unlink, missing_ok=True))
+        directory, _, name = upload.key.rpartition("/")
+        temp = upload.upload_id
+        if "/" in temp or not (temp.startswith(f"{name}.") and temp.endswith(TMP_SUFFIX)):
+            raise RemoteStorageError(f"{temp!r} is not a temp file of an upload of {upload.key!r}")
+        path = self.path(f"{directory}/{temp}" if directory else temp)
+        await self._run(partial(path.unlink, missing_ok=True))
 
     async def close(self) -> None:
         self._mapped.close()

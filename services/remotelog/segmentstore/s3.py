@@ -392,9 +392,11 @@ class S3Upload:
         upload_id, self._upload_id = self._upload_id, None
         if upload_id is not None:
             store = self._store
-            await store.call(
-                self._key,
-                lambda: store._client.abort_multipart_upload(
-                    Bucket=store.bucket, Key=self._key, UploadId=upload_id
-                ),
-            )
+            # Already gone (a scrub aborted it meanwhile) is what abort wants.
+            with contextlib.suppress(RemoteResourceNotFoundError):
+                await store.call(
+                    self._key,
+                    lambda: store._client.abort_multipart_upload(
+                        Bucket=store.bucket, Key=self._key, UploadId=upload_id
+                    ),
+                )
