@@ -10,33 +10,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest_asyncio
-from support.services import BackendStack, ServiceRunning, load_properties
+from support.services import (
+    CLIENT_OPTIONS,
+    BackendStack,
+    ServiceRunning,
+    load_properties,
+    new_partition,
+    service_properties,
+    started,
+)
 from support.tiering import TieredSegment, batch, tier_directory, tier_segment
 
-from remotelog.client import ClientOptions, RemoteFetchClient
-from remotelog.core.backoff import ExponentialBackoff
+from remotelog.client import RemoteFetchClient
 from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
 
 BIG_BATCH_BYTES = 256 * 1024
-CLIENT_OPTIONS = ClientOptions(
-    timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
-)
 
 
 def fetch_config(tmp: Path, store_port: int, metadata_port: int, name: str = "fetch", **extra):
-    properties = {
-        "listen.address": "127.0.0.1:0",
-        "segment.store.address": f"127.0.0.1:{store_port}",
-        "metadata.manager.address": f"127.0.0.1:{metadata_port}",
-        "remote.log.index.file.cache.dir": str(tmp / name / "index-cache"),
-        "remote.log.manager.task.retry.backoff.ms": "20",
-        "remote.log.manager.task.retry.backoff.max.ms": "200",
-        "remote.fetch.max.wait.ms": "5000",
-        **extra,
-    }
+    properties = service_properties(
+        store_port,
+        metadata_port,
+        **{
+            "remote.log.index.file.cache.dir": str(tmp / name / "index-cache"),
+            "remote.log.manager.task.retry.backoff.ms": "20",
+            "remote.log.manager.task.retry.backoff.max.ms": "200",
+            "remote.fetch.max.wait.ms": "5000",
+            **extra,
+        },
+    )
     return load_properties(RemoteFetchConfig, tmp / f"{name}.properties", properties)
 
 
@@ -67,14 +72,14 @@ class FetchStack(BackendStack):
         return b"".join(s.log for s in self.partitions[name][1])
 
     async def tier_directory(self, name: str, directory: Path) -> TopicIdPartition:
-        tip = TopicIdPartition(uuid.uuid4(), name, 0)
+        tip = new_partition(name)
         segments = await tier_directory(self.store.client, self.metadata.client, tip, directory)
         self.partitions[name] = (tip, segments)
         return tip
 
     async def tier_batches(self, name: str, segments: list[list[bytes]], ends=None):
         """Synthetic segments of the given batches; `ends` overrides metadata end offsets."""
-        tip = TopicIdPartition(uuid.uuid4(), name, 0)
+        tip = new_partition(name)
         tiered = []
         for number, batches in enumerate(segments):
             log = b"".join(batches)
@@ -140,9 +145,9 @@ def transactional_log(root: Path) -> PartitionLog:
 async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
     """Both real logs, a transactional log and a log with an offset gap, tiered; a fetch service."""
     tmp = tmp_path_factory.mktemp(f"fetch-{request.param}")
-    stack = FetchStack(tmp, broker.bootstrap_servers, s3_endpoint, request.param)
-    await stack.start()
-    try:
+    async with started(
+        FetchStack(tmp, broker.bootstrap_servers, s3_endpoint, request.param)
+    ) as stack:
         await stack.tier_directory("timeindex", kafka_logs / "timeindex_test")
         await stack.tier_directory("topic_a", kafka_logs / "test_topic_a-0")
         txn_log = transactional_log(tmp / "broker")
@@ -167,5 +172,3 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
             },
         )
         yield stack
-    finally:
-        await stack.stop()

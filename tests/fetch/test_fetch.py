@@ -1,15 +1,14 @@
 """Fetch, ReadOffsetRange and ListOffsets over tiered broker-written logs, on both backends."""
 
 import itertools
-import uuid
 
 import grpc
 import pytest
+from support.services import new_partition
 from support.telemetry import counter
 
 from remotelog.client import FetchPartition
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
-from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import INDEX_SLACK_BYTES
 from remotelog.kafka.records import decode_records, iter_batches
 
@@ -98,7 +97,7 @@ async def test_multi_partition_fetch_answers_each_partition_in_order(tiered):
     names = ["timeindex", "topic_a", "txns", "gapped"]
     asked = [FetchPartition(tiered.tip(n), 0, 64 * 1024) for n in names]
     # A partition with nothing tiered answers on its own, without failing the rest.
-    beyond = FetchPartition(TopicIdPartition(uuid.uuid4(), "ghost", 0), 0, 1024)
+    beyond = FetchPartition(new_partition("ghost"), 0, 1024)
     results = await client.fetch([*asked, beyond], max_bytes=10 * MIB)
     assert [r.topic_id_partition for r in results] == [
         p.topic_id_partition for p in [*asked, beyond]

@@ -1,6 +1,7 @@
 """A slow store, a full reader queue, a store outage, the index cache's bound and restarts."""
 
 import asyncio
+import contextlib
 import time
 import uuid
 
@@ -8,7 +9,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2
-from support.services import start_store
+from support.services import started
 from support.serving import serve_until_sigterm
 from support.telemetry import counter
 from support.waiting import eventually
@@ -37,25 +38,27 @@ def indexed_log(root, name: str) -> PartitionLog:
     return log
 
 
-async def make_stack(backend, tmp_path, broker, s3_endpoint):
-    stack = FetchStack(tmp_path, broker.bootstrap_servers, s3_endpoint, backend)
-    await stack.start()
-    await stack.tier_directory("indexed", indexed_log(tmp_path / "broker", "indexed").directory)
-    return stack
+@contextlib.asynccontextmanager
+async def indexed_stack(backend, tmp_path, broker, s3_endpoint):
+    """A stack on `backend` with the indexed log tiered as "indexed"."""
+    async with started(
+        FetchStack(tmp_path, broker.bootstrap_servers, s3_endpoint, backend)
+    ) as stack:
+        log = indexed_log(tmp_path / "broker", "indexed")
+        await stack.tier_directory("indexed", log.directory)
+        yield stack
 
 
 @pytest_asyncio.fixture
 async def s3_stack(tmp_path, broker, s3_endpoint):
-    stack = await make_stack("s3", tmp_path, broker, s3_endpoint)
-    yield stack
-    await stack.stop()
+    async with indexed_stack("s3", tmp_path, broker, s3_endpoint) as stack:
+        yield stack
 
 
 @pytest_asyncio.fixture
 async def fs_stack(tmp_path, broker, s3_endpoint):
-    stack = await make_stack("filesystem", tmp_path, broker, s3_endpoint)
-    yield stack
-    await stack.stop()
+    async with indexed_stack("filesystem", tmp_path, broker, s3_endpoint) as stack:
+        yield stack
 
 
 def segment_starts(stack, name="indexed"):
@@ -118,8 +121,7 @@ async def test_store_outage_is_retried_until_the_store_returns(fs_stack):
     running = await fs_stack.start_fetch()
     tip = fs_stack.tip("indexed")
     port = fs_stack.store.service.port
-    await fs_stack.store.client.close()
-    await fs_stack.store.service.stop(0)
+    await fs_stack.stop_store(0)
 
     # Down for good within the deadline: a retriable error, after retries.
     with pytest.raises(RemoteLogError) as info:
@@ -128,13 +130,7 @@ async def test_store_outage_is_retried_until_the_store_returns(fs_stack):
 
     async def restart_later():
         await asyncio.sleep(0.7)
-        fs_stack.store = await start_store(
-            "filesystem",
-            fs_stack.tmp,
-            fs_stack.s3_endpoint,
-            "",
-            **{"listen.address": f"127.0.0.1:{port}"},
-        )
+        await fs_stack.start_store(**{"listen.address": f"127.0.0.1:{port}"})
 
     restart = asyncio.ensure_future(restart_later())
     started = time.monotonic()

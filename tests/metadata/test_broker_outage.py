@@ -9,11 +9,10 @@ import uuid
 
 import pytest
 from support.s3 import s3_client
-from support.services import metadata_config
+from support.services import metadata_config, new_partition
 from support.waiting import eventually
 
 from remotelog.core.errors import MetadataTopicUnavailableError
-from remotelog.core.model import TopicIdPartition
 from remotelog.dev.broker import EmbeddedBroker
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
@@ -45,7 +44,7 @@ async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_pa
     )
     manager = TopicBasedRemoteLogMetadataManager(config)
     await manager.start()
-    tip = TopicIdPartition(uuid.uuid4(), "durable", 0)
+    tip = new_partition("durable")
     manager.on_partition_leadership_changes([tip], [])
     try:
         await eventually(lambda: manager.is_ready(tip), interval_s=0.01)

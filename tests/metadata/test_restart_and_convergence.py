@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
-from support.services import metadata_config
+from support.services import metadata_config, new_partition
 from support.waiting import eventually
 
 from remotelog.core.errors import InvalidStateTransitionError
@@ -19,7 +19,7 @@ from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
 
 
 def partitions(count: int) -> list[TopicIdPartition]:
-    return [TopicIdPartition(uuid.uuid4(), "events", p) for p in range(count)]
+    return [new_partition("events", p) for p in range(count)]
 
 
 @pytest_asyncio.fixture

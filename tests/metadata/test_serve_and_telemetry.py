@@ -1,14 +1,12 @@
 """`remotelog serve metadata-manager`: health, graceful stop with a snapshot; metrics."""
 
 import subprocess
-import uuid
 
 from grpc_health.v1 import health_pb2
-from support.services import metadata_config, start_metadata
+from support.services import metadata_config, new_partition, start_metadata
 from support.serving import serve_until_sigterm
 from support.telemetry import metric_points
 
-from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.rpc.serve import serve_command
 
@@ -25,7 +23,7 @@ async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_p
         writes_before = sum(
             p.count for p in metric_points(reader, "RemoteLogMetadataWriteLatencyMs")
         )
-        tip = TopicIdPartition(uuid.uuid4(), "metered", 0)
+        tip = new_partition("metered")
         for number in range(3):
             metadata = metadata_of(tip, Seg(f"m{number}", number * 10, number * 10 + 9, {0: 0}))
             await running.client.add_remote_log_segment_metadata(metadata)

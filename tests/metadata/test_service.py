@@ -4,6 +4,7 @@ import uuid
 
 import grpc
 import pytest
+from support.services import new_partition
 from support.waiting import eventually
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
@@ -15,7 +16,7 @@ from remotelog.core.errors import (
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
 )
-from remotelog.core.model import RemotePartitionDeleteMetadata, TopicIdPartition
+from remotelog.core.model import RemotePartitionDeleteMetadata
 from remotelog.core.states import RemotePartitionDeleteState as D
 
 from .scenarios import (
@@ -29,10 +30,6 @@ from .scenarios import (
     run,
     update_of,
 )
-
-
-def new_partition(topic: str = "orders", partition: int = 0) -> TopicIdPartition:
-    return TopicIdPartition(uuid.uuid4(), topic, partition)
 
 
 class ClientTarget:

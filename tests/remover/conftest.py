@@ -6,44 +6,44 @@ from dataclasses import dataclass, field
 import pytest_asyncio
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from support.services import PARTITIONS, BackendStack, ServiceRunning, load_properties
+from support.services import (
+    CLIENT_OPTIONS,
+    PARTITIONS,
+    BackendStack,
+    ServiceRunning,
+    load_properties,
+    started,
+)
 from support.tiering import batch, tier_segment
 
-from remotelog.client import ClientOptions, PartitionRemoverClient
-from remotelog.core.backoff import ExponentialBackoff
+from remotelog.client import PartitionRemoverClient
 from remotelog.core.metadata_serde import deserialize, serialize
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
-    kafka_uuid_str,
 )
 from remotelog.core.partitioner import metadata_partition
 from remotelog.metadata.topic import METADATA_TOPIC
 from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.server import start_partition_remover
 
-CLIENT_OPTIONS = ClientOptions(
-    timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
-)
-
 
 def remover_properties(stack, **extra: str) -> dict[str, str]:
-    return {
-        "listen.address": "127.0.0.1:0",
-        "segment.store.address": f"127.0.0.1:{stack.store.service.port}",
-        "metadata.manager.address": f"127.0.0.1:{stack.metadata.service.port}",
-        "bootstrap.servers": stack.bootstrap,
-        "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
-        "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
-        "remote.partition.remover.consumer.group.id": stack.group_id,
-        "remote.partition.remover.lease.ms": "1000",
-        "remote.partition.remover.rpc.timeout.ms": "10000",
-        "remote.log.manager.task.retry.backoff.ms": "20",
-        "remote.log.manager.task.retry.backoff.max.ms": "200",
-        **extra,
-    }
+    return stack.service_properties(
+        **{
+            "bootstrap.servers": stack.bootstrap,
+            "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
+            "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
+            "remote.partition.remover.consumer.group.id": stack.group_id,
+            "remote.partition.remover.lease.ms": "1000",
+            "remote.partition.remover.rpc.timeout.ms": "10000",
+            "remote.log.manager.task.retry.backoff.ms": "20",
+            "remote.log.manager.task.retry.backoff.max.ms": "200",
+            **extra,
+        }
+    )
 
 
 @dataclass
@@ -73,12 +73,6 @@ class RemoverStack(BackendStack):
             )
             tiered.append(segment.metadata)
         return tiered
-
-    def objects_of(self, tip: TopicIdPartition) -> dict[str, int]:
-        return self.store.objects(f"{tip.topic}-{kafka_uuid_str(tip.topic_id)}/{tip.partition}/")
-
-    async def segments(self, tip: TopicIdPartition):
-        return [s async for s in self.metadata.client.list_remote_log_segments(tip)]
 
     def committed(self, tip: TopicIdPartition) -> int:
         """The removers' committed offset of the partition's metadata partition."""
@@ -144,7 +138,5 @@ def lifecycle(events) -> list[str]:
 
 @pytest_asyncio.fixture
 async def stack(tmp_path, broker, s3_endpoint):
-    running = RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint)
-    await running.start()
-    yield running
-    await running.stop()
+    async with started(RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint)) as running:
+        yield running

@@ -6,6 +6,7 @@ import uuid
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from support.services import new_partition
 from support.serving import serve_until_sigterm
 from support.telemetry import counter, metric_points
 from support.waiting import eventually
@@ -78,7 +79,7 @@ async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(
 
 
 async def test_a_duplicate_marker_is_processed_once(stack):
-    tip = TopicIdPartition(uuid.uuid4(), "payments", 0)
+    tip = new_partition("payments")
     segments = await stack.tier(tip, 2)
     remover = await stack.start_remover()
     await remover.client.mark_partitions_for_deletion([tip])
@@ -113,7 +114,7 @@ async def test_a_store_outage_is_retried_without_committing_past_the_marker(
 ):
     reader, _ = telemetry
     topic = f"outage-{uuid.uuid4().hex[:6]}"
-    tip = TopicIdPartition(uuid.uuid4(), topic, 0)
+    tip = new_partition(topic)
     segments = await stack.tier(tip, 2)
     remover = await stack.start_remover(**{"remote.partition.remover.rpc.timeout.ms": "1000"})
     s3_faults("503", 100_000, "DELETE")  # down until cleared
@@ -141,7 +142,7 @@ async def test_a_store_outage_is_retried_without_committing_past_the_marker(
 
 async def test_status_and_marking_errors_name_the_problem(stack):
     remover = await stack.start_remover()
-    never = TopicIdPartition(uuid.uuid4(), "never", 0)
+    never = new_partition("never")
     with pytest.raises(UnknownTopicOrPartitionError, match="never marked"):
         await remover.client.deletion_status(never)
     stub = pb_grpc.PartitionRemoverServiceStub(remover.client.channel)
@@ -162,7 +163,7 @@ async def test_status_and_marking_errors_name_the_problem(stack):
 
 
 async def test_a_remover_killed_midway_is_finished_by_another_instance(stack, redis_url, s3_faults):
-    tip = TopicIdPartition(uuid.uuid4(), "killed", 0)
+    tip = new_partition("killed")
     segments = await stack.tier(tip, 4)
     redis = {"redis.url": redis_url}
     stack.config("first", **redis)
@@ -216,7 +217,7 @@ async def test_pending_deletions_list_and_gauge_while_the_store_is_down(
     stack, telemetry, s3_faults
 ):
     reader, _ = telemetry
-    tips = [TopicIdPartition(uuid.uuid4(), name, 0) for name in ("b-topic", "a-topic")]
+    tips = [new_partition(name) for name in ("b-topic", "a-topic")]
     for tip in tips:
         await stack.tier(tip, 1)
     remover = await stack.start_remover(**{"remote.partition.remover.rpc.timeout.ms": "1000"})

@@ -2,9 +2,9 @@
 tests, where they apply): offload, local deletion, reading everything back, restarts."""
 
 import json
-import tempfile
 
 import pytest
+from support.services import new_partition
 from support.waiting import eventually
 
 from remotelog.client import PartitionAssignment
@@ -12,13 +12,9 @@ from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionE
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.scheduler.scheduler import Kind
 
-from .conftest import FINISHED, Broker, new_partition
+from .conftest import FINISHED, Broker
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
-
-
-async def state_of(running, tip):
-    return await running.client.partition_state(tip)
 
 
 async def test_offload_local_deletion_and_every_record_from_remote_after_a_restart(stack, tmp_path):
@@ -29,13 +25,13 @@ async def test_offload_local_deletion_and_every_record_from_remote_after_a_resta
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
 
     async def offloaded():
-        state = await state_of(scheduler, tip)
+        state = await scheduler.state_of(tip)
         return state.highest_tiered_offset == broker.rolled_end and state.copy_lag_segments == 0
 
     await eventually(offloaded)
     # Local retention freed every tiered segment; the active one stays.
     await eventually(lambda: len(list(broker.directory.glob("*.log"))) == 1)
-    state = await state_of(scheduler, tip)
+    state = await scheduler.state_of(tip)
     assert state.local_log_start_offset == broker.log.active_segment.base_offset
     assert state.log_start_offset == 0
     assert state.last_error_message == ""
@@ -110,14 +106,14 @@ async def test_untiered_and_unstable_segments_stay_local(fs_stack, tmp_path):
     scheduler = await fs_stack.start_scheduler(**{"log.local.retention.ms": "1"})
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
 
-    await eventually(lambda: _highest(scheduler, tip, 29))
+    await eventually(lambda: scheduler.tiered_to(tip, 29))
 
     # Local retention follows the copy within the run: the state may be seen between.
     async def retained():
-        return (await state_of(scheduler, tip)).local_log_start_offset == 30
+        return (await scheduler.state_of(tip)).local_log_start_offset == 30
 
     await eventually(retained)
-    state = await state_of(scheduler, tip)
+    state = await scheduler.state_of(tip)
     assert state.highest_tiered_offset == 29
     assert state.copy_lag_segments == 2
     assert sorted(p.name for p in broker.directory.glob("*.log")) == [
@@ -126,11 +122,7 @@ async def test_untiered_and_unstable_segments_stay_local(fs_stack, tmp_path):
         "00000000000000000090.log",
     ]
     broker.log.set_high_watermark(broker.log.log_end_offset)
-    await eventually(lambda: _highest(scheduler, tip, 89))
-
-
-async def _highest(scheduler, tip, offset):
-    return (await state_of(scheduler, tip)).highest_tiered_offset == offset
+    await eventually(lambda: scheduler.tiered_to(tip, 89))
 
 
 async def test_list_offsets_answers_kafkas_tiered_sentinels(fs_stack, tmp_path):
@@ -141,7 +133,7 @@ async def test_list_offsets_answers_kafkas_tiered_sentinels(fs_stack, tmp_path):
     scheduler = await fs_stack.start_scheduler()
     client = scheduler.client
     await client.on_partition_leadership_changes([broker.assignment(epoch=3)])
-    await eventually(lambda: _highest(scheduler, tip, 59))
+    await eventually(lambda: scheduler.tiered_to(tip, 59))
 
     assert await client.list_offsets(tip, -4) == (0, 0)  # nothing deleted locally
     assert await client.list_offsets(tip, -5) == (59, 0)
@@ -160,7 +152,7 @@ async def test_custom_metadata_over_the_cap_deletes_the_copy_and_stops_copying(f
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
 
     async def stopped():
-        state = await state_of(scheduler, tip)
+        state = await scheduler.state_of(tip)
         return state.last_error_message and state
 
     state = await eventually(stopped)
@@ -181,7 +173,7 @@ async def test_a_stale_leader_copies_nothing(fs_stack, tmp_path):
     await scheduler.client.on_partition_leadership_changes([broker.assignment(epoch=2)])
     await eventually(lambda: scheduler.scheduler.runs[Kind.COPY] >= 3)
     assert await fs_stack.segments(tip) == []
-    assert (await state_of(scheduler, tip)).highest_tiered_offset == -1
+    assert (await scheduler.state_of(tip)).highest_tiered_offset == -1
 
 
 async def test_bad_assignments_are_refused_naming_the_field(fs_stack, tmp_path):
@@ -217,28 +209,16 @@ async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tm
     brokers = [Broker(tmp_path / "broker-0", t) for t in (tip, gone)]
     for broker in brokers:
         broker.segments(3)
-    storage = stack.store.config
     scheduler = await stack.start_scheduler(
         **{
             "remote.log.manager.direct.storage.write.enabled": "true",
             "segment.store.address": "127.0.0.1:1",  # never called: nothing listens there
-            "storage.backend": stack.backend,
-            "storage.root": storage.storage_root,
-            "storage.s3.bucket.name": storage.s3_bucket_name,
-            "storage.s3.endpoint.url": storage.s3_endpoint_url,
-            "storage.s3.path.style.access.enabled": "true",
-            "storage.aws.access.key.id": "test",
-            "storage.aws.secret.access.key": "test",
+            **stack.storage_properties(),
         }
     )
     await scheduler.client.on_partition_leadership_changes([b.assignment() for b in brokers])
     for broker in brokers:
-
-        async def tiered(broker=broker):
-            state = await state_of(scheduler, broker.tip)
-            return state.highest_tiered_offset == broker.rolled_end
-
-        await eventually(tiered)
+        await eventually(lambda broker=broker: scheduler.tiered_to(broker.tip, broker.rolled_end))
 
     segments = await stack.segments(tip)
     assert [(s.start_offset, s.end_offset, s.state) for s in segments] == [
@@ -264,32 +244,22 @@ async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tm
 async def test_copies_through_the_stores_short_circuit(stack, tmp_path):
     """With the store's short-circuit socket the scheduler lends its segment files by
     descriptor: its gRPC address here has no server, so every copy took the socket."""
-    with tempfile.TemporaryDirectory(prefix="rl-") as directory:  # a short socket path
-        path = f"{directory}/store.sock"
-        await stack.store.client.close()
-        await stack.store.service.stop(1)
-        await stack.start_store(**{"short.circuit.socket.path": path})
-        tip = new_partition()
-        broker = Broker(tmp_path / "broker-0", tip)
-        broker.segments(3)
-        scheduler = await stack.start_scheduler(
-            **{
-                "segment.store.address": "127.0.0.1:1",  # never called: nothing listens there
-                "segment.store.short.circuit.socket.path": path,
-            }
-        )
-        await scheduler.client.on_partition_leadership_changes([broker.assignment()])
-
-        async def tiered():
-            state = await state_of(scheduler, tip)
-            return state.highest_tiered_offset == broker.rolled_end
-
-        await eventually(tiered)
-        assert await stack.remote_records(tip) == {
-            o: kv for o, kv in broker.records.items() if o <= broker.rolled_end
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(3)
+    scheduler = await stack.start_scheduler(
+        **{
+            "segment.store.address": "127.0.0.1:1",  # never called: nothing listens there
+            "segment.store.short.circuit.socket.path": stack.short_circuit_socket,
         }
-        for segment in await stack.segments(tip):
-            log = broker.directory / f"{segment.start_offset:020d}.log"
-            data = b"".join([c async for c in stack.store.client.fetch_log_segment(segment, 0)])
-            assert data == log.read_bytes()
-        await stack.stop()
+    )
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    await eventually(lambda: scheduler.tiered_to(tip, broker.rolled_end))
+    assert await stack.remote_records(tip) == {
+        o: kv for o, kv in broker.records.items() if o <= broker.rolled_end
+    }
+    for segment in await stack.segments(tip):
+        log = broker.directory / f"{segment.start_offset:020d}.log"
+        data = b"".join([c async for c in stack.store.client.fetch_log_segment(segment, 0)])
+        assert data == log.read_bytes()

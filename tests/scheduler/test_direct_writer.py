@@ -1,12 +1,10 @@
 """DirectSegmentWriter: the scheduler's segment-store port over an in-process store."""
 
 import os
-import uuid
 
 import pytest
 from segmentstore.segments import segment_metadata
-from support.s3 import s3_client
-from support.services import store_config
+from support.services import new_bucket, store_config
 
 from remotelog.client import LogSegmentData
 from remotelog.core.errors import DeadlineExceededError
@@ -16,9 +14,7 @@ from remotelog.segmentstore.factory import open_segment_store
 
 
 async def writer(tmp_path, backend, s3_endpoint, read_bytes):
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    if backend == "s3":
-        s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    bucket = new_bucket(s3_endpoint) if backend == "s3" else ""
     config = store_config(backend, tmp_path, s3_endpoint, bucket)
     store = await open_segment_store(config, config.backoff())
     return DirectSegmentWriter(store, read_bytes)

@@ -3,6 +3,7 @@
 import time
 import uuid
 
+from support.services import new_partition
 from support.waiting import eventually
 
 from remotelog.client.segment_store import LogSegmentData
@@ -11,17 +12,9 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.state_files import producer_snapshot_bytes
 from remotelog.scheduler.scheduler import Kind
 
-from .conftest import FINISHED, Broker, new_partition
+from .conftest import FINISHED, Broker
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
-
-
-async def state_of(scheduler, tip):
-    return await scheduler.client.partition_state(tip)
-
-
-async def tiered(scheduler, tip, offset):
-    return (await state_of(scheduler, tip)).highest_tiered_offset == offset
 
 
 def replicate(brokers, method, *args, **kwargs):
@@ -38,15 +31,15 @@ async def test_a_leadership_move_continues_from_the_highest_tiered_offset(fs_sta
     beside_b = await fs_stack.start_scheduler("b", **{"broker.id": "2"})
     await beside_a.client.on_partition_leadership_changes([a.assignment(0)])
     await beside_b.client.on_partition_leadership_changes([], [b.assignment(0)])
-    await eventually(lambda: tiered(beside_a, tip, 89))
-    await eventually(lambda: tiered(beside_b, tip, 89))  # the follower task tracks it
+    await eventually(lambda: beside_a.tiered_to(tip, 89))
+    await eventually(lambda: beside_b.tiered_to(tip, 89))  # the follower task tracks it
 
     # Broker b becomes leader at epoch 1 and writes; a follows.
     replicate([a, b], "segments", 2, epoch=1)
     await beside_a.client.on_partition_leadership_changes([], [a.assignment(1)])
     await beside_b.client.on_partition_leadership_changes([b.assignment(1)])
-    await eventually(lambda: tiered(beside_b, tip, 149))
-    await eventually(lambda: tiered(beside_a, tip, 149))
+    await eventually(lambda: beside_b.tiered_to(tip, 149))
+    await eventually(lambda: beside_a.tiered_to(tip, 149))
 
     segments = await fs_stack.segments(tip)
     assert [(s.start_offset, s.end_offset, s.broker_id) for s in segments] == [
@@ -127,7 +120,7 @@ async def test_a_store_outage_backs_off_per_config_and_recovers(fs_stack, tmp_pa
         }
     )
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
-    await eventually(lambda: tiered(scheduler, tip, 29))
+    await eventually(lambda: scheduler.tiered_to(tip, 29))
     schedule = scheduler.scheduler.schedules[Kind.COPY]
     delays = []
     finished = schedule.finished
@@ -139,19 +132,18 @@ async def test_a_store_outage_backs_off_per_config_and_recovers(fs_stack, tmp_pa
             delays.append(schedule.last_delay(tip))
 
     schedule.finished = recording_finished
-    await fs_stack.store.client.close()
-    await fs_stack.store.service.stop(0)
+    await fs_stack.stop_store(0)
 
     broker.segments(1)
     await eventually(lambda: len(delays) >= 5, timeout_s=60)
     # Doubling from backoff.ms up to backoff.max.ms.
     assert delays[:5] == [0.05, 0.1, 0.2, 0.4, 0.4]
-    state = await state_of(scheduler, tip)
+    state = await scheduler.state_of(tip)
     assert state.last_error_message
     assert state.highest_tiered_offset == 29
 
     await fs_stack.start_store(**{"listen.address": f"127.0.0.1:{port}"})
-    await eventually(lambda: tiered(scheduler, tip, 59), timeout_s=60)
+    await eventually(lambda: scheduler.tiered_to(tip, 59), timeout_s=60)
     assert schedule.failures(tip) == 0
     assert schedule.last_delay(tip) == 0.1  # back to remote.log.manager.task.interval.ms
 
@@ -161,7 +153,7 @@ async def test_a_store_outage_backs_off_per_config_and_recovers(fs_stack, tmp_pa
 
     # The copies the outage interrupted are deleted by the expiration task.
     await eventually(cleaned, timeout_s=60)
-    assert (await state_of(scheduler, tip)).last_error_message == ""
+    assert (await scheduler.state_of(tip)).last_error_message == ""
 
 
 async def test_two_instances_over_the_same_partitions_copy_each_segment_once(

@@ -3,6 +3,7 @@
 import time
 import uuid
 
+from support.services import new_partition
 from support.waiting import eventually
 
 from remotelog.core.model import (
@@ -14,7 +15,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.scheduler import retention
 from remotelog.scheduler.scheduler import Kind
 
-from .conftest import FINISHED, Broker, new_partition
+from .conftest import FINISHED, Broker
 
 STARTED = RemoteLogSegmentState.COPY_SEGMENT_STARTED
 DAY_MS = 86_400_000
@@ -53,7 +54,7 @@ async def expiration_runs(running, count: int) -> None:
     await eventually(lambda: running.scheduler.runs[Kind.EXPIRATION] >= target)
 
 
-async def state_of(stack, tip, segment_id):
+async def segment_state(stack, tip, segment_id):
     return {s.remote_log_segment_id: s.state for s in await stack.segments(tip)}.get(segment_id)
 
 
@@ -121,5 +122,5 @@ async def test_a_kept_listing_never_deletes_what_another_writer_changed(
         await expiration_runs(scheduler, 1)
     await eventually(lambda: len(listings) >= 2)
     await expiration_runs(scheduler, 5)
-    assert await state_of(fs_stack, tip, copying.remote_log_segment_id) is FINISHED
+    assert await segment_state(fs_stack, tip, copying.remote_log_segment_id) is FINISHED
     assert len(listings) == 2  # the new listing is kept in turn

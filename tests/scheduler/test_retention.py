@@ -2,19 +2,16 @@
 
 import time
 
+from support.services import new_partition
 from support.waiting import eventually
 
-from .conftest import Broker, new_partition
+from .conftest import Broker
 
 DAY_MS = 86_400_000
 
 
 async def offsets(stack, tip):
     return [(s.start_offset, s.end_offset) for s in await stack.segments(tip)]
-
-
-async def tiered(scheduler, tip, offset):
-    return (await scheduler.client.partition_state(tip)).highest_tiered_offset == offset
 
 
 async def test_delete_by_retention_size(stack, tmp_path):
@@ -32,7 +29,7 @@ async def test_delete_by_retention_size(stack, tmp_path):
     async def trimmed():
         # The last copy may still be in progress when the first two are deleted.
         expected = [(60, 89), (90, 119)]
-        return await offsets(stack, tip) == expected and await tiered(scheduler, tip, 119)
+        return await offsets(stack, tip) == expected and await scheduler.tiered_to(tip, 119)
 
     await eventually(trimmed)
     state = await scheduler.client.partition_state(tip)
@@ -69,7 +66,7 @@ async def test_delete_after_a_log_start_offset_breach(fs_stack, tmp_path):
     scheduler = await fs_stack.start_scheduler()
     client = scheduler.client
     await client.on_partition_leadership_changes([broker.assignment(local_retention_ms=-1)])
-    await eventually(lambda: tiered(scheduler, tip, 89))
+    await eventually(lambda: scheduler.tiered_to(tip, 89))
 
     await client.update_log_start_offset(tip, 45)  # DeleteRecords up to 45
 
@@ -92,7 +89,7 @@ async def test_stop_partitions_deletes_the_remote_log_when_asked(stack, tmp_path
     scheduler = await stack.start_scheduler()
     await scheduler.client.on_partition_leadership_changes([b.assignment() for b in brokers])
     for tip in (kept, deleted):
-        await eventually(lambda tip=tip: tiered(scheduler, tip, 59))
+        await eventually(lambda tip=tip: scheduler.tiered_to(tip, 59))
     before = stack.store.objects()
 
     await scheduler.client.stop_partitions([deleted], delete_remote_log=True)

@@ -5,13 +5,14 @@ import socket
 
 import pytest
 from grpc_health.v1 import health_pb2
+from support.services import new_partition
 from support.serving import serve_until_sigterm
 from support.telemetry import counter, metric_points
 from support.waiting import eventually
 
 from remotelog.scheduler.server import start_copy_scheduler
 
-from .conftest import Broker, new_partition, scheduler_config
+from .conftest import Broker, scheduler_config
 
 SERVICE = "remotelog.api.scheduler.v1.CopySchedulerService"
 SCOPE = "remotelog.scheduler"
@@ -25,10 +26,7 @@ async def test_metrics_report_copies_deletes_lag_and_idle_time(telemetry, fs_sta
     scheduler = await fs_stack.start_scheduler()
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
 
-    async def tiered():
-        return (await scheduler.client.partition_state(tip)).highest_tiered_offset == 89
-
-    await eventually(tiered)
+    await eventually(lambda: scheduler.tiered_to(tip, 89))
     sizes = sum(s.size for s in broker.log.segments)
     assert counter(reader, "RemoteCopyBytesPerSec", "metered", SCOPE) == sizes
     assert counter(reader, "RemoteCopyRequestsPerSec", "metered", SCOPE) == 3

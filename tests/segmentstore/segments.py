@@ -3,8 +3,10 @@
 import uuid
 from pathlib import Path
 
+from support.services import new_partition
+
 from remotelog.client import LogSegmentData
-from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from remotelog.kafka.records import iter_batches
 
 
@@ -25,7 +27,7 @@ def segment_metadata(
     else:
         start = start_offset or 0
         end = start + 99
-    tip = TopicIdPartition(uuid.uuid4(), topic, partition)
+    tip = new_partition(topic, partition)
     return RemoteLogSegmentMetadata(
         remote_log_segment_id=RemoteLogSegmentId(tip, uuid.uuid4()),
         start_offset=start,

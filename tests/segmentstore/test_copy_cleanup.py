@@ -2,19 +2,15 @@
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
-from remotelog.core.model import (
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    SegmentFile,
-    TopicIdPartition,
-)
+from remotelog.core.model import SegmentFile
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore, StoreOptions
+
+from .segments import segment_metadata
 
 
 class _SlowAbortStore(FileSystemStore):
@@ -39,20 +35,6 @@ class _SlowAbortStore(FileSystemStore):
         return upload
 
 
-def _metadata(size: int) -> RemoteLogSegmentMetadata:
-    tip = TopicIdPartition(uuid.uuid4(), "orders", 0)
-    return RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(tip, uuid.uuid4()),
-        start_offset=0,
-        end_offset=9,
-        max_timestamp_ms=1,
-        broker_id=1,
-        event_timestamp_ms=1,
-        segment_size_in_bytes=size,
-        segment_leader_epochs=((0, 0),),
-    )
-
-
 async def test_a_cancelled_copy_is_cleaned_up_and_close_waits_for_it(tmp_path, caplog):
     objects = _SlowAbortStore(tmp_path)
     store = SegmentStore(objects, StoreOptions())
@@ -64,7 +46,7 @@ async def test_a_cancelled_copy_is_cleaned_up_and_close_waits_for_it(tmp_path, c
         await asyncio.Event().wait()  # the client stops sending
         yield SegmentChunk(SegmentFile.LOG, 100, b"never")
 
-    copy = asyncio.create_task(store.copy_log_segment_data(_metadata(200), chunks()))
+    copy = asyncio.create_task(store.copy_log_segment_data(segment_metadata(size=200), chunks()))
     await stalled.wait()
     copy.cancel()
     await objects.aborting.wait()

@@ -5,15 +5,13 @@ without the store: the tests stop the store and read on, which only a read by
 URL can do.
 """
 
+import contextlib
 import json
 import os
-import socket
 import urllib.request
-import uuid
 
 import pytest
 import pytest_asyncio
-from support.s3 import s3_client
 from support.services import start_store
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
@@ -26,37 +24,31 @@ from remotelog.core.errors import (
     ServiceUnavailableError,
     UnsupportedOperationError,
 )
+from remotelog.dev.broker import free_port
 from remotelog.rpc.convert import segment_metadata_to_proto
 
 from .segments import segment_files, segment_metadata, synthetic_files
 
 MIB = 1024 * 1024
 OPTIONS = ClientOptions(timeout_s=10, backoff=ExponentialBackoff(initial_ms=20, max_ms=100))
-URLS_ON = {"storage.s3.fetch.url.expiry.ms": "600000"}
 
 
-async def start(backend, tmp_path, s3_endpoint, **extra):
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
-    running = await start_store(backend, tmp_path, s3_endpoint, bucket, **extra)
-    running.by_url = SegmentStoreClient(
+@contextlib.asynccontextmanager
+async def url_client(running):
+    """A client of `running` that reads segments by the URLs the store signs."""
+    client = SegmentStoreClient(
         f"127.0.0.1:{running.service.port}", fetch_urls=True, options=OPTIONS
     )
-    return running
-
-
-async def stop(running):
-    await running.by_url.close()
-    await running.client.close()
-    await running.service.stop(1)
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 @pytest_asyncio.fixture
-async def s3_store(tmp_path, s3_endpoint, s3_faults):
-    running = await start("s3", tmp_path, s3_endpoint, **URLS_ON)
-    yield running
-    s3_faults(None)
-    await stop(running)
+async def by_url(s3_store):
+    async with url_client(s3_store) as client:
+        yield client
 
 
 async def read(client, metadata, start=0, end=None) -> bytes:
@@ -68,46 +60,48 @@ def pending_faults(s3_endpoint) -> list:
         return json.loads(response.read())
 
 
-async def test_real_segments_read_by_url_without_the_store(s3_store, kafka_logs):
+async def test_real_segments_read_by_url_without_the_store(s3_store, by_url, kafka_logs):
     logs = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))
     copied = []
     for log in logs:
         metadata = segment_metadata(log, topic="test_topic_a")
         await s3_store.client.copy_log_segment_data(metadata, segment_files(log))
-        assert await read(s3_store.by_url, metadata) == log.read_bytes()
+        assert await read(by_url, metadata) == log.read_bytes()
         copied.append((metadata, log.read_bytes()))
     await s3_store.service.stop(1)
     # The store is gone; the URLs it signed still read every byte, any range.
     for metadata, data in copied:
-        assert await read(s3_store.by_url, metadata) == data
+        assert await read(by_url, metadata) == data
         middle = len(data) // 2
-        assert await read(s3_store.by_url, metadata, middle, middle + 99) == data[middle:][:100]
+        assert await read(by_url, metadata, middle, middle + 99) == data[middle:][:100]
     with pytest.raises(ServiceUnavailableError):  # and nothing else is served
-        await s3_store.by_url.delete_log_segment_data(copied[0][0], timeout_s=0.5)
+        await by_url.delete_log_segment_data(copied[0][0], timeout_s=0.5)
 
 
-async def test_a_refused_url_is_replaced_once_then_the_store_reads(s3_store, s3_faults):
+async def test_a_refused_url_is_replaced_once_then_the_store_reads(s3_store, by_url, s3_faults):
     data = os.urandom(5000)
     metadata = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
     s3_faults("403", count=1, method="GET")  # the URL's GET; a new URL reads
-    assert await read(s3_store.by_url, metadata, 7) == data[7:]
+    assert await read(by_url, metadata, 7) == data[7:]
     assert pending_faults(s3_store.endpoint) == []
     other = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(other, synthetic_files(data))
     # Refused twice (a clock or credentials at fault): the store's own GET reads it.
     s3_faults("403", count=2, method="GET")
-    assert await read(s3_store.by_url, other, 7) == data[7:]
+    assert await read(by_url, other, 7) == data[7:]
     assert pending_faults(s3_store.endpoint) == []
 
 
-async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(s3_store, s3_faults):
+async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(
+    s3_store, by_url, s3_faults
+):
     data = os.urandom(9 * MIB)  # the cut comes after the first 4 MiB chunk was delivered
     metadata = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
     s3_faults("truncate", count=1, method="GET")
     received = []
-    async for chunk in s3_store.by_url.fetch_log_segment(metadata, 0):
+    async for chunk in by_url.fetch_log_segment(metadata, 0):
         received.append(bytes(chunk))
     assert b"".join(received) == data
     assert len(received[0]) == 4 * MIB  # by URL, before the cut
@@ -117,17 +111,18 @@ async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(s3_sto
 async def test_a_store_without_urls_is_read_through_its_stream(tmp_path, s3_endpoint):
     for backend in ("filesystem", "s3"):  # s3 with storage.s3.fetch.url.expiry.ms unset
         (tmp_path / backend).mkdir()
-        running = await start(backend, tmp_path / backend, s3_endpoint)
+        running = await start_store(backend, tmp_path / backend, s3_endpoint)
         try:
             data = os.urandom(3000)
             metadata = segment_metadata(size=len(data))
             await running.client.copy_log_segment_data(metadata, synthetic_files(data))
             with pytest.raises(UnsupportedOperationError):
                 await running.client.get_log_segment_url(metadata)
-            assert await read(running.by_url, metadata, 5) == data[5:]
-            assert await read(running.by_url, metadata, 0, 9) == data[:10]
+            async with url_client(running) as by_url:
+                assert await read(by_url, metadata, 5) == data[5:]
+                assert await read(by_url, metadata, 0, 9) == data[:10]
         finally:
-            await stop(running)
+            await running.stop()
 
 
 async def test_bad_metadata_for_a_url_is_invalid_argument(s3_store):
@@ -141,9 +136,7 @@ async def test_bad_metadata_for_a_url_is_invalid_argument(s3_store):
 
 
 async def test_an_unreachable_url_is_unavailable_not_an_error():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     reader = UrlReader()
     reads = reader.read(f"http://127.0.0.1:{port}/b/k", 0, 9, what="k", timeout_s=5)
     try:

@@ -7,12 +7,10 @@ still see a segment deleted or copied again.
 """
 
 import os
-import uuid
 
 import pytest
 import pytest_asyncio
-from support.s3 import s3_client
-from support.services import start_store
+from support.services import new_bucket, start_store
 
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.core.backoff import ExponentialBackoff
@@ -26,8 +24,7 @@ OPTIONS = ClientOptions(timeout_s=10, backoff=ExponentialBackoff(initial_ms=20, 
 @pytest_asyncio.fixture(params=["descriptor", "url"])
 async def around(request, tmp_path, s3_endpoint, tmp_path_factory):
     """A store, and `reader`: a client whose reads skip the store's stream."""
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    bucket = new_bucket(s3_endpoint)
     if request.param == "descriptor":
         socket_path = f"{tmp_path_factory.mktemp('sc', numbered=True)}/s.sock"
         if len(socket_path) > 100:  # unix socket paths are short
@@ -52,8 +49,7 @@ async def around(request, tmp_path, s3_endpoint, tmp_path_factory):
     running.reader = reader
     yield running
     await reader.close()
-    await running.client.close()
-    await running.service.stop(1)
+    await running.stop()
 
 
 async def read(client, metadata, start=0, end=None) -> bytes:

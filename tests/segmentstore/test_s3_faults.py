@@ -1,13 +1,11 @@
 """S3 faults (throttling, 5xx, dropped and cut-off connections) through a real moto server."""
 
 import os
-import uuid
 
 import grpc
 import pytest
-import pytest_asyncio
 from support.s3 import s3_client
-from support.services import start_store, store_config
+from support.services import new_bucket, store_config
 from support.waiting import eventually
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
@@ -17,17 +15,6 @@ from remotelog.segmentstore.factory import open_segment_store
 from .segments import segment_metadata, synthetic_files
 
 MIB = 1024 * 1024
-
-
-@pytest_asyncio.fixture
-async def s3_store(tmp_path, s3_endpoint, s3_faults):
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
-    running = await start_store("s3", tmp_path, s3_endpoint, bucket)
-    yield running
-    s3_faults(None)
-    await running.client.close()
-    await running.service.stop(1)
 
 
 async def fetch(client, metadata, start=0, end=None):
@@ -101,8 +88,7 @@ async def test_failed_multipart_copy_is_aborted(s3_store, s3_faults):
 async def test_a_call_after_close_fails_and_opens_no_session(tmp_path, s3_endpoint):
     """A late call (a cancelled handler's abort) must not reopen the closed client: it
     would open an HTTP session nobody closes, reported by the loop at this test's end."""
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    bucket = new_bucket(s3_endpoint)
     config = store_config("s3", tmp_path, s3_endpoint, bucket)
     objects = (await open_segment_store(config, config.backoff())).objects
     await objects.put("t/0/early", b"x")
@@ -117,8 +103,7 @@ async def test_a_call_after_close_fails_and_opens_no_session(tmp_path, s3_endpoi
 async def test_uploaded_bodies_reach_the_wire_as_the_bytes_given(tmp_path, s3_endpoint):
     """A PUT's and a part's body is sent as the bytes object itself, not wrapped in a
     file object that the checksum, the signature and aiohttp would each copy."""
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    bucket = new_bucket(s3_endpoint)
     config = store_config("s3", tmp_path, s3_endpoint, bucket)
     objects = (await open_segment_store(config, config.backoff())).objects
     sent: list[object] = []

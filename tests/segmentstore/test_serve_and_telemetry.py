@@ -24,7 +24,7 @@ SERVICE = "remotelog.api.segmentstore.v1.SegmentStoreService"
 
 async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_endpoint):
     reader, spans = telemetry
-    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused")
+    running = await start_store("filesystem", tmp_path, s3_endpoint)
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     try:
         metadata = segment_metadata(size=5000, topic=topic)
@@ -37,8 +37,7 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
         with pytest.raises(Exception):  # noqa: B017, PT011 - NOT_FOUND, checked by the contract
             [c async for c in running.client.fetch_log_segment(bad, 0)]
     finally:
-        await running.client.close()
-        await running.service.stop(1)
+        await running.stop()
     indexes = 16 + 24 + 4 + len(b"0\n1\n0 0\n")
     assert counter(reader, "RemoteCopyBytesPerSec", topic) == 5000 + indexes
     assert counter(reader, "RemoteCopyRequestsPerSec", topic) == 1
@@ -95,7 +94,7 @@ def test_a_second_server_does_not_take_a_live_unix_socket(tmp_path):
 async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
     socket_path = tmp_path / "store.sock"
     unix = {"listen.address": f"unix:{socket_path}"}
-    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **unix)
+    running = await start_store("filesystem", tmp_path, s3_endpoint, **unix)
     client = SegmentStoreClient(f"unix:{socket_path}", options=ClientOptions(timeout_s=20))
     try:
         log = os.urandom(70_000)
@@ -105,8 +104,7 @@ async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
         assert fetched == log[100:]
     finally:
         await client.close()
-        await running.client.close()
-        await running.service.stop(1)
+        await running.stop()
 
 
 async def test_copy_and_fetch_over_mutual_tls(tmp_path, s3_endpoint):
@@ -116,7 +114,7 @@ async def test_copy_and_fetch_over_mutual_tls(tmp_path, s3_endpoint):
         "tls.key.file": str(certificates.server_key),
         "tls.client.ca.file": str(certificates.ca),
     }
-    running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **tls)
+    running = await start_store("filesystem", tmp_path, s3_endpoint, **tls)
     target = f"localhost:{running.service.port}"
     trusted = ClientOptions(
         timeout_s=20,
@@ -139,8 +137,7 @@ async def test_copy_and_fetch_over_mutual_tls(tmp_path, s3_endpoint):
     finally:
         await client.close()
         await anonymous.close()
-        await running.client.close()
-        await running.service.stop(1)
+        await running.stop()
 
 
 @pytest.mark.parametrize(
@@ -155,7 +152,11 @@ def test_serve_refuses_an_address_it_cannot_bind_in_one_line(tmp_path, listen_ad
             listen_address = f"127.0.0.1:{busy.getsockname()[1]}"
         config = store_properties(tmp_path, listen_address)
         result = subprocess.run(
-            serve_command("segment-store", config), capture_output=True, text=True, timeout=60
+            serve_command("segment-store", config),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
         )
     assert result.returncode == 2
     # gRPC's own log line with the system's reason may come first; ours names the setting.
@@ -196,6 +197,7 @@ def test_serve_refuses_bad_config_in_one_line(tmp_path, properties, message):
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=tmp_path,  # the default storage.root is relative: not into the checkout
     )
     assert result.returncode == 2
     assert message in result.stderr

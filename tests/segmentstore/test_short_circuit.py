@@ -7,14 +7,12 @@ with UNAVAILABLE, which shows that it fell back.
 
 import asyncio
 import os
-import uuid
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from google.rpc import error_details_pb2, status_pb2
-from support.s3 import s3_client
-from support.services import start_store
+from support.services import new_bucket, start_store
 from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb
@@ -26,12 +24,12 @@ from remotelog.core.errors import (
     ServiceUnavailableError,
 )
 from remotelog.core.model import SegmentFile
+from remotelog.dev.broker import free_port
 from remotelog.fileio import descriptor_socket
 from remotelog.rpc.convert import segment_metadata_to_proto
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore, StoreOptions
 
-from .conftest import free_port
 from .segments import segment_files, segment_metadata, synthetic_files
 
 OPTIONS = ClientOptions(timeout_s=5, backoff=ExponentialBackoff(initial_ms=20, max_ms=100))
@@ -39,8 +37,7 @@ OPTIONS = ClientOptions(timeout_s=5, backoff=ExponentialBackoff(initial_ms=20, m
 
 @pytest_asyncio.fixture(params=["filesystem", "s3"])
 async def store(request, tmp_path, socket_dir, s3_endpoint):
-    bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    bucket = new_bucket(s3_endpoint)
     path = socket_dir / "store.sock"
     running = await start_store(
         request.param, tmp_path, s3_endpoint, bucket, **{"short.circuit.socket.path": str(path)}
@@ -52,8 +49,7 @@ async def store(request, tmp_path, socket_dir, s3_endpoint):
     )
     yield running
     await running.local.close()
-    await running.client.close()
-    await running.service.stop(1)
+    await running.stop()
 
 
 async def read(client, metadata, start=0, end=None) -> bytes:
@@ -97,7 +93,7 @@ async def test_a_long_read_by_descriptor_leaves_no_descriptor_open(
 ):
     path = socket_dir / "store.sock"
     running = await start_store(
-        "filesystem", tmp_path, s3_endpoint, "unused", **{"short.circuit.socket.path": str(path)}
+        "filesystem", tmp_path, s3_endpoint, **{"short.circuit.socket.path": str(path)}
     )
     before = open_descriptors()
     local = SegmentStoreClient(
@@ -114,8 +110,7 @@ async def test_a_long_read_by_descriptor_leaves_no_descriptor_open(
         # The descriptors lent, sent and read, the client's kept connections and
         # the store's ends of them: all closed.
         await eventually(lambda: open_descriptors() == before, timeout_s=5)
-        await running.client.close()
-        await running.service.stop(1)
+        await running.stop()
 
 
 async def test_bad_copies_by_descriptor_are_refused_and_write_nothing(store, tmp_path):
@@ -154,12 +149,11 @@ async def test_a_restarted_store_is_reached_on_a_new_connection(tmp_path, socket
     )
     try:
         for _ in range(2):  # the second round's kept connection is to the stopped store
-            running = await start_store("filesystem", tmp_path, s3_endpoint, "unused", **extra)
+            running = await start_store("filesystem", tmp_path, s3_endpoint, **extra)
             metadata = segment_metadata(size=64)
             await local.copy_log_segment_data(metadata, synthetic_files(b"r" * 64))
             assert await read(local, metadata) == b"r" * 64
-            await running.client.close()
-            await running.service.stop(1)
+            await running.stop()
             assert not path.exists()  # removed at stop: a restart binds
     finally:
         await local.close()

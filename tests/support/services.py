@@ -1,5 +1,6 @@
 """Starting the services in tests: configs from properties, the service, a client."""
 
+import contextlib
 import shutil
 import tempfile
 import uuid
@@ -11,6 +12,9 @@ from support.s3 import s3_client
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import load_config
+from remotelog.core.model import TopicIdPartition, kafka_uuid_str
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.kafka.records import decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
 from remotelog.segmentstore.config import SegmentStoreConfig
@@ -18,6 +22,22 @@ from remotelog.segmentstore.server import start_segment_store
 
 # A small metadata topic keeps the broker's work (and the tests) light.
 PARTITIONS = 5
+# Clients of the services under test: patient, but retrying quickly.
+CLIENT_OPTIONS = ClientOptions(
+    timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
+)
+
+
+def new_bucket(s3_endpoint: str) -> str:
+    """A fresh bucket on the test S3 server: each stack's objects are its own."""
+    name = f"remotelog-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def new_partition(topic: str = "orders", partition: int = 0) -> TopicIdPartition:
+    """A partition of a topic no earlier test used (its topic id is new)."""
+    return TopicIdPartition(uuid.uuid4(), topic, partition)
 
 
 def load_properties(config_class, path: Path, properties: dict[str, str]):
@@ -70,6 +90,10 @@ class StoreRunning:
         )
         return {o["Key"]: o["Size"] for o in listing.get("Contents", [])}
 
+    async def stop(self, grace_s: float = 1):
+        await self.client.close()
+        await self.service.stop(grace_s)
+
     def incomplete_uploads(self) -> int:
         if self.backend == "filesystem":
             root = Path(self.config.storage_root)
@@ -78,15 +102,12 @@ class StoreRunning:
         return len(uploads.get("Uploads", []))
 
 
-async def start_store(backend, tmp_path, s3_endpoint, bucket, **extra):
+async def start_store(backend, tmp_path, s3_endpoint, bucket=None, **extra) -> StoreRunning:
+    """The segment store on `backend` (S3: on `bucket`, a fresh one if None), with a client."""
+    bucket = bucket or new_bucket(s3_endpoint)
     config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
     service = await start_segment_store(config)
-    client = SegmentStoreClient(
-        f"127.0.0.1:{service.port}",
-        options=ClientOptions(
-            timeout_s=20, backoff=ExponentialBackoff(initial_ms=20, max_ms=200, jitter=0.2)
-        ),
-    )
+    client = SegmentStoreClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
     return StoreRunning(backend, service, client, config, s3_endpoint)
 
 
@@ -106,6 +127,16 @@ def metadata_config(
     }
     path = tmp / f"{name}.properties"
     return load_properties(MetadataManagerConfig, path, properties)
+
+
+def service_properties(store_port: int, metadata_port: int, **extra: str) -> dict[str, str]:
+    """What a service beside the store and the metadata manager is given to reach them."""
+    return {
+        "listen.address": "127.0.0.1:0",
+        "segment.store.address": f"127.0.0.1:{store_port}",
+        "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+        **extra,
+    }
 
 
 class ServiceRunning:
@@ -149,34 +180,47 @@ class BackendStack:
     """The real segment store (on a fresh bucket) and metadata manager, plus started services.
 
     A service under test goes into `running` (anything with an async `stop()`),
-    so `stop()` takes everything down in order.
+    so `stop()` takes everything down in order. The store and the metadata
+    manager can be stopped and started again on the same bucket, root and topic.
     """
 
     tmp: Path
     bootstrap: str
     s3_endpoint: str
     backend: str = "filesystem"
+    bucket: str = ""
     store: object = None
     metadata: object = None
     running: list = field(default_factory=list)
     short_circuit_socket: str = ""
 
     async def start(self):
-        bucket = f"remotelog-{uuid.uuid4().hex[:12]}"
-        s3_client(self.s3_endpoint).create_bucket(Bucket=bucket)
+        self.bucket = new_bucket(self.s3_endpoint)
         # The store's short circuit, for services that take it (a short path: unix sockets).
         self.short_circuit_socket = f"{tempfile.mkdtemp(prefix='rl-')}/store.sock"
+        await self.start_store()
+        await self.start_metadata()
+
+    async def start_store(self, **extra: str):
+        Path(self.short_circuit_socket).parent.mkdir(exist_ok=True)
         self.store = await start_store(
             self.backend,
             self.tmp,
             self.s3_endpoint,
-            bucket,
+            self.bucket,
             **{
                 "short.circuit.socket.path": self.short_circuit_socket,
                 # Fetch URLs for services that take them (S3 only).
                 "storage.s3.fetch.url.expiry.ms": "600000",
+                **extra,
             },
         )
+
+    async def stop_store(self, grace_s: float = 1):
+        store, self.store = self.store, None
+        await store.stop(grace_s)
+
+    async def start_metadata(self):
         self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
 
     def storage_properties(self) -> dict[str, str]:
@@ -192,6 +236,9 @@ class BackendStack:
             "storage.aws.secret.access.key": store.aws_secret_access_key,
         }
 
+    def service_properties(self, **extra: str) -> dict[str, str]:
+        return service_properties(self.store.service.port, self.metadata.service.port, **extra)
+
     def started(self, service):
         self.running.append(service)
         return service
@@ -203,7 +250,41 @@ class BackendStack:
     async def stop(self):
         for service in list(self.running):
             await self.stop_service(service)
-        await self.metadata.stop()
-        await self.store.client.close()
-        await self.store.service.stop(1)
+        if self.metadata is not None:
+            metadata, self.metadata = self.metadata, None
+            await metadata.stop()
+        if self.store is not None:
+            await self.stop_store()
         shutil.rmtree(Path(self.short_circuit_socket).parent, ignore_errors=True)
+
+    # -- what is in the remote tier -----------------------------------------------
+
+    async def segments(self, tip: TopicIdPartition, states=None) -> list:
+        """The partition's segments as the metadata manager lists them (in `states`)."""
+        listed = [s async for s in self.metadata.client.list_remote_log_segments(tip)]
+        return [s for s in listed if states is None or s.state in states]
+
+    async def remote_records(self, tip: TopicIdPartition) -> dict[int, tuple[bytes, bytes]]:
+        """Every record of every COPY_SEGMENT_FINISHED segment, read back from the store."""
+        out: dict[int, tuple[bytes, bytes]] = {}
+        finished = {RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
+        for segment in await self.segments(tip, finished):
+            data = b"".join([c async for c in self.store.client.fetch_log_segment(segment, 0)])
+            for header in iter_batches(data):
+                for record in decode_records(data, header):
+                    out[record.offset] = (record.key, record.value)
+        return out
+
+    def objects_of(self, tip: TopicIdPartition) -> dict[str, int]:
+        """The store's objects under the partition's prefix, with their sizes."""
+        return self.store.objects(f"{tip.topic}-{kafka_uuid_str(tip.topic_id)}/{tip.partition}/")
+
+
+@contextlib.asynccontextmanager
+async def started(stack: BackendStack):
+    """`stack` started, and stopped with everything it started however the test ends."""
+    await stack.start()
+    try:
+        yield stack
+    finally:
+        await stack.stop()
