@@ -18,12 +18,14 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    RemotePartitionSummary,
     TopicIdPartition,
 )
 from remotelog.core.states import RemotePartitionDeleteState
 from remotelog.rpc.convert import (
     partition_delete_state_from_proto,
     partition_delete_to_proto,
+    remote_partition_from_proto,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
     segment_update_to_proto,
@@ -114,6 +116,21 @@ class MetadataClient(ServiceClient):
             async for response in responses:
                 for segment in response.remote_log_segment_metadata:
                     yield segment_metadata_from_proto(segment)
+
+    async def list_remote_partitions(
+        self, topic: str | None = None, *, timeout_s: float | None = None
+    ) -> list[RemotePartitionSummary]:
+        """The partitions (of `topic`, or all) with data in the remote tier, by topic and
+        partition; retried while the service is still loading the metadata topic."""
+        request = pb.ListRemotePartitionsRequest(topic=topic or "")
+        found: list[RemotePartitionSummary] = []
+        responses = self.call_server_stream(
+            self._stub.ListRemotePartitions, request, timeout_s=timeout_s
+        )
+        async with contextlib.aclosing(responses):
+            async for response in responses:
+                found.extend(remote_partition_from_proto(p) for p in response.partitions)
+        return found
 
     async def remote_log_size(
         self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None

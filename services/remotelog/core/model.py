@@ -209,6 +209,20 @@ class RemoteLogSegmentMetadataUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class RemotePartitionSummary:
+    """A user partition with COPY_SEGMENT_FINISHED segments: what a reader of the remote
+    tier plans from (not part of Kafka's RLMM, which is asked about known partitions)."""
+
+    topic_id_partition: TopicIdPartition
+    # Start offset of its first finished segment, end offset of its last (inclusive).
+    earliest_offset: int
+    latest_tiered_offset: int
+    # Bytes and count of its finished segments.
+    remote_bytes: int
+    segment_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class RemotePartitionDeleteMetadata:
     """A state change of a partition deletion (Kafka's RemotePartitionDeleteMetadata)."""
 

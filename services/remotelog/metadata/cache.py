@@ -25,6 +25,7 @@ from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
+    RemotePartitionSummary,
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState, is_valid_segment_transition
@@ -239,6 +240,23 @@ class RemoteLogMetadataCache:
         return state
 
     # -- reads ----------------------------------------------------------------
+
+    def summary(self) -> RemotePartitionSummary | None:
+        """The offsets and bytes of its COPY_SEGMENT_FINISHED segments; None without any."""
+        finished = [
+            segment
+            for segment in self.segments.values()
+            if packed.state(segment) is _S.COPY_SEGMENT_FINISHED
+        ]
+        if not finished:
+            return None
+        return RemotePartitionSummary(
+            self.topic_id_partition,
+            earliest_offset=min(packed.start_offset(segment) for segment in finished),
+            latest_tiered_offset=max(packed.end_offset(segment) for segment in finished),
+            remote_bytes=sum(packed.size_in_bytes(segment) for segment in finished),
+            segment_count=len(finished),
+        )
 
     def metadata(self, segment_id: bytes) -> RemoteLogSegmentMetadata:
         return packed.unpack(self.topic_id_partition, segment_id, self.segments[segment_id])

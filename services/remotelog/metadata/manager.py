@@ -55,6 +55,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    RemotePartitionSummary,
     TopicIdPartition,
     check_custom_metadata_size,
 )
@@ -122,6 +123,8 @@ class TopicBasedRemoteLogMetadataManager:
         # States loaded from the snapshot whose metadata partition is not assigned (yet).
         self._parked: dict[int, MetadataPartitionState] = {}
         self._registered: set[TopicIdPartition] = set()
+        # Set by the first partition listing: every metadata partition stays assigned.
+        self._discovering = False
         self._generations = itertools.count(1)
         self._events_since_snapshot = 0
         # Records applied since start (a restart from a snapshot applies only the tail).
@@ -234,6 +237,8 @@ class TopicBasedRemoteLogMetadataManager:
     def on_stop_partitions(self, partitions: Iterable[TopicIdPartition]) -> None:
         stopped = set(partitions) & self._registered
         self._registered -= stopped
+        if self._discovering:
+            return  # every metadata partition is served for the listing
         still_served = {self._metadata_partition(tip) for tip in self._registered}
         for metadata_part in {self._metadata_partition(tip) for tip in stopped} - still_served:
             assigned = self._assigned.pop(metadata_part, None)
@@ -252,10 +257,13 @@ class TopicBasedRemoteLogMetadataManager:
         return metadata_partition(tip, self.config.metadata_topic_num_partitions)
 
     def _register(self, tip: TopicIdPartition) -> _Assigned:
+        assigned = self._assign(self._metadata_partition(tip))
+        self._registered.add(tip)
+        return assigned
+
+    def _assign(self, metadata_part: int) -> _Assigned:
         if self._closed or self._consumer is None:
             raise MetadataNotReadyError("the metadata manager is not running")
-        self._registered.add(tip)
-        metadata_part = self._metadata_partition(tip)
         assigned = self._assigned.get(metadata_part)
         if assigned is None:
             state = self._parked.pop(metadata_part, None) or MetadataPartitionState(metadata_part)
@@ -521,6 +529,42 @@ class TopicBasedRemoteLogMetadataManager:
             return RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
         current = state.deletes.get(tip)
         return None if current is None else current.state
+
+    def list_remote_partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
+        """Every user partition (of `topic`, or all) with COPY_SEGMENT_FINISHED segments,
+        by topic, partition and topic id. A partition whose deletion has begun is not
+        listed: for a reader its topic is gone.
+
+        Discovery needs the whole topic: the first call assigns every metadata
+        partition, for good, and raises MetadataNotReadyError until each is caught up.
+        """
+        self._discovering = True
+        for metadata_part in range(self.config.metadata_topic_num_partitions):
+            self._assign(metadata_part)
+        loading = sorted(p for p, a in self._assigned.items() if not a.caught_up)
+        if loading:
+            raise MetadataNotReadyError(
+                f"{len(loading)} partitions of {self.topic_name} are loading "
+                f"(first: {self.topic_name}-{loading[0]})"
+            )
+        found = []
+        with self._timed_read():
+            for assigned in self._assigned.values():
+                state = assigned.state
+                for tip, cache in state.caches.items():
+                    if (topic is not None and tip.topic != topic) or tip in state.deletes:
+                        continue
+                    summary = cache.summary()
+                    if summary is not None:
+                        found.append(summary)
+        return sorted(
+            found,
+            key=lambda s: (
+                s.topic_id_partition.topic,
+                s.topic_id_partition.partition,
+                s.topic_id_partition.topic_id,
+            ),
+        )
 
     def segment_count(self) -> int:
         return sum(a.state.segment_count() for a in self._assigned.values())

@@ -17,6 +17,7 @@ from remotelog.rpc.convert import (
     non_negative,
     partition_delete_from_proto,
     partition_delete_state_to_proto,
+    remote_partition_to_proto,
     require,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
@@ -158,3 +159,14 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         self, request: pb.IsReadyRequest, context: grpc.aio.ServicerContext
     ) -> pb.IsReadyResponse:
         return pb.IsReadyResponse(ready=self.manager.is_ready(topic_id_partition_field(request)))
+
+    async def ListRemotePartitions(
+        self, request: pb.ListRemotePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ListRemotePartitionsResponse]:
+        partitions = self.manager.list_remote_partitions(request.topic or None)
+        for start in range(0, len(partitions), LIST_BATCH):
+            yield pb.ListRemotePartitionsResponse(
+                partitions=[
+                    remote_partition_to_proto(p) for p in partitions[start : start + LIST_BATCH]
+                ]
+            )

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import cast
 
+from remotelog.api.metadata.v1 import metadata_pb2 as metadata_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.api.type.v1 import error_pb2
 from remotelog.api.type.v1 import segment_pb2 as pb
@@ -22,6 +23,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    RemotePartitionSummary,
     SegmentFile,
     TopicIdPartition,
 )
@@ -116,6 +118,26 @@ def topic_id_partition_from_proto(
 def topic_id_partition_to_proto(tip: TopicIdPartition) -> pb.TopicIdPartition:
     return pb.TopicIdPartition(
         topic_id=tip.topic_id.bytes, topic=tip.topic, partition=tip.partition
+    )
+
+
+def remote_partition_to_proto(summary: RemotePartitionSummary) -> metadata_pb.RemotePartition:
+    return metadata_pb.RemotePartition(
+        topic_id_partition=topic_id_partition_to_proto(summary.topic_id_partition),
+        earliest_offset=summary.earliest_offset,
+        latest_tiered_offset=summary.latest_tiered_offset,
+        remote_bytes=summary.remote_bytes,
+        segment_count=summary.segment_count,
+    )
+
+
+def remote_partition_from_proto(msg: metadata_pb.RemotePartition) -> RemotePartitionSummary:
+    return RemotePartitionSummary(
+        topic_id_partition_from_proto(msg.topic_id_partition),
+        earliest_offset=msg.earliest_offset,
+        latest_tiered_offset=msg.latest_tiered_offset,
+        remote_bytes=msg.remote_bytes,
+        segment_count=msg.segment_count,
     )
 
 

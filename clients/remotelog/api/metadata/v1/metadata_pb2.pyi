@@ -156,3 +156,29 @@ class IsReadyResponse(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     ready: bool
     def __init__(self, ready: _Optional[bool] = ...) -> None: ...
+
+class ListRemotePartitionsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class ListRemotePartitionsResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[RemotePartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[RemotePartition, _Mapping]]] = ...) -> None: ...
+
+class RemotePartition(_message.Message):
+    __slots__ = ("topic_id_partition", "earliest_offset", "latest_tiered_offset", "remote_bytes", "segment_count")
+    TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    EARLIEST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LATEST_TIERED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    topic_id_partition: _segment_pb2.TopicIdPartition
+    earliest_offset: int
+    latest_tiered_offset: int
+    remote_bytes: int
+    segment_count: int
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., earliest_offset: _Optional[int] = ..., latest_tiered_offset: _Optional[int] = ..., remote_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ...) -> None: ...

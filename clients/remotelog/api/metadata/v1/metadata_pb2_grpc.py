@@ -98,6 +98,11 @@ class RemoteLogMetadataServiceStub:
                 request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyResponse.FromString,
                 _registered_method=True)
+        self.ListRemotePartitions = channel.unary_stream(
+                '/remotelog.api.metadata.v1.RemoteLogMetadataService/ListRemotePartitions',
+                request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class RemoteLogMetadataServiceServicer:
@@ -208,6 +213,18 @@ class RemoteLogMetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRemotePartitions(self, request, context):
+        """Not Kafka's: the user partitions with COPY_SEGMENT_FINISHED segments, for
+        readers of the remote tier (the Spark connector resolves topic names with
+        it), ascending by topic, partition and topic id, in batches. A partition
+        whose deletion has begun is not listed. The first call makes this
+        instance consume every metadata partition; until all are caught up it
+        answers UNAVAILABLE / METADATA_NOT_READY: retry.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteLogMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +287,11 @@ def add_RemoteLogMetadataServiceServicer_to_server(servicer, server):
                     servicer.IsReady,
                     request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyResponse.SerializeToString,
+            ),
+            'ListRemotePartitions': grpc.unary_stream_rpc_method_handler(
+                    servicer.ListRemotePartitions,
+                    request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -600,6 +622,33 @@ class RemoteLogMetadataService:
             '/remotelog.api.metadata.v1.RemoteLogMetadataService/IsReady',
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyRequest.SerializeToString,
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.IsReadyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRemotePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/remotelog.api.metadata.v1.RemoteLogMetadataService/ListRemotePartitions',
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.SerializeToString,
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
