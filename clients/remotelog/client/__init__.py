@@ -13,13 +13,18 @@ from remotelog.client.remote_fetch import (
     RemoteFetchClient,
 )
 from remotelog.client.segment_store import SegmentStoreClient
-from remotelog.core.model import IndexType, LogSegmentData
+from remotelog.client.tiered_consumer import AtTimestamp, BlockingTieredConsumer, TieredConsumer
+from remotelog.core.model import IndexType, LogSegmentData, RemotePartitionSummary
+from remotelog.kafka.consumer_records import ConsumerRecord
 
 # For the process that reads through the clients: what the services do at start.
 from remotelog.rpc.memory import keep_freed_memory
 
 __all__ = [
+    "AtTimestamp",
+    "BlockingTieredConsumer",
     "ClientOptions",
+    "ConsumerRecord",
     "CopySchedulerClient",
     "FetchPartition",
     "FetchedPartition",
@@ -32,8 +37,10 @@ __all__ = [
     "PartitionRemoverClient",
     "RecordChunk",
     "RemoteFetchClient",
+    "RemotePartitionSummary",
     "SegmentStoreClient",
     "ServiceClient",
+    "TieredConsumer",
     "from_rpc_error",
     "keep_freed_memory",
 ]

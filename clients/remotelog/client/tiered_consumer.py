@@ -1,0 +1,343 @@
+"""TieredConsumer: a partition's records, history from the remote tier, the tail from Kafka.
+
+Offsets up to the partition's latest tiered offset come from the remote fetch
+service (its bulk read; under read_committed its Fetch, whose aborted
+transaction lists filter the records as Kafka's consumer does). Offsets above
+it come from the Kafka broker when `bootstrap_servers` is given (assign and
+seek, no consumer group), starting right after the last tiered offset: no gap
+and no duplicate at the boundary. A read is bounded: it ends at `end_offset`,
+or at what exists when it starts (the broker's high watermark, or without a
+broker the latest tiered offset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from remotelog.client.base import ClientOptions
+from remotelog.client.metadata import MetadataClient
+from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
+from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
+from remotelog.kafka.consumer_records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    AbortedTransactions,
+    ConsumerRecord,
+    consumer_records,
+)
+from remotelog.kafka.records import iter_batches
+
+
+@dataclass(frozen=True)
+class AtTimestamp:
+    """Start at the first record whose timestamp is at or after `timestamp_ms`."""
+
+    timestamp_ms: int
+
+
+Start = int | Literal["earliest", "latest"] | AtTimestamp
+# Bytes asked per Fetch under read_committed (the bulk read streams instead).
+FETCH_BYTES = 4 * 1024 * 1024
+# Messages taken from the broker per poll.
+BROKER_BATCH = 1000
+
+
+class TieredConsumer:
+    """Bounded reads of partitions through the remote fetch service and, for the tail,
+    the broker. `fetch` and `metadata` stay the caller's; use `connect` to have the
+    consumer open (and close) its own."""
+
+    def __init__(
+        self,
+        fetch: RemoteFetchClient,
+        metadata: MetadataClient,
+        *,
+        bootstrap_servers: str | None = None,
+        isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
+        kafka_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidArgumentError(
+                "isolation_level", f"{isolation_level!r}: read_uncommitted or read_committed"
+            )
+        self.fetch = fetch
+        self.metadata = metadata
+        self.bootstrap_servers = bootstrap_servers
+        self.read_committed = isolation_level == "read_committed"
+        self.kafka_config = dict(kafka_config or {})
+        self._owned: list[RemoteFetchClient | MetadataClient] = []
+
+    @classmethod
+    def connect(
+        cls,
+        fetch_address: str,
+        metadata_address: str,
+        *,
+        options: ClientOptions | None = None,
+        **kwargs: Any,
+    ) -> TieredConsumer:
+        fetch = RemoteFetchClient(fetch_address, options=options)
+        metadata = MetadataClient(metadata_address, options=options)
+        consumer = cls(fetch, metadata, **kwargs)
+        consumer._owned = [fetch, metadata]
+        return consumer
+
+    async def close(self) -> None:
+        for client in self._owned:
+            await client.close()
+        self._owned = []
+
+    async def __aenter__(self) -> TieredConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
+        """The partitions (of `topic`, or all) with data in the remote tier."""
+        return await self.metadata.list_remote_partitions(topic)
+
+    async def read(
+        self,
+        partition: TopicIdPartition,
+        start: Start = "earliest",
+        end_offset: int | None = None,
+    ) -> AsyncGenerator[ConsumerRecord, None]:
+        """The partition's records from `start` up to `end_offset` (exclusive), or up to
+        what exists when the read gets there: the end of the broker's log (under
+        read_committed its last stable offset), or without a broker the last tiered
+        offset."""
+        remote = await self._summary(partition)
+        tail = _BrokerTail(self, partition) if self.bootstrap_servers else None
+        try:
+            if tail is not None:
+                await tail.open()
+            position = await self._resolve(partition, start, remote, tail)
+            if remote is not None and position <= remote.latest_tiered_offset:
+                if position < remote.earliest_offset:
+                    raise OffsetOutOfRangeError(
+                        f"{partition}: offset {position} is below the remote tier's earliest "
+                        f"offset {remote.earliest_offset} (deleted by retention)",
+                        metadata={"partition": str(partition)},
+                    )
+                remote_end = remote.latest_tiered_offset + 1
+                if end_offset is not None:
+                    remote_end = min(end_offset, remote_end)
+                async for record in self._remote(partition, position, remote_end):
+                    yield record
+                position = max(position, remote_end)
+            if tail is not None and (end_offset is None or position < end_offset):
+                async for record in tail.read(position, end_offset):
+                    yield record
+        finally:
+            if tail is not None:
+                await tail.close()
+
+    async def _summary(self, partition: TopicIdPartition) -> RemotePartitionSummary | None:
+        for summary in await self.metadata.list_remote_partitions(partition.topic):
+            if summary.topic_id_partition == partition:
+                return summary
+        return None
+
+    async def _resolve(
+        self,
+        partition: TopicIdPartition,
+        start: Start,
+        remote: RemotePartitionSummary | None,
+        tail: _BrokerTail | None,
+    ) -> int:
+        if isinstance(start, bool) or not isinstance(start, int | str | AtTimestamp):
+            raise InvalidArgumentError(
+                "start", f"{start!r}: an offset, earliest, latest or AtTimestamp"
+            )
+        if isinstance(start, int):
+            if start < 0:
+                raise InvalidArgumentError("start", f"offset {start} is negative")
+            return start
+        if start == "earliest":
+            if remote is not None:
+                return remote.earliest_offset
+            return (await tail.watermarks())[0] if tail is not None else 0
+        if start == "latest":
+            return await self._end(remote, tail)
+        if isinstance(start, AtTimestamp):
+            found = await self.fetch.list_offsets(partition, start.timestamp_ms) if remote else None
+            if found is not None:
+                return found.offset
+            if tail is not None:
+                return await tail.offset_for_time(start.timestamp_ms)
+            return await self._end(remote, tail)
+        raise InvalidArgumentError(
+            "start", f"{start!r}: an offset, earliest, latest or AtTimestamp"
+        )
+
+    async def _end(self, remote: RemotePartitionSummary | None, tail: _BrokerTail | None) -> int:
+        if tail is not None:
+            return (await tail.watermarks())[1]
+        return remote.latest_tiered_offset + 1 if remote is not None else 0
+
+    async def _remote(
+        self, partition: TopicIdPartition, start: int, end: int
+    ) -> AsyncGenerator[ConsumerRecord, None]:
+        topic, number = partition.topic, partition.partition
+        if not self.read_committed:
+            chunks = self.fetch.read_offset_range(partition, start, end)
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    for record in consumer_records(
+                        chunk.records, topic, number, start_offset=start, end_offset=end
+                    ):
+                        yield record
+            return
+        position = start
+        while position < end:
+            (fetched,) = await self.fetch.fetch(
+                [FetchPartition(partition, position, FETCH_BYTES)], read_committed=True
+            )
+            if fetched.error is not None:
+                raise fetched.error
+            headers = list(iter_batches(fetched.records))
+            if not headers:
+                return  # nothing more in the remote tier
+            aborted = AbortedTransactions(fetched.aborted_transactions)
+            for record in consumer_records(
+                fetched.records,
+                topic,
+                number,
+                start_offset=position,
+                end_offset=end,
+                aborted=aborted,
+            ):
+                yield record
+            position = headers[-1].last_offset + 1
+
+
+class _BrokerTail:
+    """The partition's untiered tail, read from the broker by a group-less consumer whose
+    blocking calls run in a worker thread."""
+
+    def __init__(self, owner: TieredConsumer, partition: TopicIdPartition) -> None:
+        self.owner = owner
+        self.partition = partition
+        self._consumer: Any = None
+
+    async def open(self) -> None:
+        from confluent_kafka import Consumer
+
+        config = {
+            "bootstrap.servers": self.owner.bootstrap_servers,
+            # Never joined or committed: assign and seek only.
+            "group.id": f"remotelog-tiered-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": (
+                "read_committed" if self.owner.read_committed else "read_uncommitted"
+            ),
+            **self.owner.kafka_config,
+        }
+        self._consumer = await asyncio.to_thread(Consumer, config)
+
+    def _topic_partition(self, offset: int = -1001) -> Any:
+        from confluent_kafka import TopicPartition
+
+        return TopicPartition(self.partition.topic, self.partition.partition, offset)
+
+    async def watermarks(self) -> tuple[int, int]:
+        low, high = await asyncio.to_thread(
+            self._consumer.get_watermark_offsets, self._topic_partition(), 10
+        )
+        return int(low), int(high)
+
+    async def offset_for_time(self, timestamp_ms: int) -> int:
+        (found,) = await asyncio.to_thread(
+            self._consumer.offsets_for_times, [self._topic_partition(timestamp_ms)], 10
+        )
+        if found.offset < 0:  # no record at or after it
+            return (await self.watermarks())[1]
+        return int(found.offset)
+
+    async def read(self, start: int, end: int | None) -> AsyncGenerator[ConsumerRecord, None]:
+        """From `start` to `end` (exclusive), or to the end of the log (EOF) when None."""
+        from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException
+
+        await asyncio.to_thread(self._consumer.assign, [self._topic_partition(start)])
+        while True:
+            messages = await asyncio.to_thread(self._consumer.consume, BROKER_BATCH, 1.0)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        return
+                    raise KafkaException(error)
+                offset = message.offset()
+                if end is not None and offset >= end:
+                    return
+                kind, timestamp = message.timestamp()
+                epoch = message.leader_epoch()
+                yield ConsumerRecord(
+                    message.topic(),
+                    message.partition(),
+                    offset,
+                    timestamp,
+                    LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME,
+                    message.key(),
+                    message.value(),
+                    tuple(message.headers() or ()),
+                    epoch if epoch is not None and epoch >= 0 else None,
+                )
+                if end is not None and offset + 1 >= end:
+                    return
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await asyncio.to_thread(consumer.close)
+
+
+class BlockingTieredConsumer:
+    """The same for synchronous code (a Spark task, a script): its own event loop, run
+    in the calling thread for each step of an iteration."""
+
+    def __init__(self, fetch_address: str, metadata_address: str, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._consumer = self._loop.run_until_complete(
+            _connect(fetch_address, metadata_address, kwargs)
+        )
+
+    def partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
+        return self._loop.run_until_complete(self._consumer.partitions(topic))
+
+    def read(
+        self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None
+    ) -> Iterator[ConsumerRecord]:
+        records = self._consumer.read(partition, start, end_offset)
+        try:
+            while True:
+                try:
+                    yield self._loop.run_until_complete(records.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._loop.run_until_complete(records.aclose())
+
+    def close(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(self._consumer.close())
+            self._loop.close()
+
+    def __enter__(self) -> BlockingTieredConsumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _connect(fetch: str, metadata: str, kwargs: dict[str, Any]) -> TieredConsumer:
+    # Inside the loop: the clients' channels belong to the loop they are made in.
+    return TieredConsumer.connect(fetch, metadata, **kwargs)

@@ -1,0 +1,104 @@
+"""Record batches as a Kafka consumer hands them out: control batches dropped, and under
+read_committed the records of aborted transactions too.
+
+The filtering is the Java consumer's (CompletedFetch.nextFetchedRecord): a fetch
+answers with the aborted transactions overlapping it, as (producer id, first
+offset); a transactional batch whose producer has an aborted transaction that
+began at or before the batch's last offset is skipped, until that producer's
+ABORT marker ends the transaction.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from remotelog.kafka.records import (
+    BatchHeader,
+    decode_records,
+    iter_batches,
+    parse_control_record,
+)
+
+# Spark's and Kafka's timestampType: 0 CreateTime, 1 LogAppendTime.
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One record as a Kafka consumer (and Spark's Kafka source) sees it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    leader_epoch: int | None
+
+
+class AbortedTransactions:
+    """Which transactional batches of one fetch's records belong to aborted transactions."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        # (first offset, producer id): consumed in offset order as batches pass them.
+        self._pending = [(first, pid) for pid, first in aborted]
+        heapq.heapify(self._pending)
+        self._aborting: set[int] = set()
+
+    def skips(self, data: bytes | memoryview, header: BatchHeader) -> bool:
+        """Whether `header`'s batch is left out (call for every batch, in offset order)."""
+        if header.producer_id < 0:
+            return False
+        while self._pending and self._pending[0][0] <= header.last_offset:
+            self._aborting.add(heapq.heappop(self._pending)[1])
+        if header.is_control:
+            (marker,) = decode_records(data, header)
+            if not parse_control_record(marker).is_commit:
+                self._aborting.discard(header.producer_id)
+            return True
+        return header.is_transactional and header.producer_id in self._aborting
+
+
+def consumer_records(
+    data: bytes | memoryview,
+    topic: str,
+    partition: int,
+    *,
+    start_offset: int = 0,
+    end_offset: int | None = None,
+    aborted: AbortedTransactions | None = None,
+    source: str = "<fetch>",
+) -> Iterator[ConsumerRecord]:
+    """The records of `data`'s batches in [start_offset, end_offset), as a consumer sees
+    them: no control records; with `aborted` (read_committed), none of aborted
+    transactions."""
+    for header in iter_batches(data, source=source):
+        if aborted is not None and aborted.skips(data, header):
+            continue
+        if header.is_control or header.last_offset < start_offset:
+            continue
+        if end_offset is not None and header.base_offset >= end_offset:
+            return
+        append_time = header.is_log_append_time
+        epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+        for record in decode_records(data, header, source=source):
+            if record.offset < start_offset:
+                continue
+            if end_offset is not None and record.offset >= end_offset:
+                return
+            yield ConsumerRecord(
+                topic,
+                partition,
+                record.offset,
+                header.max_timestamp if append_time else record.timestamp,
+                LOG_APPEND_TIME if append_time else CREATE_TIME,
+                record.key,
+                record.value,
+                record.headers,
+                epoch,
+            )

@@ -1,0 +1,207 @@
+"""TieredConsumer over the remote tier: the records a direct decode of the segments gives."""
+
+import asyncio
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
+from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.kafka.consumer_records import consumer_records
+from remotelog.kafka.records import Record, build_batch
+
+from .conftest import batch
+
+# The transactional log (conftest.transactional_log): producer 7 aborts 3-4 and 8-9,
+# producer 8 commits 5-6 (marker at 7), producer 9 aborts 13-14; markers at 7, 10, 15.
+UNCOMMITTED = [0, 1, 2, 3, 4, 5, 6, 8, 9, 11, 12, 13, 14, 16]
+COMMITTED = [0, 1, 2, 5, 6, 11, 12, 16]
+
+
+def addresses(stack) -> tuple[str, str]:
+    return (
+        f"127.0.0.1:{stack.running[0].service.port}",
+        f"127.0.0.1:{stack.metadata.service.port}",
+    )
+
+
+def direct(stack, name: str, start: int = 0, end: int | None = None) -> list:
+    """The records as decoded straight from the tiered segment files."""
+    tip = stack.tip(name)
+    log = stack.log_bytes(name)
+    return list(consumer_records(log, tip.topic, 0, start_offset=start, end_offset=end))
+
+
+async def read_all(consumer, tip, start="earliest", end=None) -> list:
+    return [record async for record in consumer.read(tip, start, end)]
+
+
+@pytest.mark.parametrize("name", ["timeindex", "topic_a", "gapped", "big_batches"])
+async def test_a_whole_partition_equals_a_direct_decode_of_its_segments(tiered, name):
+    async with TieredConsumer.connect(*addresses(tiered)) as consumer:
+        records = await read_all(consumer, tiered.tip(name))
+    assert records == direct(tiered, name)
+    assert len(records) > 0
+    assert [r.offset for r in records] == sorted({r.offset for r in records})
+
+
+async def test_offset_and_timestamp_bounds_cut_where_asked(tiered):
+    tip = tiered.tip("topic_a")
+    everything = direct(tiered, "topic_a")
+    middle = everything[len(everything) // 2]
+    async with TieredConsumer.connect(*addresses(tiered)) as consumer:
+        assert await read_all(consumer, tip, middle.offset, middle.offset + 7) == direct(
+            tiered, "topic_a", middle.offset, middle.offset + 7
+        )
+        by_time = await read_all(consumer, tip, AtTimestamp(middle.timestamp))
+        assert by_time[0].offset == min(
+            r.offset for r in everything if r.timestamp >= middle.timestamp
+        )
+        assert by_time[-1] == everything[-1]
+        assert await read_all(consumer, tip, "latest") == []
+        # Each backend's stack tiered its own topic_a (another topic id) on one broker.
+        (summary,) = [
+            p for p in await consumer.partitions("topic_a") if p.topic_id_partition == tip
+        ]
+        assert summary.earliest_offset == everything[0].offset
+        assert summary.latest_tiered_offset == everything[-1].offset
+
+
+async def test_read_committed_hides_aborted_records_and_markers_are_never_records(tiered):
+    tip = tiered.tip("txns")
+    async with TieredConsumer.connect(*addresses(tiered)) as consumer:
+        assert [r.offset for r in await read_all(consumer, tip)] == UNCOMMITTED
+    committed = TieredConsumer.connect(*addresses(tiered), isolation_level="read_committed")
+    async with committed:
+        records = await read_all(committed, tip)
+    assert [r.offset for r in records] == COMMITTED
+    assert {r.value for r in records} == {b"plain", b"txn-8"}
+
+
+async def test_an_offset_below_the_remote_tier_and_bad_starts_are_refused(tiered):
+    # Retention deleted offsets 0-49: the remote tier starts at 50.
+    tip = await tiered.tier_batches("retained", [[batch(50, 5), batch(55, 5)]])
+    async with TieredConsumer.connect(*addresses(tiered)) as consumer:
+        assert [r.offset for r in await read_all(consumer, tip)] == list(range(50, 60))
+        with pytest.raises(
+            OffsetOutOfRangeError, match=r"offset 10 is below .* earliest offset 50"
+        ):
+            await read_all(consumer, tip, 10)
+        with pytest.raises(InvalidArgumentError, match="negative"):
+            await read_all(consumer, tip, -1)
+        with pytest.raises(InvalidArgumentError, match="an offset, earliest, latest"):
+            await read_all(consumer, tip, "newest")
+    with pytest.raises(InvalidArgumentError, match="isolation_level"):
+        TieredConsumer(None, None, isolation_level="committed")
+
+
+async def test_the_blocking_consumer_reads_the_same(tiered):
+    def read_blocking():
+        # Its own loop in this thread, while the services run in the test's.
+        with BlockingTieredConsumer(*addresses(tiered)) as consumer:
+            records = list(consumer.read(tiered.tip("timeindex")))
+            partial = consumer.read(tiered.tip("topic_a"))
+            first = next(partial)
+            partial.close()  # abandoned midway: its stream is closed, the loop goes on
+            listed = consumer.partitions("timeindex")
+        return records, first, listed
+
+    records, first, listed = await asyncio.to_thread(read_blocking)
+    assert records == direct(tiered, "timeindex")
+    assert first == direct(tiered, "topic_a")[0]
+    assert tiered.tip("timeindex") in [p.topic_id_partition for p in listed]
+
+
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    """`count` records on a new one-partition topic, each with its own timestamp."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for offset in range(count):
+        producer.produce(topic, **as_produced(offset))
+    assert producer.flush(30) == 0
+
+
+def as_produced(offset: int) -> dict:
+    headers = [("n", str(offset).encode())] if offset % 3 else []
+    return {
+        "key": f"k{offset}".encode(),
+        "value": f"v{offset}".encode() * 5,
+        "timestamp": 1_700_000_000_000 + offset,
+        "headers": headers,
+    }
+
+
+def broker_records(bootstrap: str, topic: str) -> list[tuple]:
+    """The topic read back by a plain consumer of the broker."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"plain-{uuid.uuid4().hex[:6]}",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    found = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "the broker did not answer"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return found
+            found.append(
+                (
+                    message.offset(),
+                    message.key(),
+                    message.value(),
+                    message.timestamp()[1],
+                    tuple(message.headers() or ()),
+                )
+            )
+    finally:
+        consumer.close()
+
+
+def fields(records) -> list[tuple]:
+    return [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records]
+
+
+async def test_history_from_the_remote_tier_and_the_tail_from_the_broker_meet_exactly(
+    tiered, broker
+):
+    """Records 0-59 on the broker, 0-39 tiered (as the copy scheduler would have)."""
+    topic = f"hybrid-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 60)
+
+    def as_record(offset: int) -> Record:
+        produced = as_produced(offset)
+        return Record(
+            offset,
+            produced["timestamp"],
+            produced["key"],
+            produced["value"],
+            tuple(produced["headers"]),
+        )
+
+    # Two segments of batches of four records, as the broker would have written them.
+    segments = [
+        [build_batch([as_record(o) for o in range(b, b + 4)]) for b in range(first, first + 20, 4)]
+        for first in (0, 20)
+    ]
+    tip = await tiered.tier_batches(topic, segments)
+    on_broker = await asyncio.to_thread(broker_records, broker.bootstrap_servers, topic)
+    assert [r[0] for r in on_broker] == list(range(60))
+
+    consumer = TieredConsumer.connect(
+        *addresses(tiered), bootstrap_servers=broker.bootstrap_servers
+    )
+    async with consumer:
+        assert fields(await read_all(consumer, tip)) == on_broker
+        assert fields(await read_all(consumer, tip, 35, 45)) == on_broker[35:45]
+        assert fields(await read_all(consumer, tip, 45)) == on_broker[45:]
+    # Without a broker the read ends at the last tiered offset.
+    async with TieredConsumer.connect(*addresses(tiered)) as remote_only:
+        assert fields(await read_all(remote_only, tip)) == on_broker[:40]
