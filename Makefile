@@ -48,7 +48,7 @@ format: setup
 
 # Every hand-written package is checked strictly; the generated stubs only through their .pyi.
 TYPED_PACKAGES := core kafka fileio rpc segmentstore metadata coordination scheduler fetch \
-	remover dev cli client
+	remover dev cli client spark
 
 typecheck: setup
 	$(VENV)/bin/mypy $(addprefix -p remotelog.,$(TYPED_PACKAGES))

@@ -4,13 +4,12 @@ import asyncio
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from support.topics import as_record, broker_records, produce
 
 from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
 from remotelog.kafka.consumer_records import consumer_records
-from remotelog.kafka.records import Record, build_batch
+from remotelog.kafka.records import build_batch
 
 from .conftest import batch
 
@@ -114,57 +113,6 @@ async def test_the_blocking_consumer_reads_the_same(tiered):
     assert tiered.tip("timeindex") in [p.topic_id_partition for p in listed]
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    """`count` records on a new one-partition topic, each with its own timestamp."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for offset in range(count):
-        producer.produce(topic, **as_produced(offset))
-    assert producer.flush(30) == 0
-
-
-def as_produced(offset: int) -> dict:
-    headers = [("n", str(offset).encode())] if offset % 3 else []
-    return {
-        "key": f"k{offset}".encode(),
-        "value": f"v{offset}".encode() * 5,
-        "timestamp": 1_700_000_000_000 + offset,
-        "headers": headers,
-    }
-
-
-def broker_records(bootstrap: str, topic: str) -> list[tuple]:
-    """The topic read back by a plain consumer of the broker."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"plain-{uuid.uuid4().hex[:6]}",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    found = []
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "the broker did not answer"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return found
-            found.append(
-                (
-                    message.offset(),
-                    message.key(),
-                    message.value(),
-                    message.timestamp()[1],
-                    tuple(message.headers() or ()),
-                )
-            )
-    finally:
-        consumer.close()
-
-
 def fields(records) -> list[tuple]:
     return [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records]
 
@@ -175,16 +123,6 @@ async def test_history_from_the_remote_tier_and_the_tail_from_the_broker_meet_ex
     """Records 0-59 on the broker, 0-39 tiered (as the copy scheduler would have)."""
     topic = f"hybrid-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 60)
-
-    def as_record(offset: int) -> Record:
-        produced = as_produced(offset)
-        return Record(
-            offset,
-            produced["timestamp"],
-            produced["key"],
-            produced["value"],
-            tuple(produced["headers"]),
-        )
 
     # Two segments of batches of four records, as the broker would have written them.
     segments = [

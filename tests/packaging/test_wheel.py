@@ -42,6 +42,8 @@ def test_wheel_holds_one_remotelog_namespace(wheel):
         "remotelog/core/metadata_serde.py",
         "remotelog/rpc/errors.py",
         "remotelog/client/base.py",
+        "remotelog/client/tiered_consumer.py",
+        "remotelog/spark/source.py",
         "remotelog/api/segmentstore/v1/segment_store_pb2.py",
         "remotelog/api/segmentstore/v1/segment_store_pb2_grpc.py",
         "remotelog/api/type/v1/segment_pb2.pyi",

@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest_asyncio
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from support.services import (
     CLIENT_OPTIONS,
@@ -15,6 +15,7 @@ from support.services import (
     started,
 )
 from support.tiering import batch, tier_segment
+from support.topics import read_to_end
 
 from remotelog.client import PartitionRemoverClient
 from remotelog.core.metadata_serde import deserialize, serialize
@@ -87,34 +88,17 @@ class RemoverStack(BackendStack):
 
 def events_of(bootstrap: str, tip: TopicIdPartition) -> list[tuple[int, object]]:
     """(offset, event) of each metadata-topic record about `tip`, as Kafka's tools read them."""
-    part = metadata_partition(tip, PARTITIONS)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4()}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(METADATA_TOPIC, part, 0)])
     found = []
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "the metadata topic did not answer"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return found
-            event = deserialize(message.value())
-            about = (
-                event.topic_id_partition
-                if isinstance(event, RemotePartitionDeleteMetadata)
-                else event.remote_log_segment_id.topic_id_partition
-            )
-            if about == tip:
-                found.append((message.offset(), event))
-    finally:
-        consumer.close()
+    for message in read_to_end(bootstrap, METADATA_TOPIC, metadata_partition(tip, PARTITIONS)):
+        event = deserialize(message.value())
+        about = (
+            event.topic_id_partition
+            if isinstance(event, RemotePartitionDeleteMetadata)
+            else event.remote_log_segment_id.topic_id_partition
+        )
+        if about == tip:
+            found.append((message.offset(), event))
+    return found
 
 
 def publish_raw(bootstrap: str, event: RemotePartitionDeleteMetadata) -> None:

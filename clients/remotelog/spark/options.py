@@ -1,0 +1,224 @@
+"""The `remotelog` source's options, named and checked as Spark's Kafka source names them.
+
+Everything is checked on the driver before a task runs; a bad option raises
+InvalidArgumentError naming it. Options Spark's Kafka source has that this source
+does not handle yet are refused by name rather than ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from remotelog.core.errors import InvalidArgumentError
+
+EARLIEST = -2
+LATEST = -1
+# Spark's Kafka source's options that this source does not handle yet.
+NOT_YET = frozenset(
+    {
+        "startingtimestamp",
+        "endingtimestamp",
+        "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
+        "minpartitions",
+        "maxrecordsperpartition",
+        "maxoffsetspertrigger",
+    }
+)
+KNOWN = frozenset(
+    {
+        "remotelog.fetch.address",
+        "remotelog.metadata.address",
+        "remotelog.tls.root.certs.file",
+        "remotelog.tls.cert.file",
+        "remotelog.tls.key.file",
+        "kafka.bootstrap.servers",
+        "assign",
+        "subscribe",
+        "subscribepattern",
+        "startingoffsets",
+        "endingoffsets",
+        "failondataloss",
+        "includeheaders",
+        "isolationlevel",
+        "kafka.isolation.level",
+    }
+)
+
+# Per topic: {partition: offset}; a whole-topic default under None.
+OffsetSpec = Mapping[str, Mapping[int, int]]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Exactly one of Spark's three ways to name what to read."""
+
+    kind: str  # "assign", "subscribe" or "subscribePattern"
+    topics: tuple[str, ...] = ()
+    partitions: tuple[tuple[str, int], ...] = ()
+    pattern: str = ""
+
+    def matches(self, topic: str, partition: int) -> bool:
+        if self.kind == "assign":
+            return (topic, partition) in self.partitions
+        if self.kind == "subscribe":
+            return topic in self.topics
+        return re.fullmatch(self.pattern, topic) is not None
+
+    def topic_names(self) -> tuple[str, ...] | None:
+        """The topics to list, or None for all (a pattern)."""
+        if self.kind == "assign":
+            return tuple(dict.fromkeys(topic for topic, _ in self.partitions))
+        if self.kind == "subscribe":
+            return self.topics
+        return None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """startingOffsets / endingOffsets: earliest, latest, or offsets per partition."""
+
+    default: int  # EARLIEST or LATEST
+    offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+
+    def of(self, topic: str, partition: int) -> int:
+        for t, p, offset in self.offsets:
+            if (t, p) == (topic, partition):
+                return offset
+        return self.default
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    fetch_address: str
+    metadata_address: str
+    subscription: Subscription
+    starting: Bound
+    ending: Bound
+    bootstrap_servers: str | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    read_committed: bool = False
+    tls_root_certs_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+
+def parse_options(raw: Mapping[str, str]) -> ReadOptions:
+    options = {key.lower(): value for key, value in raw.items() if key.lower() != "path"}
+    for key in options:
+        if key in NOT_YET:
+            raise InvalidArgumentError(key, "is not supported by the remotelog source yet")
+        if key not in KNOWN and not key.startswith("kafka."):
+            raise InvalidArgumentError(key, "is not an option of the remotelog source")
+    for required in ("remotelog.fetch.address", "remotelog.metadata.address"):
+        if not options.get(required):
+            raise InvalidArgumentError(required, "is required")
+    isolation = options.get("isolationlevel", options.get("kafka.isolation.level", ""))
+    if isolation not in ("", "read_uncommitted", "read_committed"):
+        raise InvalidArgumentError(
+            "isolationLevel", f"{isolation!r}: read_uncommitted or read_committed"
+        )
+    return ReadOptions(
+        fetch_address=options["remotelog.fetch.address"],
+        metadata_address=options["remotelog.metadata.address"],
+        subscription=_subscription(options),
+        starting=_bound(
+            options.get("startingoffsets", "earliest"), "startingOffsets", ending=False
+        ),
+        ending=_bound(options.get("endingoffsets", "latest"), "endingOffsets", ending=True),
+        bootstrap_servers=options.get("kafka.bootstrap.servers") or None,
+        fail_on_data_loss=_boolean(options.get("failondataloss", "true"), "failOnDataLoss"),
+        include_headers=_boolean(options.get("includeheaders", "false"), "includeHeaders"),
+        read_committed=isolation == "read_committed",
+        tls_root_certs_file=options.get("remotelog.tls.root.certs.file", ""),
+        tls_cert_file=options.get("remotelog.tls.cert.file", ""),
+        tls_key_file=options.get("remotelog.tls.key.file", ""),
+    )
+
+
+def _subscription(options: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("assign", "subscribe", "subscribepattern") if k in options]
+    if len(given) != 1:
+        raise InvalidArgumentError(
+            "subscribe",
+            "exactly one of assign, subscribe and subscribePattern is needed"
+            + (f" (given: {', '.join(given)})" if given else ""),
+        )
+    kind = given[0]
+    value = options[kind].strip()
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise InvalidArgumentError("subscribe", "names no topic")
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribepattern":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise InvalidArgumentError("subscribePattern", f"{value!r}: {exc}") from None
+        if not value:
+            raise InvalidArgumentError("subscribePattern", "is empty")
+        return Subscription("subscribePattern", pattern=value)
+    parsed = _json(value, "assign")
+    partitions = []
+    if not isinstance(parsed, dict) or not parsed:
+        raise InvalidArgumentError("assign", 'expects JSON like {"topicA":[0,1]}')
+    for topic, numbers in parsed.items():
+        if not isinstance(numbers, list) or not all(_is_int(n) and n >= 0 for n in numbers):
+            raise InvalidArgumentError("assign", f"{topic!r}: expects a list of partitions")
+        partitions += [(topic, n) for n in numbers]
+    return Subscription("assign", partitions=tuple(partitions))
+
+
+def _bound(value: str, name: str, *, ending: bool) -> Bound:
+    value = value.strip()
+    if value == "latest" and not ending:
+        # As Spark's Kafka source: a batch query starting at the end would read nothing.
+        raise InvalidArgumentError(
+            name, "latest is not allowed for startingOffsets in a batch query"
+        )
+    if value == "earliest":
+        if ending:
+            raise InvalidArgumentError(name, "earliest is not allowed for endingOffsets")
+        return Bound(EARLIEST)
+    if value == "latest":
+        return Bound(LATEST)
+    parsed = _json(value, name)
+    if not isinstance(parsed, dict):
+        raise InvalidArgumentError(name, 'expects earliest, latest or JSON like {"t":{"0":23}}')
+    offsets = []
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise InvalidArgumentError(name, f"{topic!r}: expects {{partition: offset}}")
+        for partition, offset in partitions.items():
+            if not partition.isdigit() or not _is_int(offset) or offset < EARLIEST:
+                raise InvalidArgumentError(name, f"{topic}-{partition}: {offset!r} is no offset")
+            if ending and offset == EARLIEST:
+                raise InvalidArgumentError(name, f"{topic}-{partition}: -2 (earliest) as an end")
+            if not ending and offset == LATEST:
+                raise InvalidArgumentError(name, f"{topic}-{partition}: -1 (latest) as a start")
+            offsets.append((topic, int(partition), int(offset)))
+    return Bound(LATEST if ending else EARLIEST, tuple(offsets))
+
+
+def _json(value: str, name: str) -> object:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(name, f"is not valid JSON: {exc.msg}") from None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _boolean(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise InvalidArgumentError(name, f"{value!r}: true or false")
+    return lowered == "true"

@@ -1,0 +1,185 @@
+"""`spark.read.format("remotelog")`: a Kafka topic's records with the schema of Spark's
+Kafka source, history read from the remote tier, the tail (optionally) from the broker.
+
+The driver plans from metadata only: one input partition per Kafka partition, with
+its offset range resolved. Each task opens its own channels (a
+BlockingTieredConsumer) and yields Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from remotelog.client.base import ClientOptions
+from remotelog.client.tiered_consumer import BlockingTieredConsumer
+from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
+from remotelog.kafka.consumer_records import ConsumerRecord
+from remotelog.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
+
+log = logging.getLogger(__name__)
+
+# Spark's Kafka source schema, column for column.
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+ROWS_PER_BATCH = 8192
+
+
+class RemotelogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "remotelog"
+
+    def schema(self) -> str:
+        options = parse_options(self.options)
+        return KAFKA_SCHEMA + (HEADERS_SCHEMA if options.include_headers else "")
+
+    def reader(self, schema: Any) -> RemotelogReader:
+        return RemotelogReader(parse_options(self.options))
+
+
+class OffsetRange(InputPartition):
+    """One Kafka partition's offsets [start, end) to read; end None = to the end the
+    read finds (the broker's, or the last tiered offset)."""
+
+    def __init__(self, topic_id: str, topic: str, partition: int, start: int, end: int | None):
+        super().__init__((topic, partition))
+        self.topic_id, self.topic, self.partition = topic_id, topic, partition
+        self.start, self.end = start, end
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return TopicIdPartition(uuid.UUID(self.topic_id), self.topic, self.partition)
+
+
+class RemotelogReader(DataSourceReader):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[OffsetRange]:
+        with _consumer(self.options) as consumer:
+            found = _subscribed(consumer, self.options)
+        return [r for r in (_plan(summary, self.options) for summary in found) if r is not None]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange), partition
+        include_headers = self.options.include_headers
+        rows: list[ConsumerRecord] = []
+        with _consumer(self.options) as consumer:
+            for record in _records(consumer, partition, self.options):
+                rows.append(record)
+                if len(rows) == ROWS_PER_BATCH:
+                    yield to_arrow(rows, include_headers)
+                    rows = []
+        if rows:
+            yield to_arrow(rows, include_headers)
+
+
+def _consumer(options: ReadOptions) -> BlockingTieredConsumer:
+    return BlockingTieredConsumer(
+        options.fetch_address,
+        options.metadata_address,
+        options=ClientOptions(
+            tls_root_certs_file=options.tls_root_certs_file,
+            tls_cert_file=options.tls_cert_file,
+            tls_key_file=options.tls_key_file,
+        ),
+        bootstrap_servers=options.bootstrap_servers,
+        isolation_level="read_committed" if options.read_committed else "read_uncommitted",
+    )
+
+
+def _subscribed(
+    consumer: BlockingTieredConsumer, options: ReadOptions
+) -> list[RemotePartitionSummary]:
+    subscription = options.subscription
+    names = subscription.topic_names()
+    listed = (
+        consumer.partitions(None)
+        if names is None
+        else [p for topic in names for p in consumer.partitions(topic)]
+    )
+    found = [
+        p
+        for p in listed
+        if subscription.matches(p.topic_id_partition.topic, p.topic_id_partition.partition)
+    ]
+    if subscription.kind == "assign":
+        missing = set(subscription.partitions) - {
+            (p.topic_id_partition.topic, p.topic_id_partition.partition) for p in found
+        }
+        if missing:
+            named = ", ".join(f"{t}-{p}" for t, p in sorted(missing))
+            raise InvalidArgumentError("assign", f"no data in the remote tier for {named}")
+    return found
+
+
+def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> OffsetRange | None:
+    tip = summary.topic_id_partition
+    start = options.starting.of(tip.topic, tip.partition)
+    if start == EARLIEST:
+        start = summary.earliest_offset
+    elif start < summary.earliest_offset:
+        lost = f"{tip.topic}-{tip.partition}: offsets {start}-{summary.earliest_offset - 1}"
+        if options.fail_on_data_loss:
+            raise InvalidArgumentError(
+                "startingOffsets",
+                f"{lost} are no longer in the remote tier (retention); "
+                "set failOnDataLoss=false to start at the earliest offset",
+            )
+        log.warning("%s are no longer in the remote tier: starting at the earliest", lost)
+        start = summary.earliest_offset
+    end: int | None = options.ending.of(tip.topic, tip.partition)
+    if end == LATEST:
+        end = None if options.bootstrap_servers else summary.latest_tiered_offset + 1
+    if end is not None and end <= start:
+        return None
+    return OffsetRange(str(tip.topic_id), tip.topic, tip.partition, start, end)
+
+
+def _records(
+    consumer: BlockingTieredConsumer, part: OffsetRange, options: ReadOptions
+) -> Iterator[ConsumerRecord]:
+    tip = part.topic_id_partition
+    try:
+        yield from consumer.read(tip, part.start, part.end)
+    except OffsetOutOfRangeError as exc:
+        # Retention deleted the start of the range between planning and reading.
+        where = f"{tip.topic}-{tip.partition} offsets from {part.start}"
+        if options.fail_on_data_loss:
+            raise RuntimeError(
+                f"{where} were deleted from the remote tier after the query was planned "
+                f"({exc.message}); set failOnDataLoss=false to skip them"
+            ) from None
+        log.warning("%s were deleted from the remote tier; skipped", where)
+        yield from consumer.read(tip, "earliest", part.end)
+
+
+def to_arrow(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
+    columns = [
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.array([r.topic for r in records], pa.string()),
+        pa.array([r.partition for r in records], pa.int32()),
+        pa.array([r.offset for r in records], pa.int64()),
+        pa.array([r.timestamp * 1000 for r in records], pa.timestamp("us", tz="UTC")),
+        pa.array([r.timestamp_type for r in records], pa.int32()),
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    if include_headers:
+        headers = [
+            [{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in records
+        ]
+        columns.append(pa.array(headers, HEADER_TYPE))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(columns, names=names)

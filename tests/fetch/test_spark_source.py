@@ -1,0 +1,133 @@
+"""spark.read.format("remotelog") over real services: the rows a direct decode gives."""
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from support.topics import as_record, broker_records, produce
+
+from remotelog.kafka.consumer_records import consumer_records
+from remotelog.kafka.records import build_batch
+
+from .test_tiered_consumer import COMMITTED, UNCOMMITTED
+
+COLUMNS = [
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "unix_millis(timestamp)",
+    "timestampType",
+]
+
+
+def source(spark, stack, **options):
+    reader = (
+        spark.read.format("remotelog")
+        .option("remotelog.fetch.address", f"127.0.0.1:{stack.running[0].service.port}")
+        .option("remotelog.metadata.address", f"127.0.0.1:{stack.metadata.service.port}")
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+async def rows(frame, *columns) -> list[tuple]:
+    """The frame's rows in offset order, collected in a thread: the services the Spark
+    tasks call run on this test's event loop."""
+    ordered = frame.selectExpr(*(columns or COLUMNS)).orderBy("topic", "partition", "offset")
+    return [tuple(row) for row in await asyncio.to_thread(ordered.collect)]
+
+
+async def tier_copy(stack, kafka_logs, directory: str) -> str:
+    """A fresh topic holding the broker-written partition's segments."""
+    topic = f"spark-{uuid.uuid4().hex[:8]}"
+    await stack.tier_directory(topic, kafka_logs / directory)
+    return topic
+
+
+def expected(stack, topic: str, start: int = 0, end: int | None = None) -> list[tuple]:
+    log = stack.log_bytes(topic)
+    return [
+        (r.key, r.value, topic, 0, r.offset, r.timestamp, r.timestamp_type)
+        for r in consumer_records(log, topic, 0, start_offset=start, end_offset=end)
+    ]
+
+
+async def test_a_topic_reads_as_spark_kafka_rows_equal_to_a_direct_decode(
+    spark, tiered, kafka_logs
+):
+    topic = await tier_copy(tiered, kafka_logs, "test_topic_a-0")
+    frame = source(spark, tiered, subscribe=topic)
+    assert frame.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>"
+    )
+    assert await rows(frame) == expected(tiered, topic)
+
+
+async def test_offset_bounds_and_patterns_select_the_rows(spark, tiered, kafka_logs):
+    first = await tier_copy(tiered, kafka_logs, "timeindex_test")
+    everything = expected(tiered, first)
+    middle = everything[len(everything) // 2][4]
+    bounded = source(
+        spark,
+        tiered,
+        assign=json.dumps({first: [0]}),
+        startingOffsets=json.dumps({first: {"0": middle}}),
+        endingOffsets=json.dumps({first: {"0": middle + 5}}),
+    )
+    assert await rows(bounded) == expected(tiered, first, middle, middle + 5)
+    pattern = source(spark, tiered, subscribePattern=f"{first}|no-such-topic")
+    assert await rows(pattern) == everything
+
+
+async def test_read_committed_hides_aborted_records(spark, tiered):
+    # The transactional log again, under a name only this stack's store holds.
+    topic = f"spark-txns-{uuid.uuid4().hex[:8]}"
+    await tiered.tier_directory(topic, tiered.tmp / "broker" / "txns-0")
+    assign = json.dumps({topic: [0]})
+    uncommitted = source(spark, tiered, assign=assign)
+    committed = source(spark, tiered, assign=assign, isolationLevel="read_committed")
+    assert [r[0] for r in await rows(uncommitted, "offset")] == UNCOMMITTED
+    assert [r[0] for r in await rows(committed, "offset")] == COMMITTED
+
+
+async def test_headers_and_the_broker_tail_with_kafka_bootstrap_servers(spark, tiered, broker):
+    topic = f"spark-hybrid-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 30)
+    on_broker = await asyncio.to_thread(broker_records, broker.bootstrap_servers, topic)
+    await tiered.tier_batches(topic, [[build_batch([as_record(o)]) for o in range(20)]])
+    frame = source(
+        spark,
+        tiered,
+        subscribe=topic,
+        includeHeaders="true",
+        **{"kafka.bootstrap.servers": broker.bootstrap_servers},
+    )
+    found = await rows(frame, "offset", "key", "value", "unix_millis(timestamp)", "headers")
+    assert [(o, k, v, t) for o, k, v, t, _ in found] == [r[:4] for r in on_broker]
+    assert [tuple((h.key, h.value) for h in hs) if hs else () for *_, hs in found] == [
+        r[4] for r in on_broker
+    ]
+    assert found[0][4] is None  # offset 0 has no headers: null, as Spark's Kafka source
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "subscribe"),
+        ({"subscribe": "a", "assign": '{"a":[0]}'}, "given: assign, subscribe"),
+        ({"subscribe": "a", "startingOffsets": "latest"}, "startingOffsets"),
+        ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets"),
+        ({"subscribe": "a", "assign_typo": "x"}, "assign_typo"),
+        ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+        ({"subscribe": "a", "minPartitions": "4"}, "minpartitions"),
+        ({"assign": '{"never-tiered":[0]}'}, "never-tiered-0"),
+    ],
+)
+async def test_bad_options_fail_the_query_naming_the_option(spark, tiered, options, named):
+    with pytest.raises(Exception, match=named):
+        await asyncio.to_thread(lambda: source(spark, tiered, **options).collect())

@@ -1,0 +1,72 @@
+"""Topics on the test broker: produced with known records, read back by a plain consumer."""
+
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from remotelog.kafka.records import Record
+
+
+def produce(bootstrap: str, topic: str, count: int) -> None:
+    """`count` records on a new one-partition topic, each with its own timestamp."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for offset in range(count):
+        producer.produce(topic, **as_produced(offset))
+    assert producer.flush(30) == 0
+
+
+def as_produced(offset: int) -> dict:
+    headers = [("n", str(offset).encode())] if offset % 3 else []
+    return {
+        "key": f"k{offset}".encode(),
+        "value": f"v{offset}".encode() * 5,
+        "timestamp": 1_700_000_000_000 + offset,
+        "headers": headers,
+    }
+
+
+def as_record(offset: int) -> Record:
+    """The record `as_produced(offset)` describes, as the broker stores it."""
+    produced = as_produced(offset)
+    return Record(
+        offset,
+        produced["timestamp"],
+        produced["key"],
+        produced["value"],
+        tuple(produced["headers"]),
+    )
+
+
+def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
+    """Every message of the partition, read by a group-less consumer up to its end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"plain-{uuid.uuid4().hex[:6]}",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    found = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, f"{topic}-{partition}: the broker did not answer"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return found
+            found.append(message)
+    finally:
+        consumer.close()
+
+
+def broker_records(bootstrap: str, topic: str) -> list[tuple]:
+    """The topic's records as a plain consumer of the broker reads them."""
+    return [
+        (m.offset(), m.key(), m.value(), m.timestamp()[1], tuple(m.headers() or ()))
+        for m in read_to_end(bootstrap, topic)
+    ]
