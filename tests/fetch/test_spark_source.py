@@ -12,6 +12,10 @@ from remotelog.kafka.records import build_batch
 
 from .test_tiered_consumer import COMMITTED, UNCOMMITTED
 
+# The storage backend is the TieredConsumer tests' concern (both run there); Spark's
+# path is the same over either, and each Spark job costs seconds.
+pytestmark = pytest.mark.parametrize("tiered", ["filesystem"], indirect=True)
+
 COLUMNS = [
     "key",
     "value",
@@ -84,6 +88,22 @@ async def test_offset_bounds_and_patterns_select_the_rows(spark, tiered, kafka_l
     assert await rows(pattern) == everything
 
 
+async def test_tasks_are_cut_by_min_partitions_and_max_records_with_the_same_rows(
+    spark, tiered, kafka_logs
+):
+    topic = await tier_copy(tiered, kafka_logs, "test_topic_a-0")
+    everything = expected(tiered, topic)
+    whole = source(spark, tiered, subscribe=topic)
+    cut = source(spark, tiered, subscribe=topic, minPartitions="3")
+    small = source(spark, tiered, subscribe=topic, maxRecordsPerPartition="40")
+    span = everything[-1][4] + 1 - everything[0][4]
+    assert await asyncio.to_thread(lambda: whole.rdd.getNumPartitions()) == 1
+    assert await asyncio.to_thread(lambda: cut.rdd.getNumPartitions()) == 3
+    assert await asyncio.to_thread(lambda: small.rdd.getNumPartitions()) == -(-span // 40)
+    assert await rows(cut) == everything
+    assert await rows(small) == everything
+
+
 async def test_read_committed_hides_aborted_records(spark, tiered):
     # The transactional log again, under a name only this stack's store holds.
     topic = f"spark-txns-{uuid.uuid4().hex[:8]}"
@@ -124,7 +144,7 @@ async def test_headers_and_the_broker_tail_with_kafka_bootstrap_servers(spark, t
         ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets"),
         ({"subscribe": "a", "assign_typo": "x"}, "assign_typo"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
-        ({"subscribe": "a", "minPartitions": "4"}, "minpartitions"),
+        ({"subscribe": "a", "startingTimestamp": "4"}, "startingtimestamp"),
         ({"assign": '{"never-tiered":[0]}'}, "never-tiered-0"),
     ],
 )

@@ -24,8 +24,6 @@ NOT_YET = frozenset(
         "startingoffsetsbytimestamp",
         "endingoffsetsbytimestamp",
         "startingoffsetsbytimestampstrategy",
-        "minpartitions",
-        "maxrecordsperpartition",
         "maxoffsetspertrigger",
     }
 )
@@ -46,6 +44,8 @@ KNOWN = frozenset(
         "includeheaders",
         "isolationlevel",
         "kafka.isolation.level",
+        "minpartitions",
+        "maxrecordsperpartition",
     }
 )
 
@@ -106,6 +106,8 @@ class ReadOptions:
     tls_root_certs_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
 
 
 def parse_options(raw: Mapping[str, str]) -> ReadOptions:
@@ -138,6 +140,10 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
         tls_root_certs_file=options.get("remotelog.tls.root.certs.file", ""),
         tls_cert_file=options.get("remotelog.tls.cert.file", ""),
         tls_key_file=options.get("remotelog.tls.key.file", ""),
+        min_partitions=_positive(options.get("minpartitions"), "minPartitions"),
+        max_records_per_partition=_positive(
+            options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
+        ),
     )
 
 
@@ -215,6 +221,14 @@ def _json(value: str, name: str) -> object:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _positive(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise InvalidArgumentError(name, f"{value!r}: a positive integer")
+    return int(value)
 
 
 def _boolean(value: str, name: str) -> bool:

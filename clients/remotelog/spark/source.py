@@ -1,8 +1,9 @@
 """`spark.read.format("remotelog")`: a Kafka topic's records with the schema of Spark's
 Kafka source, history read from the remote tier, the tail (optionally) from the broker.
 
-The driver plans from metadata only: one input partition per Kafka partition, with
-its offset range resolved. Each task opens its own channels (a
+The driver plans from metadata only: per Kafka partition one input partition for
+its range in the remote tier and, with a broker, one for the tail beyond it; cut
+further for `maxRecordsPerPartition` and `minPartitions`. Each task opens its own channels (a
 BlockingTieredConsumer) and yields Arrow record batches.
 """
 
@@ -22,6 +23,7 @@ from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
 from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
 from remotelog.kafka.consumer_records import ConsumerRecord
 from remotelog.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
+from remotelog.spark.planning import PlannedRange, split
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +51,17 @@ class RemotelogDataSource(DataSource):
 
 
 class OffsetRange(InputPartition):
-    """One Kafka partition's offsets [start, end) to read; end None = to the end the
-    read finds (the broker's, or the last tiered offset)."""
+    """Offsets [start, end) of one Kafka partition to read; end None = to the end the
+    read finds (the broker's)."""
 
-    def __init__(self, topic_id: str, topic: str, partition: int, start: int, end: int | None):
-        super().__init__((topic, partition))
-        self.topic_id, self.topic, self.partition = topic_id, topic, partition
-        self.start, self.end = start, end
+    def __init__(self, planned: PlannedRange) -> None:
+        super().__init__((planned.topic, planned.partition, planned.start))
+        self.topic_id, self.topic, self.partition = (
+            planned.topic_id,
+            planned.topic,
+            planned.partition,
+        )
+        self.start, self.end = planned.start, planned.end
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:
@@ -67,9 +73,12 @@ class RemotelogReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[OffsetRange]:
-        with _consumer(self.options) as consumer:
-            found = _subscribed(consumer, self.options)
-        return [r for r in (_plan(summary, self.options) for summary in found) if r is not None]
+        options = self.options
+        with _consumer(options) as consumer:
+            found = _subscribed(consumer, options)
+        planned = [r for summary in found for r in _plan(summary, options)]
+        cut = split(planned, options.min_partitions, options.max_records_per_partition)
+        return [OffsetRange(r) for r in cut]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange), partition
@@ -124,7 +133,8 @@ def _subscribed(
     return found
 
 
-def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> OffsetRange | None:
+def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> list[PlannedRange]:
+    """The partition's range in the remote tier and, with a broker, its tail beyond."""
     tip = summary.topic_id_partition
     start = options.starting.of(tip.topic, tip.partition)
     if start == EARLIEST:
@@ -141,10 +151,16 @@ def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> OffsetRange 
         start = summary.earliest_offset
     end: int | None = options.ending.of(tip.topic, tip.partition)
     if end == LATEST:
-        end = None if options.bootstrap_servers else summary.latest_tiered_offset + 1
-    if end is not None and end <= start:
-        return None
-    return OffsetRange(str(tip.topic_id), tip.topic, tip.partition, start, end)
+        end = None
+    tiered_end = summary.latest_tiered_offset + 1
+    remote_end = tiered_end if end is None else min(end, tiered_end)
+    planned = []
+    key = (str(tip.topic_id), tip.topic, tip.partition)
+    if start < remote_end:
+        planned.append(PlannedRange(*key, start, remote_end))
+    if options.bootstrap_servers and (end is None or end > tiered_end):
+        planned.append(PlannedRange(*key, max(start, tiered_end), end))
+    return planned
 
 
 def _records(

@@ -1,0 +1,90 @@
+"""The Spark source's options and task cuts, without Spark (pyspark is not imported)."""
+
+import pytest
+
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.spark.options import EARLIEST, LATEST, parse_options
+from remotelog.spark.planning import PlannedRange, split
+
+ADDRESSES = {"remotelog.fetch.address": "f:1", "remotelog.metadata.address": "m:1"}
+
+
+def ranges(*sizes: int) -> list[PlannedRange]:
+    return [PlannedRange("id", "t", p, 100, 100 + size) for p, size in enumerate(sizes)]
+
+
+def cuts(planned: list[PlannedRange]) -> list[tuple[int, int, int | None]]:
+    return [(r.partition, r.start, r.end) for r in planned]
+
+
+def test_max_records_cuts_each_range_into_equal_pieces():
+    assert cuts(split(ranges(10, 3), None, 4)) == [
+        (0, 100, 103),
+        (0, 103, 106),
+        (0, 106, 110),
+        (1, 100, 103),
+    ]
+
+
+def test_min_partitions_splits_in_proportion_to_each_ranges_share():
+    # 300 of 400 offsets: 3 of 4 tasks; the small range keeps one.
+    assert cuts(split(ranges(300, 100), 4, None)) == [
+        (0, 100, 200),
+        (0, 200, 300),
+        (0, 300, 400),
+        (1, 100, 200),
+    ]
+    assert split(ranges(300, 100), 2, None) == ranges(300, 100)  # already enough
+
+
+def test_a_tail_without_an_end_is_never_cut():
+    tail = PlannedRange("id", "t", 0, 500, None)
+    assert split([tail, *ranges(8)], 5, 2) == [
+        tail,
+        *[PlannedRange("id", "t", 0, s, s + 2) for s in (100, 102, 104, 106)],
+    ]
+
+
+def test_options_parse_as_spark_names_them():
+    options = parse_options(
+        {
+            **ADDRESSES,
+            "Subscribe": "a, b",
+            "startingOffsets": '{"a":{"0":5,"1":-2}}',
+            "endingOffsets": '{"a":{"0":9}}',
+            "minPartitions": "8",
+            "includeHeaders": "TRUE",
+            "kafka.bootstrap.servers": "k:9092",
+        }
+    )
+    assert options.subscription.topics == ("a", "b")
+    assert [options.starting.of("a", p) for p in (0, 1, 2)] == [5, EARLIEST, EARLIEST]
+    assert [options.ending.of("a", p) for p in (0, 1)] == [9, LATEST]
+    assert (options.min_partitions, options.include_headers) == (8, True)
+    assert options.bootstrap_servers == "k:9092"
+    assert options.fail_on_data_loss is True
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
+        ({"subscribe": "a", "maxRecordsPerPartition": "x"}, "maxRecordsPerPartition"),
+        ({"subscribePattern": "(unclosed"}, "subscribePattern"),
+        ({"assign": '{"a":[-1]}'}, "assign"),
+        ({"assign": "not json"}, "assign"),
+        ({"subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets"),
+        ({"subscribe": "a", "isolationLevel": "serializable"}, "isolationLevel"),
+        ({"subscribe": "a", "startingTimestamp": "1"}, "startingtimestamp"),
+    ],
+)
+def test_bad_options_name_themselves(extra, field):
+    with pytest.raises(InvalidArgumentError) as raised:
+        parse_options({**ADDRESSES, **extra})
+    assert raised.value.field == field
+
+
+def test_the_endpoints_are_required():
+    with pytest.raises(InvalidArgumentError) as raised:
+        parse_options({"subscribe": "a"})
+    assert raised.value.field == "remotelog.fetch.address"
