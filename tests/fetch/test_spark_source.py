@@ -88,6 +88,38 @@ async def test_offset_bounds_and_patterns_select_the_rows(spark, tiered, kafka_l
     assert await rows(pattern) == everything
 
 
+async def test_timestamps_bound_the_rows_as_spark_kafka_resolves_them(spark, tiered, kafka_logs):
+    topic = await tier_copy(tiered, kafka_logs, "timeindex_test")
+    everything = expected(tiered, topic)
+
+    def first_at(timestamp: int) -> int:
+        return next(r[4] for r in everything if r[5] >= timestamp)
+
+    low, high = everything[len(everything) // 4][5], everything[3 * len(everything) // 4][5]
+    by_time = source(spark, tiered, subscribe=topic, startingTimestamp=str(low))
+    assert await rows(by_time) == expected(tiered, topic, first_at(low))
+    per_partition = source(
+        spark,
+        tiered,
+        subscribe=topic,
+        startingOffsets="earliest",  # startingOffsetsByTimestamp takes precedence
+        startingOffsetsByTimestamp=json.dumps({topic: {"0": low}}),
+        endingOffsetsByTimestamp=json.dumps({topic: {"0": high}}),
+    )
+    assert await rows(per_partition) == expected(tiered, topic, first_at(low), first_at(high))
+    too_late = str(max(r[5] for r in everything) + 1)
+    with pytest.raises(Exception, match="startingTimestamp"):
+        await rows(source(spark, tiered, subscribe=topic, startingTimestamp=too_late))
+    at_end = source(
+        spark,
+        tiered,
+        subscribe=topic,
+        startingTimestamp=too_late,
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert await rows(at_end) == []
+
+
 async def test_tasks_are_cut_by_min_partitions_and_max_records_with_the_same_rows(
     spark, tiered, kafka_logs
 ):

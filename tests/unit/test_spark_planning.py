@@ -75,13 +75,39 @@ def test_options_parse_as_spark_names_them():
         ({"assign": "not json"}, "assign"),
         ({"subscribe": "a", "startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets"),
         ({"subscribe": "a", "isolationLevel": "serializable"}, "isolationLevel"),
-        ({"subscribe": "a", "startingTimestamp": "1"}, "startingtimestamp"),
+        ({"subscribe": "a", "startingTimestamp": "soon"}, "startingTimestamp"),
+        (
+            {"subscribe": "a", "endingOffsetsByTimestamp": '{"a":{"0":-5}}'},
+            "endingOffsetsByTimestamp",
+        ),
+        (
+            {"subscribe": "a", "startingOffsetsByTimestampStrategy": "x"},
+            "startingOffsetsByTimestampStrategy",
+        ),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "5"}, "maxoffsetspertrigger"),
     ],
 )
 def test_bad_options_name_themselves(extra, field):
     with pytest.raises(InvalidArgumentError) as raised:
         parse_options({**ADDRESSES, **extra})
     assert raised.value.field == field
+
+
+def test_a_timestamp_for_all_partitions_wins_over_one_per_partition():
+    options = parse_options(
+        {
+            **ADDRESSES,
+            "subscribe": "a",
+            "startingOffsets": '{"a":{"0":7}}',
+            "startingOffsetsByTimestamp": '{"a":{"0":1000}}',
+            "endingTimestamp": "5000",
+        }
+    )
+    assert options.starting.timestamp_of("a", 0) == 1000
+    assert options.starting.timestamp_of("a", 1) is None
+    assert options.starting.of("a", 0) == 7  # used where no timestamp applies
+    assert options.ending.timestamp_of("a", 3) == 5000
+    assert options.timestamp_strategy == "error"
 
 
 def test_the_endpoints_are_required():

@@ -167,15 +167,36 @@ class TieredConsumer:
         if start == "latest":
             return await self._end(remote, tail)
         if isinstance(start, AtTimestamp):
-            found = await self.fetch.list_offsets(partition, start.timestamp_ms) if remote else None
-            if found is not None:
-                return found.offset
-            if tail is not None:
-                return await tail.offset_for_time(start.timestamp_ms)
-            return await self._end(remote, tail)
+            found = await self._offset_for_time(partition, start.timestamp_ms, remote, tail)
+            return found if found is not None else await self._end(remote, tail)
         raise InvalidArgumentError(
             "start", f"{start!r}: an offset, earliest, latest or AtTimestamp"
         )
+
+    async def offset_for_time(self, partition: TopicIdPartition, timestamp_ms: int) -> int | None:
+        """The first offset whose record's timestamp is at or after `timestamp_ms`, in the
+        remote tier or (with a broker) the tail; None when no record is that late."""
+        remote = await self._summary(partition)
+        tail = _BrokerTail(self, partition) if self.bootstrap_servers else None
+        try:
+            if tail is not None:
+                await tail.open()
+            return await self._offset_for_time(partition, timestamp_ms, remote, tail)
+        finally:
+            if tail is not None:
+                await tail.close()
+
+    async def _offset_for_time(
+        self,
+        partition: TopicIdPartition,
+        timestamp_ms: int,
+        remote: RemotePartitionSummary | None,
+        tail: _BrokerTail | None,
+    ) -> int | None:
+        found = await self.fetch.list_offsets(partition, timestamp_ms) if remote else None
+        if found is not None:
+            return found.offset
+        return await tail.offset_for_time(timestamp_ms) if tail is not None else None
 
     async def _end(self, remote: RemotePartitionSummary | None, tail: _BrokerTail | None) -> int:
         if tail is not None:
@@ -254,13 +275,11 @@ class _BrokerTail:
         )
         return int(low), int(high)
 
-    async def offset_for_time(self, timestamp_ms: int) -> int:
+    async def offset_for_time(self, timestamp_ms: int) -> int | None:
         (found,) = await asyncio.to_thread(
             self._consumer.offsets_for_times, [self._topic_partition(timestamp_ms)], 10
         )
-        if found.offset < 0:  # no record at or after it
-            return (await self.watermarks())[1]
-        return int(found.offset)
+        return int(found.offset) if found.offset >= 0 else None  # < 0: no record that late
 
     async def read(self, start: int, end: int | None) -> AsyncGenerator[ConsumerRecord, None]:
         """From `start` to `end` (exclusive), or to the end of the log (EOF) when None."""
@@ -312,6 +331,11 @@ class BlockingTieredConsumer:
 
     def partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
         return self._loop.run_until_complete(self._consumer.partitions(topic))
+
+    def offset_for_time(self, partition: TopicIdPartition, timestamp_ms: int) -> int | None:
+        return self._loop.run_until_complete(
+            self._consumer.offset_for_time(partition, timestamp_ms)
+        )
 
     def read(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None

@@ -17,16 +17,7 @@ from remotelog.core.errors import InvalidArgumentError
 EARLIEST = -2
 LATEST = -1
 # Spark's Kafka source's options that this source does not handle yet.
-NOT_YET = frozenset(
-    {
-        "startingtimestamp",
-        "endingtimestamp",
-        "startingoffsetsbytimestamp",
-        "endingoffsetsbytimestamp",
-        "startingoffsetsbytimestampstrategy",
-        "maxoffsetspertrigger",
-    }
-)
+NOT_YET = frozenset({"maxoffsetspertrigger"})
 KNOWN = frozenset(
     {
         "remotelog.fetch.address",
@@ -46,6 +37,11 @@ KNOWN = frozenset(
         "kafka.isolation.level",
         "minpartitions",
         "maxrecordsperpartition",
+        "startingtimestamp",
+        "endingtimestamp",
+        "startingoffsetsbytimestamp",
+        "endingoffsetsbytimestamp",
+        "startingoffsetsbytimestampstrategy",
     }
 )
 
@@ -80,16 +76,29 @@ class Subscription:
 
 @dataclass(frozen=True)
 class Bound:
-    """startingOffsets / endingOffsets: earliest, latest, or offsets per partition."""
+    """Where reading starts or ends: earliest, latest or offsets per partition, unless a
+    timestamp applies (`...Timestamp` over `...OffsetsByTimestamp` over `...Offsets`)."""
 
     default: int  # EARLIEST or LATEST
     offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
+    timestamp: int | None = None  # for every partition
+    timestamps: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, timestamp)
 
     def of(self, topic: str, partition: int) -> int:
-        for t, p, offset in self.offsets:
-            if (t, p) == (topic, partition):
-                return offset
-        return self.default
+        found = _lookup(self.offsets, topic, partition)
+        return self.default if found is None else found
+
+    def timestamp_of(self, topic: str, partition: int) -> int | None:
+        if self.timestamp is not None:
+            return self.timestamp
+        return _lookup(self.timestamps, topic, partition)
+
+
+def _lookup(entries: tuple[tuple[str, int, int], ...], topic: str, partition: int) -> int | None:
+    for t, p, value in entries:
+        if (t, p) == (topic, partition):
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,9 @@ class ReadOptions:
     tls_key_file: str = ""
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    # No record at or after a starting timestamp: "error" fails the query, "latest"
+    # starts at the end (Spark's startingOffsetsByTimestampStrategy).
+    timestamp_strategy: str = "error"
 
 
 def parse_options(raw: Mapping[str, str]) -> ReadOptions:
@@ -129,10 +141,16 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
         fetch_address=options["remotelog.fetch.address"],
         metadata_address=options["remotelog.metadata.address"],
         subscription=_subscription(options),
-        starting=_bound(
-            options.get("startingoffsets", "earliest"), "startingOffsets", ending=False
+        starting=_with_timestamps(
+            _bound(options.get("startingoffsets", "earliest"), "startingOffsets", ending=False),
+            options,
+            "starting",
         ),
-        ending=_bound(options.get("endingoffsets", "latest"), "endingOffsets", ending=True),
+        ending=_with_timestamps(
+            _bound(options.get("endingoffsets", "latest"), "endingOffsets", ending=True),
+            options,
+            "ending",
+        ),
         bootstrap_servers=options.get("kafka.bootstrap.servers") or None,
         fail_on_data_loss=_boolean(options.get("failondataloss", "true"), "failOnDataLoss"),
         include_headers=_boolean(options.get("includeheaders", "false"), "includeHeaders"),
@@ -144,6 +162,7 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
         max_records_per_partition=_positive(
             options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
         ),
+        timestamp_strategy=_strategy(options.get("startingoffsetsbytimestampstrategy", "error")),
     )
 
 
@@ -210,6 +229,37 @@ def _bound(value: str, name: str, *, ending: bool) -> Bound:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: -1 (latest) as a start")
             offsets.append((topic, int(partition), int(offset)))
     return Bound(LATEST if ending else EARLIEST, tuple(offsets))
+
+
+def _with_timestamps(bound: Bound, options: Mapping[str, str], which: str) -> Bound:
+    single, by_partition = f"{which}Timestamp", f"{which}OffsetsByTimestamp"
+    if single.lower() in options:
+        value = options[single.lower()].strip()
+        if not value.isdigit():
+            raise InvalidArgumentError(single, f"{value!r}: milliseconds since the epoch")
+        return Bound(bound.default, bound.offsets, timestamp=int(value))
+    if by_partition.lower() not in options:
+        return bound
+    parsed = _json(options[by_partition.lower()], by_partition)
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise InvalidArgumentError(by_partition, 'expects JSON like {"t":{"0":1700000000000}}')
+    timestamps = []
+    for topic, partitions in parsed.items():
+        for partition, timestamp in partitions.items():
+            if not partition.isdigit() or not _is_int(timestamp) or timestamp < 0:
+                raise InvalidArgumentError(
+                    by_partition, f"{topic}-{partition}: {timestamp!r} is no timestamp"
+                )
+            timestamps.append((topic, int(partition), int(timestamp)))
+    return Bound(bound.default, bound.offsets, timestamps=tuple(timestamps))
+
+
+def _strategy(value: str) -> str:
+    if value.strip().lower() not in ("error", "latest"):
+        raise InvalidArgumentError(
+            "startingOffsetsByTimestampStrategy", f"{value!r}: error or latest"
+        )
+    return value.strip().lower()
 
 
 def _json(value: str, name: str) -> object:

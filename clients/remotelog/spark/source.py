@@ -76,12 +76,13 @@ class RemotelogReader(DataSourceReader):
         options = self.options
         with _consumer(options) as consumer:
             found = _subscribed(consumer, options)
-        planned = [r for summary in found for r in _plan(summary, options)]
+            planned = [r for summary in found for r in _plan(consumer, summary, options)]
         cut = split(planned, options.min_partitions, options.max_records_per_partition)
         return [OffsetRange(r) for r in cut]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange), partition
+        if not isinstance(partition, OffsetRange):
+            return  # a plan with no ranges: Spark still reads one placeholder partition
         include_headers = self.options.include_headers
         rows: list[ConsumerRecord] = []
         with _consumer(self.options) as consumer:
@@ -133,10 +134,23 @@ def _subscribed(
     return found
 
 
-def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> list[PlannedRange]:
+def _plan(
+    consumer: BlockingTieredConsumer, summary: RemotePartitionSummary, options: ReadOptions
+) -> list[PlannedRange]:
     """The partition's range in the remote tier and, with a broker, its tail beyond."""
     tip = summary.topic_id_partition
-    start = options.starting.of(tip.topic, tip.partition)
+    start = _at_time(consumer, tip, options.starting.timestamp_of(tip.topic, tip.partition))
+    if start is None:
+        start = options.starting.of(tip.topic, tip.partition)
+    elif start == LATEST:  # no record that late
+        if options.timestamp_strategy == "error":
+            raise InvalidArgumentError(
+                "startingTimestamp",
+                f"{tip.topic}-{tip.partition} has no record at or after "
+                f"{options.starting.timestamp_of(tip.topic, tip.partition)}; "
+                "startingOffsetsByTimestampStrategy=latest starts at the end instead",
+            )
+        return []
     if start == EARLIEST:
         start = summary.earliest_offset
     elif start < summary.earliest_offset:
@@ -149,7 +163,9 @@ def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> list[Planned
             )
         log.warning("%s are no longer in the remote tier: starting at the earliest", lost)
         start = summary.earliest_offset
-    end: int | None = options.ending.of(tip.topic, tip.partition)
+    end: int | None = _at_time(consumer, tip, options.ending.timestamp_of(tip.topic, tip.partition))
+    if end is None:
+        end = options.ending.of(tip.topic, tip.partition)
     if end == LATEST:
         end = None
     tiered_end = summary.latest_tiered_offset + 1
@@ -161,6 +177,17 @@ def _plan(summary: RemotePartitionSummary, options: ReadOptions) -> list[Planned
     if options.bootstrap_servers and (end is None or end > tiered_end):
         planned.append(PlannedRange(*key, max(start, tiered_end), end))
     return planned
+
+
+def _at_time(
+    consumer: BlockingTieredConsumer, tip: TopicIdPartition, timestamp_ms: int | None
+) -> int | None:
+    """The offset a timestamp bound resolves to (LATEST when no record is that late),
+    or None without a timestamp bound."""
+    if timestamp_ms is None:
+        return None
+    found = consumer.offset_for_time(tip, timestamp_ms)
+    return LATEST if found is None else found
 
 
 def _records(
