@@ -176,7 +176,7 @@ async def test_headers_and_the_broker_tail_with_kafka_bootstrap_servers(spark, t
         ({"subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, "endingOffsets"),
         ({"subscribe": "a", "assign_typo": "x"}, "assign_typo"),
         ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
-        ({"subscribe": "a", "startingTimestamp": "4"}, "startingtimestamp"),
+        ({"subscribe": "a", "startingTimestamp": "soon"}, "startingTimestamp"),
         ({"assign": '{"never-tiered":[0]}'}, "never-tiered-0"),
     ],
 )
