@@ -120,20 +120,53 @@ async def test_timestamps_bound_the_rows_as_spark_kafka_resolves_them(spark, tie
     assert await rows(at_end) == []
 
 
-async def test_tasks_are_cut_by_min_partitions_and_max_records_with_the_same_rows(
+async def segment_sizes(stack, topic: str) -> list[int]:
+    """Records per tiered segment, in offset order."""
+    return [s.end_offset + 1 - s.start_offset for s in await stack.segments(stack.tip(topic))]
+
+
+async def tasks(frame) -> int:
+    return await asyncio.to_thread(lambda: frame.rdd.getNumPartitions())
+
+
+async def test_a_task_per_segment_cut_further_by_min_partitions_and_max_records(
     spark, tiered, kafka_logs
 ):
-    topic = await tier_copy(tiered, kafka_logs, "test_topic_a-0")
+    topic = await tier_copy(tiered, kafka_logs, "timeindex_test")
     everything = expected(tiered, topic)
+    sizes = await segment_sizes(tiered, topic)
     whole = source(spark, tiered, subscribe=topic)
-    cut = source(spark, tiered, subscribe=topic, minPartitions="3")
-    small = source(spark, tiered, subscribe=topic, maxRecordsPerPartition="40")
-    span = everything[-1][4] + 1 - everything[0][4]
-    assert await asyncio.to_thread(lambda: whole.rdd.getNumPartitions()) == 1
-    assert await asyncio.to_thread(lambda: cut.rdd.getNumPartitions()) == 3
-    assert await asyncio.to_thread(lambda: small.rdd.getNumPartitions()) == -(-span // 40)
+    cut = source(spark, tiered, subscribe=topic, minPartitions="10")
+    small = source(spark, tiered, subscribe=topic, maxRecordsPerPartition="5000")
+    assert len(sizes) == 4
+    assert await tasks(whole) == 4
+    # Spark's KafkaOffsetRangeCalculator: each range's share of minPartitions, rounded.
+    assert await tasks(cut) == sum(int(size / sum(sizes) * 10 + 0.5) for size in sizes)
+    assert await tasks(small) == sum(-(-size // 5000) for size in sizes)
     assert await rows(cut) == everything
     assert await rows(small) == everything
+
+
+async def test_pushed_filters_plan_only_the_segments_they_need(spark, tiered, kafka_logs):
+    topic = await tier_copy(tiered, kafka_logs, "timeindex_test")
+    everything = expected(tiered, topic)
+    sizes = await segment_sizes(tiered, topic)
+    pushing = source(spark, tiered, subscribe=topic, **{"remotelog.pushFilters": "true"})
+    plain = source(spark, tiered, subscribe=topic)
+    # Offsets inside the third segment: one task, exactly those rows.
+    low, high = sizes[0] + sizes[1] + 10, sizes[0] + sizes[1] + 20
+    where = f"partition = 0 and offset >= {low} and offset < {high}"
+    assert await tasks(pushing.where(where)) == 1
+    assert await tasks(plain.where(where)) == 4
+    assert await rows(pushing.where(where)) == expected(tiered, topic, low, high)
+    # A timestamp in the last segment: the earlier three are never read.
+    late = everything[sum(sizes[:3]) + 5][5]
+    since = f"timestamp >= timestamp_millis({late})"
+    assert await tasks(pushing.where(since)) == 1
+    assert await rows(pushing.where(since)) == [r for r in everything if r[5] >= late]
+    # Another topic or partition: nothing planned (Spark runs one empty placeholder task).
+    assert await rows(pushing.where("partition = 1")) == []
+    assert await rows(pushing.where(f"topic = '{topic}-other'")) == []
 
 
 async def test_read_committed_hides_aborted_records(spark, tiered):

@@ -23,7 +23,11 @@ from remotelog.client.base import ClientOptions
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
-from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
+from remotelog.core.model import (
+    RemoteLogSegmentState,
+    RemotePartitionSummary,
+    TopicIdPartition,
+)
 from remotelog.kafka.consumer_records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -138,6 +142,17 @@ class TieredConsumer:
         finally:
             if tail is not None:
                 await tail.close()
+
+    async def segment_ends(self, partition: TopicIdPartition) -> list[int]:
+        """The offsets right after each readable remote segment, ascending: where a
+        reader can cut the partition's history without splitting a segment."""
+        ends = set()
+        segments = self.metadata.list_remote_log_segments(partition)
+        async with contextlib.aclosing(segments):
+            async for segment in segments:
+                if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                    ends.add(segment.end_offset + 1)
+        return sorted(ends)
 
     async def _summary(self, partition: TopicIdPartition) -> RemotePartitionSummary | None:
         for summary in await self.metadata.list_remote_partitions(partition.topic):
@@ -336,6 +351,9 @@ class BlockingTieredConsumer:
         return self._loop.run_until_complete(
             self._consumer.offset_for_time(partition, timestamp_ms)
         )
+
+    def segment_ends(self, partition: TopicIdPartition) -> list[int]:
+        return self._loop.run_until_complete(self._consumer.segment_ends(partition))
 
     def read(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None

@@ -25,6 +25,7 @@ KNOWN = frozenset(
         "remotelog.tls.root.certs.file",
         "remotelog.tls.cert.file",
         "remotelog.tls.key.file",
+        "remotelog.pushfilters",
         "kafka.bootstrap.servers",
         "assign",
         "subscribe",
@@ -120,6 +121,9 @@ class ReadOptions:
     # No record at or after a starting timestamp: "error" fails the query, "latest"
     # starts at the end (Spark's startingOffsetsByTimestampStrategy).
     timestamp_strategy: str = "error"
+    # Prune by pushed filters. Spark refuses a source that takes filters unless
+    # spark.sql.python.filterPushdown.enabled is true, which a source cannot see.
+    push_filters: bool = False
 
 
 def parse_options(raw: Mapping[str, str]) -> ReadOptions:
@@ -163,6 +167,9 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
             options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
         ),
         timestamp_strategy=_strategy(options.get("startingoffsetsbytimestampstrategy", "error")),
+        push_filters=_boolean(
+            options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
+        ),
     )
 
 

@@ -2,20 +2,22 @@
 Kafka source, history read from the remote tier, the tail (optionally) from the broker.
 
 The driver plans from metadata only: per Kafka partition one input partition for
-its range in the remote tier and, with a broker, one for the tail beyond it; cut
-further for `maxRecordsPerPartition` and `minPartitions`. Each task opens its own channels (a
+each remote segment in its range and, with a broker, one for the tail beyond it;
+cut further for `maxRecordsPerPartition` and `minPartitions`. Pushed filters
+(pushdown.py) prune partitions and narrow ranges first. Each task opens its own channels (a
 BlockingTieredConsumer) and yields Arrow record batches.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 
 from remotelog.client.base import ClientOptions
 from remotelog.client.tiered_consumer import BlockingTieredConsumer
@@ -24,6 +26,7 @@ from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
 from remotelog.kafka.consumer_records import ConsumerRecord
 from remotelog.spark.options import EARLIEST, LATEST, ReadOptions, parse_options
 from remotelog.spark.planning import PlannedRange, split
+from remotelog.spark.pushdown import Pushed, push
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,8 @@ class RemotelogDataSource(DataSource):
         return KAFKA_SCHEMA + (HEADERS_SCHEMA if options.include_headers else "")
 
     def reader(self, schema: Any) -> RemotelogReader:
-        return RemotelogReader(parse_options(self.options))
+        options = parse_options(self.options)
+        return FilteringReader(options) if options.push_filters else RemotelogReader(options)
 
 
 class OffsetRange(InputPartition):
@@ -71,12 +75,17 @@ class OffsetRange(InputPartition):
 class RemotelogReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        self.pushed = Pushed()
 
     def partitions(self) -> Sequence[OffsetRange]:
-        options = self.options
+        options, pushed = self.options, self.pushed
         with _consumer(options) as consumer:
-            found = _subscribed(consumer, options)
-            planned = [r for summary in found for r in _plan(consumer, summary, options)]
+            found = [
+                summary
+                for summary in _subscribed(consumer, options)
+                if pushed.keeps(summary.topic_id_partition)
+            ]
+            planned = [r for summary in found for r in _plan(consumer, summary, options, pushed)]
         cut = split(planned, options.min_partitions, options.max_records_per_partition)
         return [OffsetRange(r) for r in cut]
 
@@ -93,6 +102,14 @@ class RemotelogReader(DataSourceReader):
                     rows = []
         if rows:
             yield to_arrow(rows, include_headers)
+
+
+class FilteringReader(RemotelogReader):
+    """The reader with filter pushdown (`remotelog.pushFilters=true`)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.pushed, remaining = push(filters)
+        return remaining
 
 
 def _consumer(options: ReadOptions) -> BlockingTieredConsumer:
@@ -135,9 +152,41 @@ def _subscribed(
 
 
 def _plan(
-    consumer: BlockingTieredConsumer, summary: RemotePartitionSummary, options: ReadOptions
+    consumer: BlockingTieredConsumer,
+    summary: RemotePartitionSummary,
+    options: ReadOptions,
+    pushed: Pushed,
 ) -> list[PlannedRange]:
-    """The partition's range in the remote tier and, with a broker, its tail beyond."""
+    """The partition's range in the remote tier, one piece per segment, and with a
+    broker its tail beyond."""
+    tip = summary.topic_id_partition
+    bounds = _bounds(consumer, summary, options)
+    if bounds is None:
+        return []
+    start, end = pushed.offsets.clip(*bounds)
+    if pushed.timestamp_from_ms is not None:
+        found = consumer.offset_for_time(tip, pushed.timestamp_from_ms)
+        if found is None:
+            return []  # no record that late
+        start = max(start, found)
+    tiered_end = summary.latest_tiered_offset + 1
+    remote_end = tiered_end if end is None else min(end, tiered_end)
+    key = (str(tip.topic_id), tip.topic, tip.partition)
+    planned = []
+    if start < remote_end:
+        cuts = [e for e in consumer.segment_ends(tip) if start < e < remote_end]
+        edges = [start, *cuts, remote_end]
+        planned = [PlannedRange(*key, a, b) for a, b in itertools.pairwise(edges)]
+    if options.bootstrap_servers and (end is None or end > tiered_end):
+        planned.append(PlannedRange(*key, max(start, tiered_end), end))
+    return planned
+
+
+def _bounds(
+    consumer: BlockingTieredConsumer, summary: RemotePartitionSummary, options: ReadOptions
+) -> tuple[int, int | None] | None:
+    """[start, end) from the starting and ending options (end None: to the end the read
+    finds), or None when a starting timestamp leaves nothing to read."""
     tip = summary.topic_id_partition
     start = _at_time(consumer, tip, options.starting.timestamp_of(tip.topic, tip.partition))
     if start is None:
@@ -150,7 +199,7 @@ def _plan(
                 f"{options.starting.timestamp_of(tip.topic, tip.partition)}; "
                 "startingOffsetsByTimestampStrategy=latest starts at the end instead",
             )
-        return []
+        return None
     if start == EARLIEST:
         start = summary.earliest_offset
     elif start < summary.earliest_offset:
@@ -166,17 +215,7 @@ def _plan(
     end: int | None = _at_time(consumer, tip, options.ending.timestamp_of(tip.topic, tip.partition))
     if end is None:
         end = options.ending.of(tip.topic, tip.partition)
-    if end == LATEST:
-        end = None
-    tiered_end = summary.latest_tiered_offset + 1
-    remote_end = tiered_end if end is None else min(end, tiered_end)
-    planned = []
-    key = (str(tip.topic_id), tip.topic, tip.partition)
-    if start < remote_end:
-        planned.append(PlannedRange(*key, start, remote_end))
-    if options.bootstrap_servers and (end is None or end > tiered_end):
-        planned.append(PlannedRange(*key, max(start, tiered_end), end))
-    return planned
+    return start, None if end == LATEST else end
 
 
 def _at_time(
