@@ -78,9 +78,9 @@ class FetchStack(BackendStack):
         return tip
 
     async def tier_batches(self, name: str, segments: list[list[bytes]], ends=None):
-        """Synthetic segments of the given batches; `ends` overrides metadata end offsets."""
-        tip = new_partition(name)
-        tiered = []
+        """Synthetic segments of the given batches, after the topic's earlier ones if it
+        has any; `ends` overrides metadata end offsets."""
+        tip, tiered = self.partitions.get(name, (new_partition(name), []))
         for number, batches in enumerate(segments):
             log = b"".join(batches)
             start = int.from_bytes(batches[0][:8], "big")

@@ -84,7 +84,8 @@ def test_options_parse_as_spark_names_them():
             {"subscribe": "a", "startingOffsetsByTimestampStrategy": "x"},
             "startingOffsetsByTimestampStrategy",
         ),
-        ({"subscribe": "a", "maxOffsetsPerTrigger": "5"}, "maxoffsetspertrigger"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "5"}, "minoffsetspertrigger"),
     ],
 )
 def test_bad_options_name_themselves(extra, field):
@@ -114,3 +115,18 @@ def test_the_endpoints_are_required():
     with pytest.raises(InvalidArgumentError) as raised:
         parse_options({"subscribe": "a"})
     assert raised.value.field == "remotelog.fetch.address"
+
+
+def test_a_stream_starts_at_latest_and_takes_no_ending_bound():
+    stream = parse_options({**ADDRESSES, "subscribe": "a"}, streaming=True)
+    assert stream.starting.of("a", 0) == LATEST
+    per_partition = parse_options(
+        {**ADDRESSES, "subscribe": "a", "startingOffsets": '{"a":{"0":-1,"1":-2}}'},
+        streaming=True,
+    )
+    assert [per_partition.starting.of("a", p) for p in (0, 1)] == [LATEST, EARLIEST]
+    for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(InvalidArgumentError) as raised:
+            parse_options({**ADDRESSES, "subscribe": "a", name: "latest"}, streaming=True)
+        assert raised.value.field == name
+    assert parse_options({**ADDRESSES, "subscribe": "a"}).starting.of("a", 0) == EARLIEST

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -118,10 +118,7 @@ class TieredConsumer:
         read_committed its last stable offset), or without a broker the last tiered
         offset."""
         remote = await self._summary(partition)
-        tail = _BrokerTail(self, partition) if self.bootstrap_servers else None
-        try:
-            if tail is not None:
-                await tail.open()
+        async with self._broker_tail(partition) as tail:
             position = await self._resolve(partition, start, remote, tail)
             if remote is not None and position <= remote.latest_tiered_offset:
                 if position < remote.earliest_offset:
@@ -139,9 +136,14 @@ class TieredConsumer:
             if tail is not None and (end_offset is None or position < end_offset):
                 async for record in tail.read(position, end_offset):
                     yield record
-        finally:
-            if tail is not None:
-                await tail.close()
+
+    async def end_offset(self, partition: TopicIdPartition) -> int:
+        """Where a read started now would end: the broker's high watermark (under
+        read_committed its last stable offset), without a broker the offset after the
+        last tiered one."""
+        remote = await self._summary(partition)
+        async with self._broker_tail(partition) as tail:
+            return await self._end(remote, tail)
 
     async def segment_ends(self, partition: TopicIdPartition) -> list[int]:
         """The offsets right after each readable remote segment, ascending: where a
@@ -153,6 +155,19 @@ class TieredConsumer:
                 if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
                     ends.add(segment.end_offset + 1)
         return sorted(ends)
+
+    @contextlib.asynccontextmanager
+    async def _broker_tail(self, partition: TopicIdPartition) -> AsyncIterator[_BrokerTail | None]:
+        """The partition's tail on the broker, opened for the block; None without one."""
+        if not self.bootstrap_servers:
+            yield None
+            return
+        tail = _BrokerTail(self, partition)
+        try:
+            await tail.open()
+            yield tail
+        finally:
+            await tail.close()
 
     async def _summary(self, partition: TopicIdPartition) -> RemotePartitionSummary | None:
         for summary in await self.metadata.list_remote_partitions(partition.topic):
@@ -192,14 +207,8 @@ class TieredConsumer:
         """The first offset whose record's timestamp is at or after `timestamp_ms`, in the
         remote tier or (with a broker) the tail; None when no record is that late."""
         remote = await self._summary(partition)
-        tail = _BrokerTail(self, partition) if self.bootstrap_servers else None
-        try:
-            if tail is not None:
-                await tail.open()
+        async with self._broker_tail(partition) as tail:
             return await self._offset_for_time(partition, timestamp_ms, remote, tail)
-        finally:
-            if tail is not None:
-                await tail.close()
 
     async def _offset_for_time(
         self,
@@ -354,6 +363,9 @@ class BlockingTieredConsumer:
 
     def segment_ends(self, partition: TopicIdPartition) -> list[int]:
         return self._loop.run_until_complete(self._consumer.segment_ends(partition))
+
+    def end_offset(self, partition: TopicIdPartition) -> int:
+        return self._loop.run_until_complete(self._consumer.end_offset(partition))
 
     def read(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None

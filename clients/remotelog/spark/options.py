@@ -17,7 +17,9 @@ from remotelog.core.errors import InvalidArgumentError
 EARLIEST = -2
 LATEST = -1
 # Spark's Kafka source's options that this source does not handle yet.
-NOT_YET = frozenset({"maxoffsetspertrigger"})
+NOT_YET = frozenset({"minoffsetspertrigger", "maxtriggerdelay"})
+# Where a streaming query ends is up to its trigger, as in Spark's Kafka source.
+BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 KNOWN = frozenset(
     {
         "remotelog.fetch.address",
@@ -43,6 +45,7 @@ KNOWN = frozenset(
         "startingoffsetsbytimestamp",
         "endingoffsetsbytimestamp",
         "startingoffsetsbytimestampstrategy",
+        "maxoffsetspertrigger",
     }
 )
 
@@ -124,10 +127,16 @@ class ReadOptions:
     # Prune by pushed filters. Spark refuses a source that takes filters unless
     # spark.sql.python.filterPushdown.enabled is true, which a source cannot see.
     push_filters: bool = False
+    max_offsets_per_trigger: int | None = None  # streaming admission control
 
 
-def parse_options(raw: Mapping[str, str]) -> ReadOptions:
+def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    """The options of a batch read or (`streaming`) a stream, whose start defaults to
+    latest and which takes no ending bound."""
     options = {key.lower(): value for key, value in raw.items() if key.lower() != "path"}
+    for name in BATCH_ONLY if streaming else ():
+        if name.lower() in options:
+            raise InvalidArgumentError(name, "is not valid in a streaming query")
     for key in options:
         if key in NOT_YET:
             raise InvalidArgumentError(key, "is not supported by the remotelog source yet")
@@ -146,7 +155,12 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
         metadata_address=options["remotelog.metadata.address"],
         subscription=_subscription(options),
         starting=_with_timestamps(
-            _bound(options.get("startingoffsets", "earliest"), "startingOffsets", ending=False),
+            _bound(
+                options.get("startingoffsets", "latest" if streaming else "earliest"),
+                "startingOffsets",
+                ending=False,
+                streaming=streaming,  # a stream may start at the end
+            ),
             options,
             "starting",
         ),
@@ -167,10 +181,19 @@ def parse_options(raw: Mapping[str, str]) -> ReadOptions:
             options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
         ),
         timestamp_strategy=_strategy(options.get("startingoffsetsbytimestampstrategy", "error")),
+        max_offsets_per_trigger=_positive(
+            options.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger"
+        ),
         push_filters=_boolean(
             options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
         ),
     )
+
+
+def headers_included(raw: Mapping[str, str]) -> bool:
+    """`includeHeaders` alone: what the schema depends on, batch or stream."""
+    options = {key.lower(): value for key, value in raw.items()}
+    return _boolean(options.get("includeheaders", "false"), "includeHeaders")
 
 
 def _subscription(options: Mapping[str, str]) -> Subscription:
@@ -207,9 +230,9 @@ def _subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription("assign", partitions=tuple(partitions))
 
 
-def _bound(value: str, name: str, *, ending: bool) -> Bound:
+def _bound(value: str, name: str, *, ending: bool, streaming: bool = False) -> Bound:
     value = value.strip()
-    if value == "latest" and not ending:
+    if value == "latest" and not ending and not streaming:
         # As Spark's Kafka source: a batch query starting at the end would read nothing.
         raise InvalidArgumentError(
             name, "latest is not allowed for startingOffsets in a batch query"
@@ -232,7 +255,7 @@ def _bound(value: str, name: str, *, ending: bool) -> Bound:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: {offset!r} is no offset")
             if ending and offset == EARLIEST:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: -2 (earliest) as an end")
-            if not ending and offset == LATEST:
+            if not ending and offset == LATEST and not streaming:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: -1 (latest) as a start")
             offsets.append((topic, int(partition), int(offset)))
     return Bound(LATEST if ending else EARLIEST, tuple(offsets))

@@ -1,0 +1,178 @@
+"""`spark.readStream.format("remotelog")`: a micro-batch stream over a topic's records as
+segments keep arriving in the remote tier (and, with a broker, its tail).
+
+Offsets are Spark's Kafka source's JSON, `{"topic": {"0": next_offset}}`, kept in the
+query's checkpoint; a micro-batch reads [start, end) of each partition, so a
+restart replays exactly what was not committed. `maxOffsetsPerTrigger` caps a
+micro-batch, shared between partitions in proportion to what each has waiting
+(KafkaMicroBatchStream.rateLimit); `Trigger.AvailableNow` reads what exists when
+the query starts, in as many capped micro-batches as that takes. Partitions that
+appear later are read from their earliest offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from remotelog.client.tiered_consumer import BlockingTieredConsumer
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import RemotePartitionSummary
+from remotelog.spark.options import EARLIEST, LATEST, ReadOptions
+from remotelog.spark.planning import split
+from remotelog.spark.reading import OffsetRange, consumer_for, ranges, read_batches, subscribed
+
+log = logging.getLogger(__name__)
+
+# (topic, partition) -> offset
+Positions = dict[tuple[str, int], int]
+
+
+class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        # Set by Trigger.AvailableNow: no micro-batch goes past these.
+        self.target: Positions | None = None
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        starting = self.options.starting
+        with consumer_for(self.options) as consumer:
+            positions = {}
+            for summary in self._partitions(consumer):
+                tip = summary.topic_id_partition
+                timestamp = starting.timestamp_of(tip.topic, tip.partition)
+                if timestamp is not None:
+                    found = consumer.offset_for_time(tip, timestamp)
+                    at = consumer.end_offset(tip) if found is None else found
+                else:
+                    at = starting.of(tip.topic, tip.partition)
+                    if at == EARLIEST:
+                        at = summary.earliest_offset
+                    elif at == LATEST:
+                        at = consumer.end_offset(tip)
+                positions[(tip.topic, tip.partition)] = at
+        return _to_json(positions)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target, _ = self._available()
+
+    def latestOffset(
+        self, start: Mapping[str, Mapping[str, int]], limit: ReadLimit
+    ) -> dict[str, dict[str, int]]:
+        begin = _from_json(start)
+        available, earliest = self._available()
+        target = self.target
+        ends = {
+            key: end if target is None else min(end, target[key])
+            for key, end in available.items()
+            if target is None or key in target
+        }
+        # Never back; a partition missing from `start` appeared since: from its earliest.
+        ends = {
+            key: max(end, begin[key]) if key in begin else end
+            for key, end in ends.items()
+            if key in begin or end > earliest[key]
+        }
+        if isinstance(limit, ReadMaxRows):
+            ends = rate_limit({**earliest, **begin}, ends, limit.max_rows)
+        return _to_json({**begin, **ends})
+
+    def partitions(
+        self, start: Mapping[str, Mapping[str, int]], end: Mapping[str, Mapping[str, int]]
+    ) -> Sequence[OffsetRange]:
+        begin, until = _from_json(start), _from_json(end)
+        options = self.options
+        planned = []
+        with consumer_for(options) as consumer:
+            summaries = {_key(s): s for s in self._partitions(consumer)}
+            for key, stop in sorted(until.items()):
+                summary = summaries.get(key)
+                if summary is None:
+                    self._lost(f"{key[0]}-{key[1]} is no longer in the remote tier")
+                    continue
+                first = begin.get(key, summary.earliest_offset)
+                if first < summary.earliest_offset:
+                    self._lost(
+                        f"{key[0]}-{key[1]}: offsets {first}-{summary.earliest_offset - 1} were "
+                        "deleted from the remote tier before the stream read them"
+                    )
+                    first = summary.earliest_offset
+                if first < stop:
+                    planned += ranges(consumer, summary, first, stop, options)
+        cut = split(planned, options.min_partitions, options.max_records_per_partition)
+        return [OffsetRange(r) for r in cut]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_batches(self.options, partition)
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _partitions(self, consumer: BlockingTieredConsumer) -> list[RemotePartitionSummary]:
+        # A stream may start before an assigned partition has anything tiered.
+        return subscribed(consumer, self.options, all_assigned=False)
+
+    def _available(self) -> tuple[Positions, Positions]:
+        """Per partition, where a read started now would end, and its earliest offset."""
+        with consumer_for(self.options) as consumer:
+            found = self._partitions(consumer)
+            earliest = {_key(s): s.earliest_offset for s in found}
+            if not self.options.bootstrap_servers:
+                return {_key(s): s.latest_tiered_offset + 1 for s in found}, earliest
+            return {_key(s): consumer.end_offset(s.topic_id_partition) for s in found}, earliest
+
+    def _lost(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise InvalidArgumentError(
+                "failOnDataLoss", f"{what}; set failOnDataLoss=false to skip what was lost"
+            )
+        log.warning("%s: skipped", what)
+
+
+def rate_limit(begin: Positions, ends: Positions, limit: int) -> Positions:
+    """Ends moved back so that all partitions together advance at most about `limit`
+    offsets, each in proportion to what it has waiting, none starved (Spark's
+    KafkaMicroBatchStream.rateLimit)."""
+    sizes = {key: end - begin[key] for key, end in ends.items() if end > begin[key]}
+    total = sum(sizes.values())
+    if total < 1:
+        return ends
+    limited = dict(ends)
+    for key, size in sizes.items():
+        share = limit * size / total
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        limited[key] = min(ends[key], begin[key] + step)
+    return limited
+
+
+def _key(summary: RemotePartitionSummary) -> tuple[str, int]:
+    tip = summary.topic_id_partition
+    return tip.topic, tip.partition
+
+
+def _to_json(positions: Positions) -> dict[str, dict[str, int]]:
+    offsets: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(positions.items()):
+        offsets.setdefault(topic, {})[str(partition)] = offset
+    return offsets
+
+
+def _from_json(offsets: Mapping[str, Mapping[str, int]]) -> Positions:
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in offsets.items()
+        for partition, offset in partitions.items()
+    }
