@@ -101,3 +101,35 @@ def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subproce
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
         },
     )
+
+
+def serve_tiering(
+    work: Path, bootstrap_servers: str, processes: list[subprocess.Popen[str]]
+) -> tuple[dict[str, str], int]:
+    """A filesystem segment store (short circuit at `work`/store.sock), a metadata
+    manager and a copy scheduler that keeps local segments, added to `processes`:
+    the addresses other services are given, and the scheduler's port."""
+    store, store_port = serve(
+        "segment-store",
+        work / "store.properties",
+        {
+            "listen.address": "127.0.0.1:0",
+            "storage.backend": "filesystem",
+            "storage.root": str(work / "segments"),
+            "short.circuit.socket.path": str(work / "store.sock"),
+        },
+    )
+    processes.append(store)
+    metadata, metadata_port = serve_metadata_manager(work, bootstrap_servers)
+    processes.append(metadata)
+    addresses = {
+        "segment.store.address": f"127.0.0.1:{store_port}",
+        "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+    }
+    scheduler, scheduler_port = serve(
+        "copy-scheduler",
+        work / "scheduler.properties",
+        {"listen.address": "127.0.0.1:0", "log.local.retention.ms": "-1", **addresses},
+    )
+    processes.append(scheduler)
+    return addresses, scheduler_port

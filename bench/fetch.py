@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 import grpc
-from common import Report, serve, serve_metadata_manager, start
+from common import Report, serve, serve_tiering, start
 from copy_scheduler import tier
 
 from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient, keep_freed_memory
@@ -254,29 +254,7 @@ async def main() -> None:
         total = sum(Path(f).stat().st_size for f in files)
         tip = TopicIdPartition(log.topic_id, "bench", 0)
 
-        store, store_port = serve(
-            "segment-store",
-            work / "store.properties",
-            {
-                "listen.address": "127.0.0.1:0",
-                "storage.backend": "filesystem",
-                "storage.root": str(work / "segments"),
-                "short.circuit.socket.path": str(work / "store.sock"),
-            },
-        )
-        processes.append(store)
-        metadata, metadata_port = serve_metadata_manager(work, broker.bootstrap_servers)
-        processes.append(metadata)
-        addresses = {
-            "segment.store.address": f"127.0.0.1:{store_port}",
-            "metadata.manager.address": f"127.0.0.1:{metadata_port}",
-        }
-        scheduler, scheduler_port = serve(
-            "copy-scheduler",
-            work / "scheduler.properties",
-            {"listen.address": "127.0.0.1:0", "log.local.retention.ms": "-1", **addresses},
-        )
-        processes.append(scheduler)
+        addresses, scheduler_port = serve_tiering(work, broker.bootstrap_servers, processes)
         await tier(scheduler_port, [log])
         fetch_properties = {
             "listen.address": "127.0.0.1:0",

@@ -117,6 +117,19 @@ class TieredConsumer:
         what exists when the read gets there: the end of the broker's log (under
         read_committed its last stable offset), or without a broker the last tiered
         offset."""
+        chunks = self.read_chunks(partition, start, end_offset)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                for record in chunk:
+                    yield record
+
+    async def read_chunks(
+        self,
+        partition: TopicIdPartition,
+        start: Start = "earliest",
+        end_offset: int | None = None,
+    ) -> AsyncGenerator[list[ConsumerRecord], None]:
+        """The same records a list at a time (one per chunk fetched or broker poll)."""
         remote = await self._summary(partition)
         async with self._broker_tail(partition) as tail:
             position = await self._resolve(partition, start, remote, tail)
@@ -130,12 +143,12 @@ class TieredConsumer:
                 remote_end = remote.latest_tiered_offset + 1
                 if end_offset is not None:
                     remote_end = min(end_offset, remote_end)
-                async for record in self._remote(partition, position, remote_end):
-                    yield record
+                async for chunk in self._remote(partition, position, remote_end):
+                    yield chunk
                 position = max(position, remote_end)
             if tail is not None and (end_offset is None or position < end_offset):
-                async for record in tail.read(position, end_offset):
-                    yield record
+                async for chunk in tail.read(position, end_offset):
+                    yield chunk
 
     async def end_offset(self, partition: TopicIdPartition) -> int:
         """Where a read started now would end: the broker's high watermark (under
@@ -229,16 +242,17 @@ class TieredConsumer:
 
     async def _remote(
         self, partition: TopicIdPartition, start: int, end: int
-    ) -> AsyncGenerator[ConsumerRecord, None]:
+    ) -> AsyncGenerator[list[ConsumerRecord], None]:
         topic, number = partition.topic, partition.partition
         if not self.read_committed:
             chunks = self.fetch.read_offset_range(partition, start, end)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
-                    for record in consumer_records(
-                        chunk.records, topic, number, start_offset=start, end_offset=end
-                    ):
-                        yield record
+                    yield list(
+                        consumer_records(
+                            chunk.records, topic, number, start_offset=start, end_offset=end
+                        )
+                    )
             return
         position = start
         while position < end:
@@ -251,15 +265,16 @@ class TieredConsumer:
             if not headers:
                 return  # nothing more in the remote tier
             aborted = AbortedTransactions(fetched.aborted_transactions)
-            for record in consumer_records(
-                fetched.records,
-                topic,
-                number,
-                start_offset=position,
-                end_offset=end,
-                aborted=aborted,
-            ):
-                yield record
+            yield list(
+                consumer_records(
+                    fetched.records,
+                    topic,
+                    number,
+                    start_offset=position,
+                    end_offset=end,
+                    aborted=aborted,
+                )
+            )
             position = headers[-1].last_offset + 1
 
 
@@ -305,42 +320,55 @@ class _BrokerTail:
         )
         return int(found.offset) if found.offset >= 0 else None  # < 0: no record that late
 
-    async def read(self, start: int, end: int | None) -> AsyncGenerator[ConsumerRecord, None]:
-        """From `start` to `end` (exclusive), or to the end of the log (EOF) when None."""
-        from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException
-
+    async def read(self, start: int, end: int | None) -> AsyncGenerator[list[ConsumerRecord], None]:
+        """From `start` to `end` (exclusive), or to the end of the log (EOF) when None; a
+        list per poll."""
         await asyncio.to_thread(self._consumer.assign, [self._topic_partition(start)])
-        while True:
+        done = False
+        while not done:
             messages = await asyncio.to_thread(self._consumer.consume, BROKER_BATCH, 1.0)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise KafkaException(error)
-                offset = message.offset()
-                if end is not None and offset >= end:
-                    return
-                kind, timestamp = message.timestamp()
-                epoch = message.leader_epoch()
-                yield ConsumerRecord(
-                    message.topic(),
-                    message.partition(),
-                    offset,
-                    timestamp,
-                    LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME,
-                    message.key(),
-                    message.value(),
-                    tuple(message.headers() or ()),
-                    epoch if epoch is not None and epoch >= 0 else None,
-                )
-                if end is not None and offset + 1 >= end:
-                    return
+            records, done = _from_messages(messages, end)
+            if records:
+                yield records
 
     async def close(self) -> None:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             await asyncio.to_thread(consumer.close)
+
+
+def _from_messages(messages: list[Any], end: int | None) -> tuple[list[ConsumerRecord], bool]:
+    """The records of one poll before `end`, and whether the read is done (EOF or end)."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException
+
+    records: list[ConsumerRecord] = []
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                return records, True
+            raise KafkaException(error)
+        offset = message.offset()
+        if end is not None and offset >= end:
+            return records, True
+        kind, timestamp = message.timestamp()
+        epoch = message.leader_epoch()
+        records.append(
+            ConsumerRecord(
+                message.topic(),
+                message.partition(),
+                offset,
+                timestamp,
+                LOG_APPEND_TIME if kind == TIMESTAMP_LOG_APPEND_TIME else CREATE_TIME,
+                message.key(),
+                message.value(),
+                tuple(message.headers() or ()),
+                epoch if epoch is not None and epoch >= 0 else None,
+            )
+        )
+        if end is not None and offset + 1 >= end:
+            return records, True
+    return records, False
 
 
 class BlockingTieredConsumer:
@@ -370,15 +398,22 @@ class BlockingTieredConsumer:
     def read(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None
     ) -> Iterator[ConsumerRecord]:
-        records = self._consumer.read(partition, start, end_offset)
+        for chunk in self.read_chunks(partition, start, end_offset):
+            yield from chunk
+
+    def read_chunks(
+        self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None
+    ) -> Iterator[list[ConsumerRecord]]:
+        # A step of the loop per chunk, not per record: a step costs far more than a record.
+        chunks = self._consumer.read_chunks(partition, start, end_offset)
         try:
             while True:
                 try:
-                    yield self._loop.run_until_complete(records.__anext__())
+                    yield self._loop.run_until_complete(chunks.__anext__())
                 except StopAsyncIteration:
                     return
         finally:
-            self._loop.run_until_complete(records.aclose())
+            self._loop.run_until_complete(chunks.aclose())
 
     def close(self) -> None:
         if not self._loop.is_closed():

@@ -1,0 +1,283 @@
+"""Spark: a full scan of a tiered topic through `spark.read.format("remotelog")`.
+
+One partition of RECORDS records (100-byte values, keys, lz4 batches of 500) is
+written as a broker writes it, in segments of SEGMENT_MIB MiB, and tiered by the
+copy scheduler into the filesystem segment store (each service its own process:
+segment-store, metadata-manager on Tansu, copy-scheduler, remote-fetch). Spark
+runs `local[2]` in this process; the query is `count(*)`, `sum(length(value))`,
+`max(offset)`, best of ROUNDS. Against, in the same run:
+- the ceiling of Spark's Python data source API: a source yielding prebuilt Arrow
+  batches of the same schema, rows and task count (target >= 0.7x);
+- the same connector code reading the segment files straight from local disk,
+  without the services (target >= 0.8x);
+- the same rows as Parquet (zstd) on local disk (reported only).
+Spark's Python workers must run this interpreter: PYSPARK_PYTHON is set to it.
+Run: .venv/bin/python bench/spark.py [records, default 2000000]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from common import Report, best_of, serve, serve_tiering
+from copy_scheduler import tier
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from remotelog.dev.broker import EmbeddedBroker
+from remotelog.kafka.codecs import CompressionType
+from remotelog.kafka.consumer_records import consumer_records
+from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.spark import register
+from remotelog.spark.reading import KAFKA_SCHEMA, ROWS_PER_BATCH, to_arrow
+
+MIB = 1024 * 1024
+SEGMENT_MIB = 64
+BATCH_RECORDS = 500
+ROUNDS = 3
+QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(offset) as last")
+
+
+def write_partition(log_dir: Path, records: int) -> PartitionLog:
+    log = PartitionLog.create(
+        log_dir, "bench", 0, uuid.uuid4(), LogConfig(segment_bytes=SEGMENT_MIB * MIB)
+    )
+    values = [random.randbytes(100) for _ in range(256)]
+    for first in range(0, records, BATCH_RECORDS):
+        batch = [
+            (f"key-{o}".encode(), values[o % len(values)])
+            for o in range(first, min(first + BATCH_RECORDS, records))
+        ]
+        log.append(batch, leader_epoch=0, compression=CompressionType.LZ4)
+    log.roll()
+    log.set_high_watermark(log.log_end_offset)
+    return log
+
+
+class Files(InputPartition):
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+class KafkaSchemaSource(DataSource):
+    def schema(self) -> str:
+        return KAFKA_SCHEMA
+
+
+class LocalFilesSource(KafkaSchemaSource):
+    """The connector's decode and Arrow building over the segment files on local disk."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_local_files"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return LocalFilesReader(self.options["paths"].split(","))
+
+
+class LocalFilesReader(DataSourceReader):
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def partitions(self) -> list[Files]:
+        return [Files(p) for p in self.paths]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Files)
+        data = Path(partition.path).read_bytes()
+        rows = []
+        for record in consumer_records(data, "bench", 0):
+            rows.append(record)
+            if len(rows) == ROWS_PER_BATCH:
+                yield to_arrow(rows, include_headers=False)
+                rows = []
+        if rows:
+            yield to_arrow(rows, include_headers=False)
+
+
+class PrebuiltSource(KafkaSchemaSource):
+    """The API's ceiling: Arrow batches built once per task, yielded as fast as it takes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_prebuilt"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return PrebuiltReader([int(n) for n in self.options["rows"].split(",")])
+
+
+class Rows(InputPartition):
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
+class PrebuiltReader(DataSourceReader):
+    def __init__(self, rows: list[int]) -> None:
+        self.rows = rows
+
+    def partitions(self) -> list[Rows]:
+        return [Rows(n) for n in self.rows]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Rows)
+        value = random.randbytes(100)
+        full = _prebuilt(ROWS_PER_BATCH, value)
+        for _ in range(partition.count // ROWS_PER_BATCH):
+            yield full
+        if partition.count % ROWS_PER_BATCH:
+            yield _prebuilt(partition.count % ROWS_PER_BATCH, value)
+
+
+def _prebuilt(n: int, value: bytes) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"key-000000"] * n, pa.binary()),
+            pa.array([value] * n, pa.binary()),
+            pa.array(["bench"] * n, pa.string()),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+            pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC")),
+            pa.array([0] * n, pa.int32()),
+        ],
+        names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"],
+    )
+
+
+def scan(frame: DataFrame) -> tuple[int, int, int]:
+    row = frame.selectExpr(*QUERY).collect()[0]
+    return row.n, row.bytes, row.last
+
+
+def session() -> SparkSession:
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("remotelog-bench")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    spark.dataSource.register(LocalFilesSource)
+    spark.dataSource.register(PrebuiltSource)
+    return spark
+
+
+async def start_services(
+    work: Path, log: PartitionLog, processes: list[Any], bootstrap_servers: str
+) -> tuple[int, int]:
+    """The services with `log` tiered: the fetch service's and metadata manager's ports."""
+    addresses, scheduler_port = serve_tiering(work, bootstrap_servers, processes)
+    await tier(scheduler_port, [log])
+    fetch, fetch_port = serve(
+        "remote-fetch",
+        work / "fetch.properties",
+        {
+            "listen.address": "127.0.0.1:0",
+            "remote.log.index.file.cache.dir": str(work / "index-cache"),
+            "segment.store.short.circuit.socket.path": str(work / "store.sock"),
+            **addresses,
+        },
+    )
+    processes.append(fetch)
+    return fetch_port, int(addresses["metadata.manager.address"].rsplit(":", 1)[1])
+
+
+def main() -> None:
+    records = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-spark-"))
+    report = Report("spark")
+    processes: list[subprocess.Popen[str]] = []
+    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
+    try:
+        log = write_partition(work / "kafka-logs", records)
+        segments = log.segments[:-1]
+        files = [str(s.path(".log")) for s in segments]
+        fetch_port, metadata_port = asyncio.run(
+            start_services(work, log, processes, broker.bootstrap_servers)
+        )
+        spark = session()
+        connector = (
+            spark.read.format("remotelog")
+            .option("remotelog.fetch.address", f"127.0.0.1:{fetch_port}")
+            .option("remotelog.metadata.address", f"127.0.0.1:{metadata_port}")
+            .option("subscribe", "bench")
+            .load()
+        )
+        local = spark.read.format("bench_local_files").option("paths", ",".join(files)).load()
+        bases = [s.base_offset for s in segments] + [records]
+        per_task = [end - first for first, end in itertools.pairwise(bases)]
+        ceiling = (
+            spark.read.format("bench_prebuilt").option("rows", ",".join(map(str, per_task))).load()
+        )
+        expected = (records, records * 100, records - 1)
+        for frame in (connector, local):
+            found = scan(frame)
+            assert found == expected, f"{found} != {expected}"
+        assert scan(ceiling)[0] == records
+        parquet = work / "parquet"
+        connector.write.option("compression", "zstd").parquet(str(parquet))
+        from_parquet = spark.read.parquet(str(parquet))
+        assert scan(from_parquet) == expected
+
+        times = {
+            name: best_of(ROUNDS, lambda frame=frame: scan(frame))
+            for name, frame in [
+                ("connector", connector),
+                ("ceiling", ceiling),
+                ("local", local),
+                ("parquet", from_parquet),
+            ]
+        }
+        rates = {name: records / seconds for name, seconds in times.items()}
+        print(
+            f"{records} records in {len(files)} segments ({len(files)} tasks); records/s: "
+            + ", ".join(f"{name} {rate:,.0f}" for name, rate in rates.items())
+        )
+        report.ratio(
+            "full scan, connector vs prebuilt Arrow batches",
+            rates["connector"] / rates["ceiling"],
+            0.7,
+            records_per_s=round(rates["connector"]),
+            baseline_records_per_s=round(rates["ceiling"]),
+        )
+        report.ratio(
+            "full scan, connector vs the same decode from local files",
+            rates["connector"] / rates["local"],
+            0.8,
+            baseline_records_per_s=round(rates["local"]),
+        )
+        report.ratio(
+            "full scan, connector vs Parquet (zstd) on local disk",
+            rates["connector"] / rates["parquet"],
+            None,
+            baseline_records_per_s=round(rates["parquet"]),
+        )
+        spark.stop()
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        broker.stop()
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()
