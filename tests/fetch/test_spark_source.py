@@ -8,7 +8,7 @@ import pytest
 from support.tiering import batch
 from support.topics import as_record, broker_records, produce
 
-from remotelog.kafka.consumer_records import consumer_records
+from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import build_batch
 
 from .test_tiered_consumer import COMMITTED, UNCOMMITTED
@@ -58,7 +58,7 @@ def expected(stack, topic: str, start: int = 0, end: int | None = None) -> list[
     log = stack.log_bytes(topic)
     return [
         (r.key, r.value, topic, 0, r.offset, r.timestamp, r.timestamp_type)
-        for r in consumer_records(log, topic, 0, start_offset=start, end_offset=end)
+        for r in fetched_records(log, topic, 0, start_offset=start, end_offset=end).records()
     ]
 
 
@@ -187,19 +187,25 @@ async def test_headers_and_the_broker_tail_with_kafka_bootstrap_servers(spark, t
     await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 30)
     on_broker = await asyncio.to_thread(broker_records, broker.bootstrap_servers, topic)
     await tiered.tier_batches(topic, [[build_batch([as_record(o)]) for o in range(20)]])
+    untiered = f"{topic}-fresh"  # on the broker only: nothing tiered yet
+    await asyncio.to_thread(produce, broker.bootstrap_servers, untiered, 7)
     frame = source(
         spark,
         tiered,
-        subscribe=topic,
+        subscribePattern=f"{topic}.*",
         includeHeaders="true",
         **{"kafka.bootstrap.servers": broker.bootstrap_servers},
     )
-    found = await rows(frame, "offset", "key", "value", "unix_millis(timestamp)", "headers")
-    assert [(o, k, v, t) for o, k, v, t, _ in found] == [r[:4] for r in on_broker]
+    found = await rows(
+        frame, "topic", "offset", "key", "value", "unix_millis(timestamp)", "headers"
+    )
+    fresh = await asyncio.to_thread(broker_records, broker.bootstrap_servers, untiered)
+    expected = [(topic, *r) for r in on_broker] + [(untiered, *r) for r in fresh]
+    assert [row[:5] for row in found] == [r[:5] for r in expected]
     assert [tuple((h.key, h.value) for h in hs) if hs else () for *_, hs in found] == [
-        r[4] for r in on_broker
+        r[5] for r in expected
     ]
-    assert found[0][4] is None  # offset 0 has no headers: null, as Spark's Kafka source
+    assert found[0][5] is None  # offset 0 has no headers: null, as Spark's Kafka source
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from support.topics import as_record, broker_records, produce
 
 from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
-from remotelog.kafka.consumer_records import consumer_records
+from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import build_batch
 
 from .conftest import batch
@@ -30,7 +30,7 @@ def direct(stack, name: str, start: int = 0, end: int | None = None) -> list:
     """The records as decoded straight from the tiered segment files."""
     tip = stack.tip(name)
     log = stack.log_bytes(name)
-    return list(consumer_records(log, tip.topic, 0, start_offset=start, end_offset=end))
+    return list(fetched_records(log, tip.topic, 0, start_offset=start, end_offset=end).records())
 
 
 async def read_all(consumer, tip, start="earliest", end=None) -> list:
@@ -136,10 +136,23 @@ async def test_history_from_the_remote_tier_and_the_tail_from_the_broker_meet_ex
     consumer = TieredConsumer.connect(
         *addresses(tiered), bootstrap_servers=broker.bootstrap_servers
     )
+    untiered = f"{topic}-fresh"  # on the broker only: nothing tiered yet
+    await asyncio.to_thread(produce, broker.bootstrap_servers, untiered, 5)
     async with consumer:
         assert fields(await read_all(consumer, tip)) == on_broker
         assert fields(await read_all(consumer, tip, 35, 45)) == on_broker[35:45]
         assert fields(await read_all(consumer, tip, 45)) == on_broker[45:]
+        listed = {
+            s.topic_id_partition.topic: (s.earliest_offset, s.latest_tiered_offset)
+            for s in await consumer.partitions()
+        }
+        assert listed[topic] == (0, 39)
+        assert listed[untiered] == (0, -1)
+        assert not any(name.startswith("__") for name in listed)
+        (fresh,) = await consumer.partitions(untiered)
+        fresh_records = await asyncio.to_thread(broker_records, broker.bootstrap_servers, untiered)
+        assert fields(await read_all(consumer, fresh.topic_id_partition)) == fresh_records
+        assert await consumer.partitions("never-produced") == []
     # Without a broker the read ends at the last tiered offset.
     async with TieredConsumer.connect(*addresses(tiered)) as remote_only:
         assert fields(await read_all(remote_only, tip)) == on_broker[:40]

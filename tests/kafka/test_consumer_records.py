@@ -7,7 +7,7 @@ from remotelog.kafka.consumer_records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     AbortedTransactions,
-    consumer_records,
+    fetched_records,
 )
 from remotelog.kafka.records import Record, build_batch, build_control_batch
 
@@ -24,7 +24,7 @@ def test_bounds_cut_inside_batches_of_every_codec(codec):
     data = build_batch(records(0, 5), compression=codec) + build_batch(
         records(5, 5), compression=codec
     )
-    found = list(consumer_records(data, "t", 3, start_offset=2, end_offset=8))
+    found = list(fetched_records(data, "t", 3, start_offset=2, end_offset=8).records())
     assert [r.offset for r in found] == [2, 3, 4, 5, 6, 7]
     assert found[0].key == b"k2"
     assert found[0].headers == (("h", b"x"),)
@@ -35,7 +35,7 @@ def test_bounds_cut_inside_batches_of_every_codec(codec):
 def test_log_append_time_and_leader_epochs_as_the_broker_set_them():
     data = build_batch(records(0, 2), log_append_time=9_999, partition_leader_epoch=4)
     data += build_batch(records(2, 1), partition_leader_epoch=-1)
-    found = list(consumer_records(data, "t", 0))
+    found = list(fetched_records(data, "t", 0).records())
     assert [(r.timestamp, r.timestamp_type, r.leader_epoch) for r in found] == [
         (9_999, LOG_APPEND_TIME, 4),
         (9_999, LOG_APPEND_TIME, 4),
@@ -63,11 +63,11 @@ def test_read_committed_skips_aborted_transactions_until_their_marker():
         + marker(7, 2, commit=True)
         + marker(8, 1, commit=True)
     )
-    everything = [r.offset for r in consumer_records(data, "t", 0)]
+    everything = [r.offset for r in fetched_records(data, "t", 0).records()]
     assert everything == [0, 1, 2, 3, 5, 6]  # markers are never records
-    committed = consumer_records(data, "t", 0, aborted=AbortedTransactions([(1, 0)]))
+    committed = fetched_records(data, "t", 0, aborted=AbortedTransactions([(1, 0)])).records()
     assert [r.offset for r in committed] == [2, 3, 5, 6]
     # An aborted transaction that began before the fetched range still hides its batches.
     tail = txn(6, 1, 1) + marker(7, 1, commit=False)
-    later = consumer_records(tail, "t", 0, aborted=AbortedTransactions([(1, 3)]))
+    later = fetched_records(tail, "t", 0, aborted=AbortedTransactions([(1, 3)])).records()
     assert list(later) == []

@@ -4,13 +4,12 @@ Same headers, same records, same errors (type and message) on the shared
 broker segments, on every codec, and on hypothesis-mutated batches.
 """
 
-import gc
-import tracemalloc
-
 import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.batches import mutated_batches, sample_records
+from support.leaks import growth_over
 
 from remotelog.kafka import records as records_module
 from remotelog.kafka.codecs import CompressionType
@@ -65,15 +64,6 @@ def test_shared_segments_identical(kafka_logs, name):
         assert all(item[0] != "error" for item in result)
         total += sum(len(records) for _, records in result)
     assert total == {"timeindex_test": 30_565, "test_topic_a-0": 10_995}[name]
-
-
-def sample_records(base=1_000, ts=1_700_000_000_000):
-    return [
-        Record(base, ts, None, b"v0", ()),
-        Record(base + 1, ts, b"k1", None, (("h", b"x"), ("h", None), ("ü", b""))),
-        Record(base + 2, ts + 5, b"", b"v" * 300, (("traceparent", b"00-ab"),)),
-        Record(base + 7, ts - 3, b"k" * 200, b"", ()),
-    ]
 
 
 @pytest.mark.parametrize("codec", list(CompressionType))
@@ -148,31 +138,8 @@ def test_decoding_leaks_no_memory():
         with pytest.raises(CorruptBatchError, match="passes the end of the data"):
             decode_records(data[:-5], headers[-1])
 
-    decode_everything()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        decode_everything()
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(200):
-            decode_everything()
-        gc.collect()
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert after - before < 20_000  # 200 rounds of ~200 records: a leak would be megabytes
-
-
-@st.composite
-def mutated_batches(draw):
-    codec = draw(st.sampled_from(list(CompressionType)))
-    data = bytearray(build_batch(sample_records(), compression=codec))
-    for _ in range(draw(st.integers(1, 4))):
-        position = draw(st.integers(0, len(data) - 1))
-        data[position] = draw(st.integers(0, 255))
-    cut = draw(st.integers(0, len(data)))
-    return bytes(data[:cut]) if draw(st.booleans()) else bytes(data)
+    # 200 rounds of ~200 records: a leak would be megabytes
+    assert growth_over(200, decode_everything) < 20_000
 
 
 @settings(max_examples=400, deadline=None)

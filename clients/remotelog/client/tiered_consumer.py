@@ -33,7 +33,8 @@ from remotelog.kafka.consumer_records import (
     LOG_APPEND_TIME,
     AbortedTransactions,
     ConsumerRecord,
-    consumer_records,
+    FetchedRecords,
+    fetched_records,
 )
 from remotelog.kafka.records import iter_batches
 
@@ -46,10 +47,16 @@ class AtTimestamp:
 
 
 Start = int | Literal["earliest", "latest"] | AtTimestamp
+# A step of a read: records fetched from the remote tier, not decoded yet, or the
+# records of one broker poll.
+Chunk = FetchedRecords | list[ConsumerRecord]
 # Bytes asked per Fetch under read_committed (the bulk read streams instead).
 FETCH_BYTES = 4 * 1024 * 1024
 # Messages taken from the broker per poll.
 BROKER_BATCH = 1000
+# The topic id of a partition known only from the broker (Kafka's Uuid.ZERO_UUID):
+# the broker's metadata answer does not carry one through confluent-kafka.
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 class TieredConsumer:
@@ -104,8 +111,38 @@ class TieredConsumer:
         await self.close()
 
     async def partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
-        """The partitions (of `topic`, or all) with data in the remote tier."""
-        return await self.metadata.list_remote_partitions(topic)
+        """The partitions (of `topic`, or all) with data in the remote tier; with a
+        broker, also the broker's partitions that have none yet, each summarised as
+        nothing tiered below the broker's log start (internal `__` topics left out, as
+        a Kafka consumer's pattern subscription leaves them)."""
+        remote = await self.metadata.list_remote_partitions(topic)
+        if not self.bootstrap_servers:
+            return remote
+        known = {(s.topic_id_partition.topic, s.topic_id_partition.partition) for s in remote}
+        on_broker = await asyncio.to_thread(_broker_partitions, self._kafka_config(), topic)
+        untiered = [
+            RemotePartitionSummary(
+                TopicIdPartition(_NO_TOPIC_ID, name, number),
+                earliest_offset=log_start,
+                latest_tiered_offset=log_start - 1,
+                remote_bytes=0,
+                segment_count=0,
+            )
+            for name, number, log_start in on_broker
+            if (name, number) not in known
+        ]
+        return remote + untiered
+
+    def _kafka_config(self) -> dict[str, Any]:
+        """A group-less consumer's configuration: it assigns and seeks, never joins."""
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": f"remotelog-tiered-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if self.read_committed else "read_uncommitted",
+            **self.kafka_config,
+        }
 
     async def read(
         self,
@@ -130,6 +167,19 @@ class TieredConsumer:
         end_offset: int | None = None,
     ) -> AsyncGenerator[list[ConsumerRecord], None]:
         """The same records a list at a time (one per chunk fetched or broker poll)."""
+        chunks = self.read_undecoded(partition, start, end_offset)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield _decoded(chunk)
+
+    async def read_undecoded(
+        self,
+        partition: TopicIdPartition,
+        start: Start = "earliest",
+        end_offset: int | None = None,
+    ) -> AsyncGenerator[Chunk, None]:
+        """The same records a chunk at a time, the remote tier's left undecoded: for a
+        reader that decodes them into columns (FetchedRecords.columns)."""
         remote = await self._summary(partition)
         async with self._broker_tail(partition) as tail:
             position = await self._resolve(partition, start, remote, tail)
@@ -143,8 +193,8 @@ class TieredConsumer:
                 remote_end = remote.latest_tiered_offset + 1
                 if end_offset is not None:
                     remote_end = min(end_offset, remote_end)
-                async for chunk in self._remote(partition, position, remote_end):
-                    yield chunk
+                async for fetched in self._remote(partition, position, remote_end):
+                    yield fetched
                 position = max(position, remote_end)
             if tail is not None and (end_offset is None or position < end_offset):
                 async for chunk in tail.read(position, end_offset):
@@ -242,16 +292,14 @@ class TieredConsumer:
 
     async def _remote(
         self, partition: TopicIdPartition, start: int, end: int
-    ) -> AsyncGenerator[list[ConsumerRecord], None]:
+    ) -> AsyncGenerator[FetchedRecords, None]:
         topic, number = partition.topic, partition.partition
         if not self.read_committed:
             chunks = self.fetch.read_offset_range(partition, start, end)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
-                    yield list(
-                        consumer_records(
-                            chunk.records, topic, number, start_offset=start, end_offset=end
-                        )
+                    yield fetched_records(
+                        chunk.records, topic, number, start_offset=start, end_offset=end
                     )
             return
         position = start
@@ -264,18 +312,19 @@ class TieredConsumer:
             headers = list(iter_batches(fetched.records))
             if not headers:
                 return  # nothing more in the remote tier
-            aborted = AbortedTransactions(fetched.aborted_transactions)
-            yield list(
-                consumer_records(
-                    fetched.records,
-                    topic,
-                    number,
-                    start_offset=position,
-                    end_offset=end,
-                    aborted=aborted,
-                )
+            yield fetched_records(
+                fetched.records,
+                topic,
+                number,
+                start_offset=position,
+                end_offset=end,
+                aborted=AbortedTransactions(fetched.aborted_transactions),
             )
             position = headers[-1].last_offset + 1
+
+
+def _decoded(chunk: Chunk) -> list[ConsumerRecord]:
+    return chunk.records() if isinstance(chunk, FetchedRecords) else chunk
 
 
 class _BrokerTail:
@@ -290,18 +339,7 @@ class _BrokerTail:
     async def open(self) -> None:
         from confluent_kafka import Consumer
 
-        config = {
-            "bootstrap.servers": self.owner.bootstrap_servers,
-            # Never joined or committed: assign and seek only.
-            "group.id": f"remotelog-tiered-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": (
-                "read_committed" if self.owner.read_committed else "read_uncommitted"
-            ),
-            **self.owner.kafka_config,
-        }
-        self._consumer = await asyncio.to_thread(Consumer, config)
+        self._consumer = await asyncio.to_thread(Consumer, self.owner._kafka_config())
 
     def _topic_partition(self, offset: int = -1001) -> Any:
         from confluent_kafka import TopicPartition
@@ -335,6 +373,30 @@ class _BrokerTail:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             await asyncio.to_thread(consumer.close)
+
+
+def _broker_partitions(config: dict[str, Any], topic: str | None) -> list[tuple[str, int, int]]:
+    """(topic, partition, log start offset) of the broker's partitions of `topic`, or
+    of every topic but the internal ones; blocking."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    consumer = Consumer(config)
+    try:
+        cluster = consumer.list_topics(topic, timeout=10)
+        found = []
+        for name, described in cluster.topics.items():
+            if described.error is not None:
+                if described.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise KafkaException(described.error)
+            if topic is None and name.startswith("__"):
+                continue
+            for number in described.partitions:
+                low, _ = consumer.get_watermark_offsets(TopicPartition(name, number), 10)
+                found.append((name, number, int(low)))
+        return sorted(found)
+    finally:
+        consumer.close()
 
 
 def _from_messages(messages: list[Any], end: int | None) -> tuple[list[ConsumerRecord], bool]:
@@ -404,8 +466,14 @@ class BlockingTieredConsumer:
     def read_chunks(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None
     ) -> Iterator[list[ConsumerRecord]]:
+        for chunk in self.read_undecoded(partition, start, end_offset):
+            yield _decoded(chunk)
+
+    def read_undecoded(
+        self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None
+    ) -> Iterator[Chunk]:
         # A step of the loop per chunk, not per record: a step costs far more than a record.
-        chunks = self._consumer.read_chunks(partition, start, end_offset)
+        chunks = self._consumer.read_undecoded(partition, start, end_offset)
         try:
             while True:
                 try:

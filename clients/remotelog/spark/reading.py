@@ -17,10 +17,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from remotelog.client.base import ClientOptions
-from remotelog.client.tiered_consumer import BlockingTieredConsumer
+from remotelog.client.tiered_consumer import BlockingTieredConsumer, Chunk
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
 from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
-from remotelog.kafka.consumer_records import ConsumerRecord
+from remotelog.kafka.columns import BinaryColumn, RecordColumns
+from remotelog.kafka.consumer_records import ConsumerRecord, FetchedRecords
 from remotelog.spark.options import ReadOptions
 from remotelog.spark.planning import PlannedRange
 
@@ -33,7 +34,6 @@ KAFKA_SCHEMA = (
 )
 HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-ROWS_PER_BATCH = 8192
 
 
 class OffsetRange(InputPartition):
@@ -55,18 +55,18 @@ class OffsetRange(InputPartition):
 
 
 def read_batches(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """One task's rows, as Arrow batches of the declared schema."""
+    """One task's rows, as Arrow batches of the declared schema: a batch per chunk
+    fetched from the remote tier, decoded straight into columns, or per broker poll."""
     if not isinstance(partition, OffsetRange):
         return  # a plan with no ranges: Spark still reads one placeholder partition
-    rows: list[ConsumerRecord] = []
     with consumer_for(options) as consumer:
-        for record in _records(consumer, partition, options):
-            rows.append(record)
-            if len(rows) == ROWS_PER_BATCH:
-                yield to_arrow(rows, options.include_headers)
-                rows = []
-    if rows:
-        yield to_arrow(rows, options.include_headers)
+        for chunk in _chunks(consumer, partition, options):
+            if isinstance(chunk, FetchedRecords):
+                columns = chunk.columns(options.include_headers)
+                if columns.rows:
+                    yield columns_to_arrow(columns, chunk.topic, chunk.partition)
+            elif chunk:
+                yield to_arrow(chunk, options.include_headers)
 
 
 def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
@@ -86,8 +86,9 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
 def subscribed(
     consumer: BlockingTieredConsumer, options: ReadOptions, *, all_assigned: bool = True
 ) -> list[RemotePartitionSummary]:
-    """The partitions the options name that have data in the remote tier; with
-    `all_assigned`, an assigned partition without any fails the query."""
+    """The partitions the options name that the remote tier has data of, or (with a
+    broker) the broker has; with `all_assigned`, an assigned partition neither has
+    fails the query."""
     subscription = options.subscription
     names = subscription.topic_names()
     listed = (
@@ -106,7 +107,10 @@ def subscribed(
         }
         if missing:
             named = ", ".join(f"{t}-{p}" for t, p in sorted(missing))
-            raise InvalidArgumentError("assign", f"no data in the remote tier for {named}")
+            where = (
+                "the remote tier or the broker" if options.bootstrap_servers else "the remote tier"
+            )
+            raise InvalidArgumentError("assign", f"{where} has no partition {named}")
     return found
 
 
@@ -134,12 +138,12 @@ def ranges(
     return planned
 
 
-def _records(
+def _chunks(
     consumer: BlockingTieredConsumer, part: OffsetRange, options: ReadOptions
-) -> Iterator[ConsumerRecord]:
+) -> Iterator[Chunk]:
     tip = part.topic_id_partition
     try:
-        yield from consumer.read(tip, part.start, part.end)
+        yield from consumer.read_undecoded(tip, part.start, part.end)
     except OffsetOutOfRangeError as exc:
         # Retention deleted the start of the range between planning and reading.
         where = f"{tip.topic}-{tip.partition} offsets from {part.start}"
@@ -149,7 +153,7 @@ def _records(
                 f"({exc.message}); set failOnDataLoss=false to skip them"
             ) from None
         log.warning("%s were deleted from the remote tier; skipped", where)
-        yield from consumer.read(tip, "earliest", part.end)
+        yield from consumer.read_undecoded(tip, "earliest", part.end)
 
 
 def to_arrow(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.RecordBatch:
@@ -170,3 +174,43 @@ def to_arrow(records: Sequence[ConsumerRecord], include_headers: bool) -> pa.Rec
         columns.append(pa.array(headers, HEADER_TYPE))
         names.append("headers")
     return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _binary(column: BinaryColumn, count: int, kind: pa.DataType | None = None) -> pa.Array:
+    validity = None if column.validity is None else pa.py_buffer(column.validity)
+    buffers = [validity, pa.py_buffer(column.offsets), pa.py_buffer(column.data)]
+    return pa.Array.from_buffers(kind or pa.binary(), count, buffers)
+
+
+def _fixed(kind: pa.DataType, count: int, data: bytes) -> pa.Array:
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)])
+
+
+def columns_to_arrow(columns: RecordColumns, topic: str, partition: int) -> pa.RecordBatch:
+    """The Arrow batch of decoded columns: their buffers wrapped, not copied."""
+    n = columns.rows
+    arrays = [
+        _binary(columns.key, n),
+        _binary(columns.value, n),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        _fixed(pa.int64(), n, columns.offset),
+        _fixed(pa.timestamp("us", tz="UTC"), n, columns.timestamp),
+        _fixed(pa.int32(), n, columns.timestamp_type),
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    if columns.headers is not None:
+        headers = columns.headers
+        count = len(headers.keys.offsets) // 4 - 1  # int32 offsets, one more than keys
+        pairs = pa.StructArray.from_arrays(
+            [_binary(headers.keys, count, pa.string()), _binary(headers.values, count)],
+            fields=list(HEADER_TYPE.value_type),
+        )
+        validity = None if headers.validity is None else pa.py_buffer(headers.validity)
+        arrays.append(
+            pa.Array.from_buffers(
+                HEADER_TYPE, n, [validity, pa.py_buffer(headers.offsets)], children=[pairs]
+            )
+        )
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -273,7 +273,7 @@ static int fail(cursor *c, const char *fmt, ...) {
 
 /* Zig-zag varlong, at most 10 bytes, whose value fits 64 bits (as Kafka's
  * ByteUtils.readVarlong); the Python decoder applies the same limit. */
-static int read_varint(cursor *c, int64_t *out) {
+static int read_varint_slow(cursor *c, int64_t *out) {
     uint64_t result = 0;
     int shift = 0;
     for (;;) {
@@ -296,12 +296,18 @@ static int read_varint(cursor *c, int64_t *out) {
     }
 }
 
-/* A varint-length-prefixed byte field: *start and *length, length -1 for null. */
-static int read_field(cursor *c, Py_ssize_t *start, int64_t *length) {
-    if (c->pos < c->size && c->data[c->pos] < 0x80) { /* one-byte length: the common case */
+static inline int read_varint(cursor *c, int64_t *out) {
+    if (c->pos < c->size && c->data[c->pos] < 0x80) { /* one byte: the common case */
         unsigned char byte = c->data[c->pos++];
-        *length = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
-    } else if (read_varint(c, length) < 0) {
+        *out = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
+        return 0;
+    }
+    return read_varint_slow(c, out);
+}
+
+/* A varint-length-prefixed byte field: *start and *length, length -1 for null. */
+static inline int read_field(cursor *c, Py_ssize_t *start, int64_t *length) {
+    if (read_varint(c, length) < 0) {
         return -1;
     }
     *start = c->pos;
@@ -425,42 +431,59 @@ static PyObject *timestamp_of(batch_fields *batch, int64_t timestamp_delta) {
     return Py_NewRef(batch->last_timestamp);
 }
 
-static PyObject *decode_one(cursor *c, batch_fields *batch) {
+/* A record's fields up to its header count, checked; its headers follow at c->pos. */
+typedef struct {
     int64_t length, timestamp_delta, offset_delta, header_count, key_length, value_length;
-    Py_ssize_t key_start, value_start;
-    if (read_varint(c, &length) < 0) {
-        return NULL;
+    Py_ssize_t key_start, value_start, record_end;
+} record_fields;
+
+static inline int parse_record(cursor *c, record_fields *r) {
+    if (read_varint(c, &r->length) < 0) {
+        return -1;
     }
-    if (length < 0 || length > c->size - c->pos) {
-        fail(c, "record of %lld bytes passes the end", (long long)length);
-        return NULL;
+    if (r->length < 0 || r->length > c->size - c->pos) {
+        return fail(c, "record of %lld bytes passes the end", (long long)r->length);
     }
-    Py_ssize_t record_end = c->pos + (Py_ssize_t)length;
+    r->record_end = c->pos + (Py_ssize_t)r->length;
     c->pos += 1; /* record attributes: unused in v2 */
-    if (read_varint(c, &timestamp_delta) < 0 || read_varint(c, &offset_delta) < 0 ||
-        read_field(c, &key_start, &key_length) < 0 ||
-        read_field(c, &value_start, &value_length) < 0 || read_varint(c, &header_count) < 0) {
+    if (read_varint(c, &r->timestamp_delta) < 0 || read_varint(c, &r->offset_delta) < 0 ||
+        read_field(c, &r->key_start, &r->key_length) < 0 ||
+        read_field(c, &r->value_start, &r->value_length) < 0 ||
+        read_varint(c, &r->header_count) < 0) {
+        return -1;
+    }
+    if (r->header_count < 0 || r->header_count > r->length) {
+        return fail(c, "bad header count %lld", (long long)r->header_count);
+    }
+    return 0;
+}
+
+static int check_record_end(cursor *c, record_fields *r) {
+    if (c->pos != r->record_end) {
+        return fail(c, "record length %lld disagrees with its fields", (long long)r->length);
+    }
+    return 0;
+}
+
+static PyObject *decode_one(cursor *c, batch_fields *batch) {
+    record_fields r;
+    if (parse_record(c, &r) < 0) {
         return NULL;
     }
-    if (header_count < 0 || header_count > length) {
-        fail(c, "bad header count %lld", (long long)header_count);
-        return NULL;
-    }
-    PyObject *headers = read_headers(c, header_count);
+    PyObject *headers = read_headers(c, r.header_count);
     if (headers == NULL) {
         return NULL;
     }
-    if (c->pos != record_end) {
+    if (check_record_end(c, &r) < 0) {
         Py_DECREF(headers);
-        fail(c, "record length %lld disagrees with its fields", (long long)length);
         return NULL;
     }
     PyObject *items[5] = {
-        offset_delta == 0 ? Py_NewRef(batch->base_offset_object)
-                          : add_longs(batch->base_offset, offset_delta),
-        timestamp_of(batch, timestamp_delta),
-        field_bytes(c, key_start, key_length),
-        field_bytes(c, value_start, value_length),
+        r.offset_delta == 0 ? Py_NewRef(batch->base_offset_object)
+                            : add_longs(batch->base_offset, r.offset_delta),
+        timestamp_of(batch, r.timestamp_delta),
+        field_bytes(c, r.key_start, r.key_length),
+        field_bytes(c, r.value_start, r.value_length),
         headers,
     };
     return new_named(record_type, items, 5);
@@ -475,72 +498,97 @@ static int header_field(PyObject *header, Py_ssize_t index, long long *out) {
 static PyObject *decompress_body = NULL;
 static PyObject *default_source = NULL;
 
-static PyObject *decode(PyObject *data, PyObject *header, PyObject *source) {
-    long long batch_length, attributes, count, position;
-    batch_fields batch;
-    if (header_field(header, 0, &batch.base_offset) < 0 ||
+/* One batch's records, opened for decoding: decompressed when compressed, its
+ * buffer held, the cursor on its first record and its count checked. */
+typedef struct {
+    Py_buffer view;
+    cursor c;
+    long long count;
+} opened_batch;
+
+static int open_batch(PyObject *data, PyObject *header, PyObject *source, batch_fields *batch,
+                      opened_batch *b) {
+    long long batch_length, attributes, position;
+    if (header_field(header, 0, &batch->base_offset) < 0 ||
         header_field(header, 1, &batch_length) < 0 || header_field(header, 5, &attributes) < 0 ||
-        header_field(header, 7, &batch.base_timestamp) < 0 ||
-        header_field(header, 8, &batch.max_timestamp) < 0 ||
-        header_field(header, 12, &count) < 0 || header_field(header, 13, &position) < 0) {
-        return NULL;
+        header_field(header, 7, &batch->base_timestamp) < 0 ||
+        header_field(header, 8, &batch->max_timestamp) < 0 ||
+        header_field(header, 12, &b->count) < 0 || header_field(header, 13, &position) < 0) {
+        return -1;
     }
-    batch.log_append_time = (attributes & 0x08) != 0;
-    batch.base_offset_object = PyTuple_GET_ITEM(header, 0);
+    batch->log_append_time = (attributes & 0x08) != 0;
+    batch->base_offset_object = PyTuple_GET_ITEM(header, 0);
+    batch->last_timestamp = NULL;
     PyObject *body = NULL; /* the decompressed records of a compressed batch */
     if (attributes & 0x07) {
         body = PyObject_CallFunctionObjArgs(decompress_body, data, header, source, NULL);
         if (body == NULL) {
-            return NULL;
+            return -1;
         }
     }
-    Py_buffer view;
-    int got = PyObject_GetBuffer(body == NULL ? data : body, &view, PyBUF_SIMPLE);
+    int got = PyObject_GetBuffer(body == NULL ? data : body, &b->view, PyBUF_SIMPLE);
     Py_XDECREF(body); /* the buffer export keeps it alive */
     if (got < 0) {
-        return NULL;
+        return -1;
     }
-    cursor c = {(const unsigned char *)view.buf, view.len, 0, source, (Py_ssize_t)position};
+    b->c = (cursor){(const unsigned char *)b->view.buf, b->view.len, 0, source,
+                    (Py_ssize_t)position};
     if (body == NULL) { /* uncompressed: the records sit in `data` after the header */
         long long start = position + HEADER_SIZE;
         long long end = position + LOG_OVERHEAD + batch_length;
-        if (position < 0 || start > end || end > view.len) {
-            fail(&c, "batch passes the end of the data");
-            PyBuffer_Release(&view);
-            return NULL;
+        if (position < 0 || start > end || end > b->view.len) {
+            fail(&b->c, "batch passes the end of the data");
+            PyBuffer_Release(&b->view);
+            return -1;
         }
-        c.data += start;
-        c.size = (Py_ssize_t)(end - start);
+        b->c.data += start;
+        b->c.size = (Py_ssize_t)(end - start);
     }
     /* Every record takes at least 7 bytes: a corrupt count allocates no more than that. */
-    if (count > c.size / 7 + 1) {
-        fail(&c, "records count %lld does not fit in %zd bytes", count, c.size);
-        PyBuffer_Release(&view);
+    if (b->count > b->c.size / 7 + 1) {
+        fail(&b->c, "records count %lld does not fit in %zd bytes", b->count, b->c.size);
+        PyBuffer_Release(&b->view);
+        return -1;
+    }
+    return 0;
+}
+
+/* After the last record: nothing may follow it. */
+static int check_batch_end(opened_batch *b) {
+    if (b->c.pos != b->c.size) {
+        return fail(&b->c, "%zd bytes after the last record", b->c.size - b->c.pos);
+    }
+    return 0;
+}
+
+static PyObject *decode(PyObject *data, PyObject *header, PyObject *source) {
+    batch_fields batch;
+    opened_batch b;
+    if (open_batch(data, header, source, &batch, &b) < 0) {
         return NULL;
     }
-    PyObject *records = PyList_New((Py_ssize_t)count);
+    PyObject *records = PyList_New((Py_ssize_t)b.count);
     if (records == NULL) {
-        PyBuffer_Release(&view);
+        PyBuffer_Release(&b.view);
         return NULL;
     }
     batch.last_timestamp = Py_NewRef(PyTuple_GET_ITEM(header, 7));
     batch.last_timestamp_value = batch.base_timestamp;
-    for (Py_ssize_t i = 0; i < (Py_ssize_t)count; i++) {
-        PyObject *record = decode_one(&c, &batch);
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)b.count; i++) {
+        PyObject *record = decode_one(&b.c, &batch);
         if (record == NULL) {
             goto error; /* list_dealloc skips the NULL slots left */
         }
         PyList_SET_ITEM(records, i, record);
     }
-    if (c.pos != c.size) {
-        fail(&c, "%zd bytes after the last record", c.size - c.pos);
+    if (check_batch_end(&b) < 0) {
         goto error;
     }
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&b.view);
     Py_XDECREF(batch.last_timestamp);
     return records;
 error:
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&b.view);
     Py_XDECREF(batch.last_timestamp);
     Py_DECREF(records);
     return NULL;
@@ -579,6 +627,399 @@ static PyObject *decode_records(PyObject *module, PyObject *const *args, Py_ssiz
     return decode(args[0], args[1], source);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Columnar decode: decode_columns(data, headers, start_offset, end_offset,
+ * include_headers, source), the records of a fetch's batches as Arrow buffers
+ * (native byte order, as Arrow's): no Python object per record. columns.py
+ * holds the reference and turns the tuple into RecordColumns. */
+
+/* A buffer growing inside a bytes object, handed over without a copy at the end. */
+typedef struct {
+    PyObject *bytes;
+    char *data;
+    Py_ssize_t len, cap;
+} growbuf;
+
+static int grow(growbuf *b, Py_ssize_t extra) {
+    Py_ssize_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) {
+        cap *= 2;
+    }
+    if (b->bytes == NULL) {
+        b->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    } else {
+        _PyBytes_Resize(&b->bytes, cap); /* NULL, the old released, when it fails */
+    }
+    if (b->bytes == NULL) {
+        return -1;
+    }
+    b->data = PyBytes_AS_STRING(b->bytes);
+    b->cap = cap;
+    return 0;
+}
+
+static inline int reserve(growbuf *b, Py_ssize_t extra) {
+    return b->len + extra <= b->cap ? 0 : grow(b, extra);
+}
+
+static inline int put(growbuf *b, const void *source, Py_ssize_t n) {
+    if (reserve(b, n) < 0) {
+        return -1;
+    }
+    memcpy(b->data + b->len, source, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* The bytes, cut to what was put; the buffer is empty after. */
+static PyObject *growbuf_bytes(growbuf *b) {
+    if (b->bytes == NULL) {
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    PyObject *bytes = b->bytes;
+    Py_ssize_t len = b->len;
+    *b = (growbuf){NULL, NULL, 0, 0};
+    return _PyBytes_Resize(&bytes, len) < 0 ? NULL : bytes;
+}
+
+/* An Arrow variable-size binary column: validity bitmap, int32 offsets, data. */
+typedef struct {
+    growbuf validity, offsets, data;
+    Py_ssize_t count, nulls;
+} binary_column;
+
+/* A validity bit for the `count`th slot: the bitmap grows a zeroed byte per eight. */
+static inline int put_valid(growbuf *validity, Py_ssize_t count, int valid) {
+    if (count % 8 == 0) {
+        unsigned char zero = 0;
+        if (put(validity, &zero, 1) < 0) {
+            return -1;
+        }
+    }
+    if (valid) {
+        validity->data[count / 8] |= (char)(1 << (count % 8));
+    }
+    return 0;
+}
+
+static inline int put_offset(growbuf *offsets, Py_ssize_t end) {
+    if (end > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "a column of one fetch passes Arrow's 2 GiB binary limit");
+        return -1;
+    }
+    int32_t value = (int32_t)end;
+    return put(offsets, &value, sizeof value);
+}
+
+/* A null when length < 0. */
+static inline int binary_append(binary_column *col, const char *bytes, Py_ssize_t length) {
+    if (put_valid(&col->validity, col->count, length >= 0) < 0) {
+        return -1;
+    }
+    if (length < 0) {
+        col->nulls++;
+    } else if (put(&col->data, bytes, length) < 0) {
+        return -1;
+    }
+    col->count++;
+    return put_offset(&col->offsets, col->data.len);
+}
+
+static PyObject *optional_bytes(growbuf *b, int present) {
+    return present ? growbuf_bytes(b) : Py_NewRef(Py_None);
+}
+
+/* A tuple of `items`, which it steals; NULL (all released) if any is NULL. */
+static PyObject *tuple_of(PyObject **items, Py_ssize_t n) {
+    PyObject *tuple = PyTuple_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL || tuple == NULL) {
+            for (Py_ssize_t j = i; j < n; j++) {
+                Py_XDECREF(items[j]);
+            }
+            Py_XDECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, i, items[i]);
+    }
+    return tuple;
+}
+
+/* (validity or None when nothing is null, offsets, data) */
+static PyObject *binary_finish(binary_column *col) {
+    PyObject *items[3] = {
+        optional_bytes(&col->validity, col->nulls > 0),
+        growbuf_bytes(&col->offsets),
+        growbuf_bytes(&col->data),
+    };
+    return tuple_of(items, 3);
+}
+
+typedef struct {
+    Py_ssize_t count;
+    growbuf offset, timestamp, timestamp_type; /* int64, int64 microseconds, int32 */
+    binary_column key, value;
+    int include_headers;
+    /* headers: a list per record (null without headers) of (string key, binary value) */
+    growbuf header_validity, header_offsets;
+    Py_ssize_t header_nulls;
+    binary_column header_key, header_value;
+} columns;
+
+static void binary_free(binary_column *col) {
+    Py_XDECREF(col->validity.bytes);
+    Py_XDECREF(col->offsets.bytes);
+    Py_XDECREF(col->data.bytes);
+}
+
+static void columns_free(columns *cols) {
+    Py_XDECREF(cols->offset.bytes);
+    Py_XDECREF(cols->timestamp.bytes);
+    Py_XDECREF(cols->timestamp_type.bytes);
+    Py_XDECREF(cols->header_validity.bytes);
+    Py_XDECREF(cols->header_offsets.bytes);
+    binary_free(&cols->key);
+    binary_free(&cols->value);
+    binary_free(&cols->header_key);
+    binary_free(&cols->header_value);
+}
+
+/* Room for a batch of `count` records in `size` bytes, so that its records are put
+ * without growing a buffer: keys and values take at most the batch's bytes. */
+static int columns_reserve(columns *cols, Py_ssize_t count, Py_ssize_t size) {
+    Py_ssize_t bits = count / 8 + 1;
+    return (reserve(&cols->offset, 8 * count) < 0 || reserve(&cols->timestamp, 8 * count) < 0 ||
+            reserve(&cols->timestamp_type, 4 * count) < 0 ||
+            reserve(&cols->key.validity, bits) < 0 || reserve(&cols->key.offsets, 4 * count) < 0 ||
+            reserve(&cols->key.data, size) < 0 || reserve(&cols->value.validity, bits) < 0 ||
+            reserve(&cols->value.offsets, 4 * count) < 0 || reserve(&cols->value.data, size) < 0)
+               ? -1
+               : 0;
+}
+
+static int columns_init(columns *cols, int include_headers) {
+    memset(cols, 0, sizeof *cols);
+    cols->include_headers = include_headers;
+    return (put_offset(&cols->key.offsets, 0) < 0 || put_offset(&cols->value.offsets, 0) < 0 ||
+            put_offset(&cols->header_offsets, 0) < 0 ||
+            put_offset(&cols->header_key.offsets, 0) < 0 ||
+            put_offset(&cols->header_value.offsets, 0) < 0)
+               ? -1
+               : 0;
+}
+
+/* A header key as UTF-8; keys that are not valid UTF-8 get U+FFFD, as in
+ * decode_records. */
+static int header_key_append(binary_column *col, const char *bytes, Py_ssize_t length) {
+    for (Py_ssize_t i = 0; i < length; i++) {
+        if ((unsigned char)bytes[i] >= 0x80) {
+            PyObject *key = PyUnicode_DecodeUTF8(bytes, length, "replace");
+            if (key == NULL) {
+                return -1;
+            }
+            Py_ssize_t size;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(key, &size);
+            int result = utf8 == NULL ? -1 : binary_append(col, utf8, size);
+            Py_DECREF(key);
+            return result;
+        }
+    }
+    return binary_append(col, bytes, length);
+}
+
+/* Parses a record's headers, appending them when `keep`. */
+static int headers_append(cursor *c, record_fields *r, columns *cols, int keep) {
+    for (int64_t i = 0; i < r->header_count; i++) {
+        Py_ssize_t key_start, value_start;
+        int64_t key_length, value_length;
+        if (read_field(c, &key_start, &key_length) < 0) {
+            return -1;
+        }
+        if (key_length < 0) {
+            return fail(c, "null header key");
+        }
+        if (read_field(c, &value_start, &value_length) < 0) {
+            return -1;
+        }
+        if (keep && (header_key_append(&cols->header_key, (const char *)c->data + key_start,
+                                       (Py_ssize_t)key_length) < 0 ||
+                     binary_append(&cols->header_value, (const char *)c->data + value_start,
+                                   (Py_ssize_t)value_length) < 0)) {
+            return -1;
+        }
+    }
+    if (!keep) {
+        return 0;
+    }
+    if (put_valid(&cols->header_validity, cols->count, r->header_count > 0) < 0) {
+        return -1;
+    }
+    cols->header_nulls += r->header_count == 0;
+    return put_offset(&cols->header_offsets, cols->header_key.count);
+}
+
+static int record_append(cursor *c, record_fields *r, columns *cols, int64_t offset,
+                         int64_t timestamp_us, int32_t timestamp_type) {
+    const char *data = (const char *)c->data;
+    if (put(&cols->offset, &offset, sizeof offset) < 0 ||
+        put(&cols->timestamp, &timestamp_us, sizeof timestamp_us) < 0 ||
+        put(&cols->timestamp_type, &timestamp_type, sizeof timestamp_type) < 0 ||
+        binary_append(&cols->key, data + r->key_start, (Py_ssize_t)r->key_length) < 0 ||
+        binary_append(&cols->value, data + r->value_start, (Py_ssize_t)r->value_length) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Where a record stands against [start, end): -1 before, 0 inside, 1 at or after end. */
+typedef struct {
+    int64_t start, end;
+    int has_end;
+} offset_bounds;
+
+static int place(offset_bounds *bounds, int64_t offset, int overflow, int64_t delta) {
+    if (overflow) { /* past the int64 range: above everything when delta > 0 */
+        return delta < 0 ? -1 : (bounds->has_end ? 1 : 0);
+    }
+    if (offset < bounds->start) {
+        return -1;
+    }
+    return bounds->has_end && offset >= bounds->end ? 1 : 0;
+}
+
+/* Appends the batch's records inside the bounds; 1 when a record reached the end. */
+static int batch_columns(PyObject *data, PyObject *header, PyObject *source,
+                         offset_bounds *bounds, columns *cols) {
+    batch_fields batch;
+    opened_batch b;
+    if (open_batch(data, header, source, &batch, &b) < 0) {
+        return -1;
+    }
+    if (columns_reserve(cols, (Py_ssize_t)b.count, b.c.size) < 0) {
+        PyBuffer_Release(&b.view);
+        return -1;
+    }
+    int32_t timestamp_type = batch.log_append_time ? 1 : 0;
+    int reached_end = 0;
+    const char *out_of_range = NULL; /* the first kept record that fits no int64 */
+    for (long long i = 0; i < b.count; i++) {
+        record_fields r;
+        if (parse_record(&b.c, &r) < 0) {
+            goto error;
+        }
+        int64_t offset, timestamp = batch.max_timestamp, timestamp_us;
+        int overflow = __builtin_add_overflow(batch.base_offset, r.offset_delta, &offset);
+        int keep = !reached_end && place(bounds, offset, overflow, r.offset_delta) == 0;
+        reached_end = reached_end || place(bounds, offset, overflow, r.offset_delta) == 1;
+        keep = keep && out_of_range == NULL;
+        if (keep && overflow) {
+            out_of_range = "record offset leaves 64 bits";
+            keep = 0;
+        }
+        if (keep && ((!batch.log_append_time &&
+                      __builtin_add_overflow(batch.base_timestamp, r.timestamp_delta,
+                                             &timestamp)) ||
+                     __builtin_mul_overflow(timestamp, (int64_t)1000, &timestamp_us))) {
+            out_of_range = "record timestamp leaves 64 bits in microseconds";
+            keep = 0;
+        }
+        if (headers_append(&b.c, &r, cols, keep && cols->include_headers) < 0 ||
+            check_record_end(&b.c, &r) < 0) {
+            goto error;
+        }
+        if (keep) {
+            if (record_append(&b.c, &r, cols, offset, timestamp_us, timestamp_type) < 0) {
+                goto error;
+            }
+            cols->count++;
+        }
+    }
+    if (check_batch_end(&b) < 0) {
+        goto error;
+    }
+    if (out_of_range != NULL) {
+        fail(&b.c, "%s", out_of_range);
+        goto error;
+    }
+    PyBuffer_Release(&b.view);
+    return reached_end;
+error:
+    PyBuffer_Release(&b.view);
+    return -1;
+}
+
+/* (count, offset, timestamp, timestamp_type, key, value, headers or None) */
+static PyObject *columns_finish(columns *cols) {
+    PyObject *headers = Py_NewRef(Py_None);
+    if (cols->include_headers) {
+        Py_DECREF(headers);
+        PyObject *items[4] = {
+            optional_bytes(&cols->header_validity, cols->header_nulls > 0),
+            growbuf_bytes(&cols->header_offsets),
+            binary_finish(&cols->header_key),
+            binary_finish(&cols->header_value),
+        };
+        headers = tuple_of(items, 4);
+    }
+    PyObject *items[7] = {
+        PyLong_FromSsize_t(cols->count),
+        growbuf_bytes(&cols->offset),
+        growbuf_bytes(&cols->timestamp),
+        growbuf_bytes(&cols->timestamp_type),
+        binary_finish(&cols->key),
+        binary_finish(&cols->value),
+        headers,
+    };
+    return tuple_of(items, 7);
+}
+
+static PyObject *decode_columns(PyObject *module, PyObject *args) {
+    PyObject *data, *headers, *end, *source;
+    long long start;
+    int include_headers;
+    if (record_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_fastrecords.configure() was not called");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO!LOpU", &data, &PyList_Type, &headers, &start, &end,
+                          &include_headers, &source)) {
+        return NULL;
+    }
+    offset_bounds bounds = {start, 0, end != Py_None};
+    if (bounds.has_end) {
+        bounds.end = PyLong_AsLongLong(end);
+        if (bounds.end == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    columns cols;
+    PyObject *result = NULL;
+    if (columns_init(&cols, include_headers) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {
+        PyObject *header = Py_NewRef(PyList_GET_ITEM(headers, i));
+        int got = -1;
+        if (!PyObject_TypeCheck(header, header_type)) {
+            PyErr_SetString(PyExc_TypeError, "decode_columns() headers must be BatchHeaders");
+        } else {
+            got = batch_columns(data, header, source, &bounds, &cols);
+        }
+        Py_DECREF(header);
+        if (got < 0) {
+            goto done;
+        }
+        if (got == 1) {
+            break;
+        }
+    }
+    result = columns_finish(&cols);
+done:
+    columns_free(&cols);
+    return result;
+}
+
 static PyObject *configure(PyObject *module, PyObject *args) {
     PyObject *records, *headers, *error, *decompress;
     if (!PyArg_ParseTuple(args, "O!O!OO", &PyType_Type, &records, &PyType_Type, &headers,
@@ -605,6 +1046,10 @@ static PyMethodDef methods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "decode_records(data, header, *, source='<bytes>') -> list[Record]: the records of the "
      "batch `header` describes in `data`."},
+    {"decode_columns", decode_columns, METH_VARARGS,
+     "decode_columns(data, headers, start_offset, end_offset, include_headers, source) -> "
+     "tuple: the records of the batches `headers` describe in `data`, in [start_offset, "
+     "end_offset), as Arrow buffers (remotelog.kafka.columns.RecordColumns)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,9 +11,11 @@ ABORT marker ends the transaction.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from remotelog.kafka.columns import RecordColumns, decode_columns
 from remotelog.kafka.records import (
     BatchHeader,
     decode_records,
@@ -64,7 +66,80 @@ class AbortedTransactions:
         return header.is_transactional and header.producer_id in self._aborting
 
 
-def consumer_records(
+def consumer_batches(
+    data: bytes | memoryview,
+    *,
+    start_offset: int = 0,
+    end_offset: int | None = None,
+    aborted: AbortedTransactions | None = None,
+    source: str = "<fetch>",
+) -> list[BatchHeader]:
+    """The batches of `data` a consumer reads records from for [start_offset,
+    end_offset): no control batches; with `aborted` (read_committed), none of aborted
+    transactions."""
+    kept = []
+    for header in iter_batches(data, source=source):
+        if aborted is not None and aborted.skips(data, header):
+            continue
+        if header.is_control or header.last_offset < start_offset:
+            continue
+        if end_offset is not None and header.base_offset >= end_offset:
+            break
+        kept.append(header)
+    return kept
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRecords:
+    """The records in [start_offset, end_offset) of a fetch's `batches` (chosen by
+    consumer_batches), not decoded yet: as ConsumerRecords or as Arrow columns."""
+
+    data: bytes | memoryview
+    batches: list[BatchHeader]
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int | None
+    source: str = "<fetch>"
+
+    def records(self) -> list[ConsumerRecord]:
+        found: list[ConsumerRecord] = []
+        start, end = self.start_offset, self.end_offset
+        for header in self.batches:
+            append_time = header.is_log_append_time
+            epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
+            for record in decode_records(self.data, header, source=self.source):
+                if record.offset < start:
+                    continue
+                if end is not None and record.offset >= end:
+                    return found
+                found.append(
+                    ConsumerRecord(
+                        self.topic,
+                        self.partition,
+                        record.offset,
+                        header.max_timestamp if append_time else record.timestamp,
+                        LOG_APPEND_TIME if append_time else CREATE_TIME,
+                        record.key,
+                        record.value,
+                        record.headers,
+                        epoch,
+                    )
+                )
+        return found
+
+    def columns(self, include_headers: bool) -> RecordColumns:
+        return decode_columns(
+            self.data,
+            self.batches,
+            self.start_offset,
+            self.end_offset,
+            include_headers,
+            self.source,
+        )
+
+
+def fetched_records(
     data: bytes | memoryview,
     topic: str,
     partition: int,
@@ -73,32 +148,9 @@ def consumer_records(
     end_offset: int | None = None,
     aborted: AbortedTransactions | None = None,
     source: str = "<fetch>",
-) -> Iterator[ConsumerRecord]:
-    """The records of `data`'s batches in [start_offset, end_offset), as a consumer sees
-    them: no control records; with `aborted` (read_committed), none of aborted
-    transactions."""
-    for header in iter_batches(data, source=source):
-        if aborted is not None and aborted.skips(data, header):
-            continue
-        if header.is_control or header.last_offset < start_offset:
-            continue
-        if end_offset is not None and header.base_offset >= end_offset:
-            return
-        append_time = header.is_log_append_time
-        epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else None
-        for record in decode_records(data, header, source=source):
-            if record.offset < start_offset:
-                continue
-            if end_offset is not None and record.offset >= end_offset:
-                return
-            yield ConsumerRecord(
-                topic,
-                partition,
-                record.offset,
-                header.max_timestamp if append_time else record.timestamp,
-                LOG_APPEND_TIME if append_time else CREATE_TIME,
-                record.key,
-                record.value,
-                record.headers,
-                epoch,
-            )
+) -> FetchedRecords:
+    """`data`'s records in [start_offset, end_offset) as a consumer sees them."""
+    batches = consumer_batches(
+        data, start_offset=start_offset, end_offset=end_offset, aborted=aborted, source=source
+    )
+    return FetchedRecords(data, batches, topic, partition, start_offset, end_offset, source)
