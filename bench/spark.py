@@ -42,12 +42,11 @@ from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.records import BatchHeader
 from remotelog.spark import register
-from remotelog.spark.reading import KAFKA_SCHEMA, columns_to_arrow
+from remotelog.spark.reading import CHUNK_BYTES, KAFKA_SCHEMA, columns_to_arrow
 
 MIB = 1024 * 1024
 SEGMENT_MIB = 64
 BATCH_RECORDS = 500
-CHUNK_BYTES = 2 * MIB  # the fetch service's remote.fetch.bulk.chunk.bytes default
 # Rows per prebuilt batch: Spark's own Arrow batch size (maxRecordsPerBatch), and
 # the connector's (a batch per fetched chunk); the faster is the ceiling.
 CEILING_BATCH_ROWS = 10_000

@@ -72,6 +72,7 @@ class TieredConsumer:
         bootstrap_servers: str | None = None,
         isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
         kafka_config: Mapping[str, Any] | None = None,
+        chunk_bytes: int = 0,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidArgumentError(
@@ -82,6 +83,8 @@ class TieredConsumer:
         self.bootstrap_servers = bootstrap_servers
         self.read_committed = isolation_level == "read_committed"
         self.kafka_config = dict(kafka_config or {})
+        # Bytes per chunk of a bulk read (0: the fetch service's default).
+        self.chunk_bytes = chunk_bytes
         self._owned: list[RemoteFetchClient | MetadataClient] = []
 
     @classmethod
@@ -295,7 +298,9 @@ class TieredConsumer:
     ) -> AsyncGenerator[FetchedRecords, None]:
         topic, number = partition.topic, partition.partition
         if not self.read_committed:
-            chunks = self.fetch.read_offset_range(partition, start, end)
+            chunks = self.fetch.read_offset_range(
+                partition, start, end, chunk_bytes=self.chunk_bytes
+            )
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     yield fetched_records(
