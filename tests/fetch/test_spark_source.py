@@ -1,6 +1,7 @@
 """spark.read.format("remotelog") over real services: the rows a direct decode gives."""
 
 import asyncio
+import functools
 import json
 import uuid
 
@@ -237,17 +238,46 @@ async def test_a_stream_reads_each_record_once_across_triggers_and_restarts(
 ):
     topic = f"spark-stream-{uuid.uuid4().hex[:8]}"
     await tiered.tier_batches(topic, segments_of(0, 100))
-    frame = source(
-        spark,
-        tiered,
-        streaming=True,
-        subscribe=topic,
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="30",
+    frame = stream_of(spark, tiered, topic, maxOffsetsPerTrigger="30")
+    assert await caught_up(frame, tmp_path) == [30, 30, 30, 10]
+    # New segments arrive; a restart from the checkpoint reads only them.
+    await tiered.tier_batches(topic, segments_of(100, 60))
+    assert await caught_up(frame, tmp_path) == [30, 30]
+    found = await written(spark, tmp_path)
+    assert found == [(o, f"k{o}".encode(), b"v" * 10) for o in range(160)]
+
+
+async def test_a_stream_with_a_broker_reads_history_and_tail_once_across_restarts(
+    spark, tiered, broker, tmp_path
+):
+    """Records 0-29 on the broker, 0-19 tiered; then 30-39 arrive on the broker only."""
+    topic = f"spark-stream-hybrid-{uuid.uuid4().hex[:6]}"
+    each = functools.partial(produce, broker.bootstrap_servers, topic, batch_per_record=True)
+    await asyncio.to_thread(each, 30)
+    await tiered.tier_batches(topic, [[build_batch([as_record(o)]) for o in range(20)]])
+    frame = stream_of(spark, tiered, topic, **{"kafka.bootstrap.servers": broker.bootstrap_servers})
+    assert sum(await caught_up(frame, tmp_path)) == 30
+    await asyncio.to_thread(each, 10, 30)
+    assert sum(await caught_up(frame, tmp_path)) == 10
+    on_broker = await asyncio.to_thread(broker_records, broker.bootstrap_servers, topic)
+    assert [r[:3] for r in on_broker] == [
+        (o, f"k{o}".encode(), f"v{o}".encode() * 5) for o in range(40)
+    ]
+    assert await written(spark, tmp_path) == [r[:3] for r in on_broker]
+
+
+def stream_of(spark, stack, topic: str, **options):
+    """A stream of the topic from its earliest offset."""
+    return source(
+        spark, stack, streaming=True, subscribe=topic, startingOffsets="earliest", **options
     )
 
-    def run_until_caught_up() -> list[int]:
-        """One run of the query (Trigger.AvailableNow): the rows of each micro-batch."""
+
+async def caught_up(frame, tmp_path) -> list[int]:
+    """One run of the streaming query (Trigger.AvailableNow) into parquet under
+    `tmp_path`, from its checkpoint there: the rows of each micro-batch."""
+
+    def run() -> list[int]:
         query = (
             frame.selectExpr("offset", "key", "value")
             .writeStream.format("parquet")
@@ -259,10 +289,10 @@ async def test_a_stream_reads_each_record_once_across_triggers_and_restarts(
         query.awaitTermination()
         return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
-    assert await asyncio.to_thread(run_until_caught_up) == [30, 30, 30, 10]
-    # New segments arrive; a restart from the checkpoint reads only them.
-    await tiered.tier_batches(topic, segments_of(100, 60))
-    assert await asyncio.to_thread(run_until_caught_up) == [30, 30]
-    written = spark.read.parquet(str(tmp_path / "out")).orderBy("offset")
-    found = [tuple(r) for r in await asyncio.to_thread(written.collect)]
-    assert found == [(o, f"k{o}".encode(), b"v" * 10) for o in range(160)]
+    return await asyncio.to_thread(run)
+
+
+async def written(spark, tmp_path) -> list[tuple]:
+    """What the streaming query wrote, in offset order."""
+    frame = spark.read.parquet(str(tmp_path / "out")).orderBy("offset")
+    return [tuple(r) for r in await asyncio.to_thread(frame.collect)]

@@ -8,13 +8,23 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from remotelog.kafka.records import Record
 
 
-def produce(bootstrap: str, topic: str, count: int) -> None:
-    """`count` records on a new one-partition topic, each with its own timestamp."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+def produce(
+    bootstrap: str, topic: str, count: int, first: int = 0, *, batch_per_record: bool = False
+) -> None:
+    """`count` records, each with its own timestamp: offsets from 0 on a new
+    one-partition topic, or from `first` on the topic already holding as many.
+
+    `batch_per_record` sends each record alone, for a test that reads the high
+    watermark: Tansu reports it as the last batch's base offset + 1, not the log
+    end offset, which is the same only when every batch holds one record."""
+    if first == 0:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for offset in range(count):
+    for offset in range(first, first + count):
         producer.produce(topic, **as_produced(offset))
+        if batch_per_record:
+            producer.flush(30)
     assert producer.flush(30) == 0
 
 
