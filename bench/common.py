@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from remotelog.dev.broker import EmbeddedBroker
 from remotelog.rpc.serve import serve_command
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -45,6 +50,28 @@ class Report:
             "figures": self.figures,
         }
         (RESULTS / f"{self.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def bench_stack(
+    name: str,
+) -> Iterator[tuple[Path, list[subprocess.Popen[str]], EmbeddedBroker]]:
+    """A work directory, a list for the processes the benchmark starts and an embedded
+    broker (Tansu); at the end the processes are stopped, the broker too, and the
+    work directory removed."""
+    work = Path(tempfile.mkdtemp(prefix=f"remotelog-bench-{name}-"))
+    processes: list[subprocess.Popen[str]] = []
+    broker = EmbeddedBroker(log_path=work / "tansu.log")
+    try:
+        broker.start()
+        yield work, processes, broker
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]

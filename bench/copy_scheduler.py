@@ -31,18 +31,16 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from common import Report, serve, serve_metadata_manager, start
+from common import Report, bench_stack, serve, serve_metadata_manager, start
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
-from remotelog.dev.broker import EmbeddedBroker
 from remotelog.kafka.partition_log import (
     HW_CHECKPOINT,
     LogConfig,
@@ -213,14 +211,12 @@ async def idle_cpu(
 
 async def main() -> None:
     segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 4 * MIB
-    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-copy-"))
     report = Report("copy_scheduler")
-    processes: list[subprocess.Popen[str]] = []
-    moto, line = start([sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")], "PORT")
-    processes.append(moto)
-    endpoint = f"http://127.0.0.1:{line.split()[1]}"
-    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
-    try:
+    with bench_stack("copy") as (work, processes, broker):
+        server = [sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")]
+        moto, line = start(server, "PORT")
+        processes.append(moto)
+        endpoint = f"http://127.0.0.1:{line.split()[1]}"
         logs = write_partitions(work / "kafka-logs", PARTITIONS, SEGMENTS, segment_bytes)
         total = sum(s.size for log in logs for s in log.segments[:-1])
         t_bare_before = await bare_upload(endpoint, "bench-bare-before", logs)
@@ -322,12 +318,6 @@ async def main() -> None:
         await idle_cpu(
             report, "idle_tiered", tiered_logs, work, scheduler_properties, processes, pids
         )
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait()
-        broker.stop()
-        shutil.rmtree(work, ignore_errors=True)
     report.finish()
 
 

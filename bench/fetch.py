@@ -21,21 +21,18 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import grpc
-from common import Report, serve, serve_tiering, start
+from common import Report, bench_stack, serve, serve_tiering, start
 from copy_scheduler import tier
 
 from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient, keep_freed_memory
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
-from remotelog.dev.broker import EmbeddedBroker
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
 
 MIB = 1024 * 1024
@@ -244,11 +241,8 @@ async def main() -> None:
     # one, run in it.
     keep_freed_memory()
     segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
-    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-fetch-"))
     report = Report("fetch")
-    processes: list[subprocess.Popen[str]] = []
-    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
-    try:
+    with bench_stack("fetch") as (work, processes, broker):
         log = write_partition(work / "kafka-logs", segment_bytes)
         files = [str(s.path(".log")) for s in log.segments[:-1]]
         total = sum(Path(f).stat().st_size for f in files)
@@ -293,12 +287,6 @@ async def main() -> None:
         await measure(
             report, "short circuit to the segment store", short_port, bare_port, tip, total, log
         )
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        broker.stop()
     await purgatory_figures(report)
     report.finish()
 

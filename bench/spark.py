@@ -22,21 +22,18 @@ import asyncio
 import itertools
 import os
 import random
-import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from common import Report, best_of, serve, serve_tiering
+from common import Report, bench_stack, best_of, serve, serve_tiering
 from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from remotelog.dev.broker import EmbeddedBroker
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
 from remotelog.kafka.partition_log import LogConfig, PartitionLog
@@ -216,11 +213,8 @@ async def start_services(
 
 def main() -> None:
     records = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
-    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-spark-"))
     report = Report("spark")
-    processes: list[subprocess.Popen[str]] = []
-    broker = EmbeddedBroker(log_path=work / "tansu.log").start()
-    try:
+    with bench_stack("spark") as (work, processes, broker):
         log = write_partition(work / "kafka-logs", records)
         segments = log.segments[:-1]
         files = [str(s.path(".log")) for s in segments]
@@ -292,12 +286,6 @@ def main() -> None:
             baseline_records_per_s=round(rates["parquet"]),
         )
         spark.stop()
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        broker.stop()
     report.finish()
 
 
