@@ -297,9 +297,17 @@ static int read_varint_slow(cursor *c, int64_t *out) {
 }
 
 static inline int read_varint(cursor *c, int64_t *out) {
-    if (c->pos < c->size && c->data[c->pos] < 0x80) { /* one byte: the common case */
-        unsigned char byte = c->data[c->pos++];
-        *out = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
+    const unsigned char *p = c->data + c->pos;
+    if (c->pos < c->size && p[0] < 0x80) { /* one byte: the common case */
+        c->pos += 1;
+        *out = (int64_t)(p[0] >> 1) ^ -(int64_t)(p[0] & 1);
+        return 0;
+    }
+    /* Two bytes: lengths of 64..8191 (a 100-byte value) and offset deltas up to 8191. */
+    if (c->pos + 1 < c->size && p[1] < 0x80) {
+        uint64_t v = (uint64_t)(p[0] & 0x7F) | ((uint64_t)p[1] << 7);
+        c->pos += 2;
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
         return 0;
     }
     return read_varint_slow(c, out);
@@ -974,6 +982,29 @@ static PyObject *columns_finish(columns *cols) {
     return tuple_of(items, 7);
 }
 
+/* Room for every batch of the chunk before the first is decoded: growing a buffer
+ * batch by batch copied each column several times over (realloc). Sizes are the
+ * batches' stored sizes, exact when uncompressed; a compressed batch that expands
+ * grows the buffers in columns_reserve. Counts are capped as open_batch caps them. */
+static int columns_reserve_all(columns *cols, PyObject *headers) {
+    Py_ssize_t count = 0, size = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {
+        PyObject *header = PyList_GET_ITEM(headers, i);
+        long long records, batch_length;
+        if (!PyObject_TypeCheck(header, header_type)) {
+            continue; /* reported when the loop reaches it */
+        }
+        if (header_field(header, 1, &batch_length) < 0 || header_field(header, 12, &records) < 0) {
+            return -1;
+        }
+        batch_length = batch_length < 0 ? 0 : batch_length;
+        records = records < 0 ? 0 : records;
+        count += (Py_ssize_t)(records < batch_length / 7 + 1 ? records : batch_length / 7 + 1);
+        size += (Py_ssize_t)batch_length;
+    }
+    return columns_reserve(cols, count, size);
+}
+
 static PyObject *decode_columns(PyObject *module, PyObject *args) {
     PyObject *data, *headers, *end, *source;
     long long start;
@@ -995,7 +1026,7 @@ static PyObject *decode_columns(PyObject *module, PyObject *args) {
     }
     columns cols;
     PyObject *result = NULL;
-    if (columns_init(&cols, include_headers) < 0) {
+    if (columns_init(&cols, include_headers) < 0 || columns_reserve_all(&cols, headers) < 0) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {

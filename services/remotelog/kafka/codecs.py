@@ -56,9 +56,10 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
         if codec is CompressionType.SNAPPY:
             return snappy_decompress(bytes(data))
         if codec is CompressionType.LZ4:
-            return bytes(lz4.frame.decompress(bytes(data)))
+            # lz4 and zstandard read the buffer in place: no copy of the batch.
+            return bytes(lz4.frame.decompress(data))
         # Kafka's zstd frames may omit the content size: decompress as a stream.
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data)))
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(data))
     except CodecError:
         raise
     except Exception as exc:
