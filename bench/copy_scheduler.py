@@ -41,12 +41,8 @@ from common import Report, bench_stack, serve, serve_metadata_manager, start
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
-from remotelog.kafka.partition_log import (
-    HW_CHECKPOINT,
-    LogConfig,
-    PartitionLog,
-    write_hw_checkpoint,
-)
+from remotelog.dev.partition_log import LogConfig, PartitionLog
+from remotelog.kafka.state_files import HW_CHECKPOINT, write_hw_checkpoint
 from remotelog.scheduler.retention import LISTING_MAX_USES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -33,7 +33,7 @@ from copy_scheduler import tier
 from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient, keep_freed_memory
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 
 MIB = 1024 * 1024
 SEGMENTS = 4

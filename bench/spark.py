@@ -34,9 +34,9 @@ from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.records import BatchHeader
 from remotelog.spark import register
 from remotelog.spark.reading import CHUNK_BYTES, KAFKA_SCHEMA, columns_to_arrow
@@ -47,7 +47,7 @@ BATCH_RECORDS = 500
 # Rows per prebuilt batch: Spark's own Arrow batch size (maxRecordsPerBatch), and
 # the connector's (a batch per fetched chunk); the faster is the ceiling.
 CEILING_BATCH_ROWS = 10_000
-ROUNDS = 3
+ROUNDS = 5
 QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(offset) as last")
 
 

@@ -23,9 +23,9 @@ from support.tiering import TieredSegment, batch, tier_directory, tier_segment
 
 from remotelog.client import RemoteFetchClient
 from remotelog.core.model import TopicIdPartition
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
 
 BIG_BATCH_BYTES = 256 * 1024
 

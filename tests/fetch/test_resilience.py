@@ -16,7 +16,7 @@ from support.waiting import eventually
 
 from remotelog.client import FetchPartition
 from remotelog.core.errors import ReaderQueueFullError, RemoteLogError
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.records import iter_batches
 
 from .conftest import FetchStack, batch, fetch_config

@@ -17,7 +17,7 @@ from support.services import (
 from remotelog.client import CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.kafka.partition_log import LogConfig, PartitionLog
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.server import start_copy_scheduler
 

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from remotelog.kafka.partition_log import LogConfig, PartitionLog, write_hw_checkpoint
+from remotelog.dev.partition_log import LogConfig, PartitionLog
+from remotelog.kafka.state_files import write_hw_checkpoint
 from remotelog.scheduler import local_log
 from remotelog.scheduler.local_log import HighWatermarkCheckpoints, LocalLog, largest_timestamp
 from remotelog.scheduler.quota import CopyQuota

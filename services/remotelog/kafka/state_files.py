@@ -1,4 +1,6 @@
-"""Kafka's partition state files: producer snapshot, leader-epoch checkpoint, partition.metadata.
+"""Kafka's partition state files: producer snapshot, leader-epoch checkpoint,
+partition.metadata, and the log dir's replication-offset-checkpoint (high watermarks);
+and how a partition directory names its segments.
 
 .snapshot (version 1): version i16, crc u32 (CRC-32C of everything after it),
   entry count i32, then 46-byte entries: producer id i64, producer epoch i16,
@@ -10,16 +12,21 @@ partition.metadata: "version: 0" and "topic_id: <Kafka base64 Uuid>".
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import crc32c
 
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import kafka_uuid_str, parse_kafka_uuid
 
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+HW_CHECKPOINT = "replication-offset-checkpoint"
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEAD = struct.Struct(">hIi")
 _PRODUCER_ENTRY = struct.Struct(">qhiqiqiq")
@@ -110,3 +117,38 @@ def parse_partition_metadata(text: str, source: str = "partition.metadata") -> u
 
 def partition_metadata_text(topic_id: uuid.UUID) -> str:
     return f"version: 0\ntopic_id: {kafka_uuid_str(topic_id)}"
+
+
+def segment_name(base_offset: int) -> str:
+    """A segment's file name without suffix: its base offset in 20 digits."""
+    return f"{base_offset:020d}"
+
+
+def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's replication-offset-checkpoint: version, count, then "topic partition offset"."""
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    entries = {}
+    for line in lines[2:]:
+        topic, partition, offset = line.split()
+        entries[(topic, int(partition))] = int(offset)
+    return entries
+
+
+def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    """Replace the replication-offset-checkpoint (temp file, fsync, rename, as Kafka does)."""
+    lines = [f"{t} {p} {hw}" for (t, p), hw in sorted(entries.items())]
+    replace_file(
+        path, ("0\n" + f"{len(lines)}\n" + "".join(line + "\n" for line in lines)).encode()
+    )
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write a state file as Kafka does: a temp file, fsync, then rename over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)

@@ -18,17 +18,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from remotelog.kafka.partition_log import (
-    HW_CHECKPOINT,
-    LEADER_EPOCH_CHECKPOINT,
-    read_hw_checkpoint,
-    segment_name,
-)
 from remotelog.kafka.records import BatchHeader, CorruptBatchError, iter_batches
 from remotelog.kafka.state_files import (
+    HW_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
     CorruptStateFileError,
     parse_leader_epoch_checkpoint,
     parse_producer_snapshot,
+    read_hw_checkpoint,
+    segment_name,
 )
 
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")

@@ -31,8 +31,9 @@ from remotelog.core.model import TopicIdPartition
 from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import BatchedCalls, cancel_and_wait
-from remotelog.kafka.partition_log import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from remotelog.kafka.state_files import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
     CorruptStateFileError,
     parse_leader_epoch_checkpoint,
     parse_partition_metadata,

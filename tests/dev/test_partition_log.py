@@ -5,10 +5,14 @@ import uuid
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
+from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.indexes import OffsetIndex, TimeIndex, parse_transaction_index
-from remotelog.kafka.partition_log import LogConfig, PartitionLog, read_hw_checkpoint
 from remotelog.kafka.records import decode_records, iter_batches
-from remotelog.kafka.state_files import parse_leader_epoch_checkpoint, parse_producer_snapshot
+from remotelog.kafka.state_files import (
+    parse_leader_epoch_checkpoint,
+    parse_producer_snapshot,
+    read_hw_checkpoint,
+)
 
 TOPIC_ID = uuid.UUID(int=0xABCDEF)
 

@@ -1,4 +1,6 @@
-"""A Kafka partition directory `<topic>-<partition>/`, written and read as a broker does.
+"""A Kafka partition directory `<topic>-<partition>/`, written and read as a broker does:
+the broker that the tests, the benchmarks and `remotelog demo` play. The services
+only read such directories (remotelog.scheduler.local_log).
 
 Segments are named by their 20-digit base offset (`.log`, `.index`,
 `.timeindex`, `.txnindex`); a producer snapshot `<offset>.snapshot` is taken at
@@ -17,7 +19,6 @@ it without asking the broker.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -43,6 +44,9 @@ from remotelog.kafka.records import (
     iter_batches,
 )
 from remotelog.kafka.state_files import (
+    HW_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
     CorruptStateFileError,
     ProducerStateEntry,
     leader_epoch_checkpoint_text,
@@ -51,11 +55,11 @@ from remotelog.kafka.state_files import (
     parse_producer_snapshot,
     partition_metadata_text,
     producer_snapshot_bytes,
+    read_hw_checkpoint,
+    replace_file,
+    segment_name,
+    write_hw_checkpoint,
 )
-
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA = "partition.metadata"
-HW_CHECKPOINT = "replication-offset-checkpoint"
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,6 @@ class LogConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10 * 1024 * 1024
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -393,9 +393,9 @@ class PartitionLog:
             segment = self.active_segment
         if not self.leader_epochs or leader_epoch > self.leader_epochs[-1][0]:
             self.leader_epochs.append((leader_epoch, header.base_offset))
-            _atomic_write(
+            replace_file(
                 self.directory / LEADER_EPOCH_CHECKPOINT,
-                leader_epoch_checkpoint_text(self.leader_epochs),
+                leader_epoch_checkpoint_text(self.leader_epochs).encode(),
             )
         with segment.path(".log").open("ab") as f:
             f.write(batch)
@@ -431,7 +431,7 @@ class PartitionLog:
             )
             for pid, s in sorted(self.producers.items())
         ]
-        _atomic_write_bytes(
+        replace_file(
             self.directory / f"{segment_name(base)}.snapshot", producer_snapshot_bytes(snapshot)
         )
         self.segments.append(self._new_segment(base))
@@ -492,34 +492,3 @@ class PartitionLog:
             if int(snapshot.stem) < self.log_start_offset:
                 snapshot.unlink()
         return deleted
-
-
-def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's replication-offset-checkpoint: version, count, then "topic partition offset"."""
-    if not path.exists():
-        return {}
-    lines = path.read_text().splitlines()
-    entries = {}
-    for line in lines[2:]:
-        topic, partition, offset = line.split()
-        entries[(topic, int(partition))] = int(offset)
-    return entries
-
-
-def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
-    """Replace the replication-offset-checkpoint (temp file, fsync, rename, as Kafka does)."""
-    lines = [f"{t} {p} {hw}" for (t, p), hw in sorted(entries.items())]
-    _atomic_write(path, "0\n" + f"{len(lines)}\n" + "".join(line + "\n" for line in lines))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    _atomic_write_bytes(path, text.encode())
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
