@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from remotelog.cli.dev import add_dev_commands
+from remotelog.cli.errors import CliError
 from remotelog.cli.services import (
     COMMAND_CONFIGS,
     SERVICE_CONFIGS,
@@ -26,10 +28,6 @@ from remotelog.kafka.dump import dump
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub_command import parse_duration_s, run_scrub
 from remotelog.rpc.serve import serve_until_signal
-
-
-class CliError(Exception):
-    """A user-facing failure, printed as one line."""
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -135,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--delete", action="store_true", help="delete the orphans and abort old uploads"
     )
     scrub.set_defaults(run=_scrub)
+
+    add_dev_commands(commands)
 
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")

@@ -66,6 +66,10 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
 
+    def poll(self) -> int | None:
+        """The exit status once the broker process has exited; None while it runs."""
+        return None if self._process is None else self._process.poll()
+
     def start(self, timeout_s: float = 30.0) -> EmbeddedBroker:
         if self._process is not None:
             raise BrokerError(f"broker already running (pid {self._process.pid})")

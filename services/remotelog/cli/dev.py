@@ -1,0 +1,95 @@
+"""`remotelog dev` and `remotelog demo`: the whole stack on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any, NoReturn
+
+from remotelog.cli.errors import CliError
+from remotelog.dev.broker import BrokerError
+from remotelog.dev.stack import DevConfig, DevStack, DevStackError, run_until_stopped
+from remotelog.dev.table import format_table
+
+REDIS_URL = re.compile(r"(rediss?|unix)://.+")
+MAX_BASE_PORT = 65535 - 5
+
+
+def add_dev_commands(commands: Any) -> None:
+    dev = commands.add_parser(
+        "dev",
+        help="run the embedded broker and the five services here until Ctrl-C",
+        description="Start Tansu (the metadata topic) and the five services as child "
+        "processes with a filesystem segment store; Ctrl-C or SIGTERM stops them all.",
+    )
+    _stack_flags(dev)
+    dev.set_defaults(run=_dev)
+
+
+def _stack_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        help="an empty or new directory for configs, logs and segments (default: a new one "
+        "under the system's temporary directory)",
+    )
+    parser.add_argument(
+        "--redis", default="", help="redis:// URL for the leases (default: in-process leases)"
+    )
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=0,
+        help="broker on this port, services on the next five (default: free ports)",
+    )
+
+
+def stack_config(args: argparse.Namespace, command: str) -> DevConfig:
+    """The flags checked, each failure naming its flag."""
+    if args.redis and not REDIS_URL.fullmatch(args.redis):
+        raise CliError(
+            f"{command}: --redis {args.redis!r}: not a redis://, rediss:// or unix:// URL"
+        )
+    if args.base_port and not 1024 <= args.base_port <= MAX_BASE_PORT:
+        raise CliError(f"{command}: --base-port {args.base_port}: not in 1024..{MAX_BASE_PORT}")
+    if args.data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix=f"remotelog-{command}-"))
+    else:
+        data_dir = Path(args.data_dir)
+        if data_dir.exists() and (not data_dir.is_dir() or any(data_dir.iterdir())):
+            # The broker keeps the metadata in memory: segments of an earlier stack
+            # would be orphans no metadata names.
+            raise CliError(f"{command}: --data-dir {data_dir}: not an empty directory")
+    return DevConfig(data_dir, redis_url=args.redis, base_port=args.base_port)
+
+
+def _raise_interrupt(*_: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def started(config: DevConfig, command: str) -> DevStack:
+    """The stack, up; SIGTERM while it starts stops what did start."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return DevStack(config).start()
+    except (DevStackError, BrokerError, OSError) as exc:
+        raise CliError(f"{command}: {exc}") from None
+
+
+def services_table(stack: DevStack) -> str:
+    return format_table(
+        ["service", "address", "pid", "config file", "log file"],
+        [(c.name, c.address, c.pid, c.config or "-", c.log) for c in stack.children],
+    )
+
+
+def _dev(args: argparse.Namespace) -> int:
+    stack = started(stack_config(args, "dev"), "dev")
+    print(services_table(stack), flush=True)
+    print(
+        f"\nsegments under {stack.segments_dir}; Ctrl-C stops every service.",
+        flush=True,
+    )
+    return run_until_stopped(stack)
