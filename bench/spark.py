@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import random
 import sys
 import uuid
@@ -38,8 +37,8 @@ from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
 from remotelog.kafka.records import BatchHeader
-from remotelog.spark import register
 from remotelog.spark.reading import CHUNK_BYTES, KAFKA_SCHEMA, columns_to_arrow
+from remotelog.spark.session import local_session
 
 MIB = 1024 * 1024
 SEGMENT_MIB = 64
@@ -174,18 +173,7 @@ def scan(frame: DataFrame) -> tuple[int, int, int]:
 
 
 def session() -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("remotelog-bench")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = local_session("remotelog-bench", {"spark.driver.memory": "2g"})
     spark.dataSource.register(LocalFilesSource)
     spark.dataSource.register(PrebuiltSource)
     return spark

@@ -1,7 +1,6 @@
 import asyncio
 import gc
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -98,26 +97,16 @@ def broker(tmp_path_factory):
 def spark():
     """One local[2] SparkSession for the run, with the remotelog source registered. Its
     Python workers run this interpreter, the one remotelog is installed in."""
-    from pyspark.sql import SparkSession
+    from remotelog.spark.session import local_session
 
-    from remotelog.spark import register
-
-    # The JVM starts the Python workers from its environment (the planner's too).
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("remotelog-tests")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
+    session = local_session(
+        "remotelog-tests",
+        {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.python.filterPushdown.enabled": "true",
+        },
     )
-    register(session)
     yield session
     session.stop()
 

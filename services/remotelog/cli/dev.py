@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib.util
 import re
+import shutil
 import signal
+import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 from remotelog.cli.errors import CliError
 from remotelog.dev.broker import BrokerError
+from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, run_demo
 from remotelog.dev.stack import DevConfig, DevStack, DevStackError, run_until_stopped
 from remotelog.dev.table import format_table
 
@@ -27,6 +34,24 @@ def add_dev_commands(commands: Any) -> None:
     )
     _stack_flags(dev)
     dev.set_defaults(run=_dev)
+
+    demo = commands.add_parser(
+        "demo",
+        help="watch the services tier, serve and delete a topic on a fresh dev stack",
+        description="Write a three-partition topic as a broker does, tier it, free the "
+        "local disk, read every record back and verify it, count it with Spark, delete "
+        "it; then print a report. Exit 1 on any difference.",
+    )
+    demo.add_argument(
+        "--records",
+        type=int,
+        default=DemoConfig.records,
+        help=f"records to write over the three partitions (default {DemoConfig.records:,})",
+    )
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the stack's directory (configs, logs, store)"
+    )
+    demo.set_defaults(run=_demo)
 
 
 def _stack_flags(parser: argparse.ArgumentParser) -> None:
@@ -93,3 +118,67 @@ def _dev(args: argparse.Namespace) -> int:
         flush=True,
     )
     return run_until_stopped(stack)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.records < MIN_RECORDS:
+        raise CliError(f"demo: --records {args.records}: at least {MIN_RECORDS}")
+    data_dir = Path(tempfile.mkdtemp(prefix="remotelog-demo-"))
+    stack = started(DevConfig(data_dir), "demo")
+    try:
+        print(services_table(stack), end="\n\n", flush=True)
+        with _spark_factory() as spark, _progress_bar() as progress:
+            report = asyncio.run(
+                run_demo(stack, DemoConfig(records=args.records), spark=spark, progress=progress)
+            )
+    except DemoMismatch as exc:
+        print(f"remotelog demo: FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stack.stop()
+        if args.keep:
+            print(f"kept {data_dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print(format_table(["demo", "result"], report.rows()))
+    return 0
+
+
+@contextmanager
+def _spark_factory() -> Iterator[Callable[[], Any] | None]:
+    """What makes the demo's SparkSession (None without pyspark); stops it after."""
+    if importlib.util.find_spec("pyspark") is None:
+        yield None
+        return
+    sessions: list[Any] = []
+
+    def make() -> Any:
+        from remotelog.spark.session import local_session
+
+        try:
+            sessions.append(
+                local_session("remotelog-demo", {"spark.ui.showConsoleProgress": "false"})
+            )
+        except Exception as exc:  # Spark reports a missing Java as a runtime error
+            raise CliError(f"demo: Spark did not start (it needs Java 17+): {exc}") from None
+        return sessions[-1]
+
+    try:
+        yield make
+    finally:
+        for session in sessions:
+            session.stop()
+
+
+@contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int], None]]:
+    """Segments tiered of those rolled, as a bar on a terminal's stderr."""
+    from tqdm import tqdm
+
+    with tqdm(desc="tiering", unit="segment", file=sys.stderr, disable=None) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield progress
