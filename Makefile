@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup test lint format typecheck buf-check drift protos pytest clean
+.PHONY: setup demo test lint format typecheck buf-check drift protos pytest clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,16 +27,26 @@ $(BUF):
 # Debian packages the tests start as real servers; installed only if missing.
 SYSTEM_TOOLS := .tools/.system-packages
 
-$(SYSTEM_TOOLS):
-	@command -v redis-server >/dev/null || { \
-		echo "installing redis-server (Debian package)"; \
+# Redis for the lease tests, Java 17 for Spark (the demo's and the tests').
+define apt_install_missing
+	@command -v $(1) >/dev/null || { \
+		echo "installing $(2) (Debian package)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get install -y -q --no-install-recommends redis-server >/dev/null \
+		$$SUDO apt-get install -y -q --no-install-recommends $(2) >/dev/null \
 		|| { $$SUDO apt-get update -q >/dev/null && \
-		     $$SUDO apt-get install -y -q --no-install-recommends redis-server >/dev/null; }; }
+		     $$SUDO apt-get install -y -q --no-install-recommends $(2) >/dev/null; }; }
+endef
+
+$(SYSTEM_TOOLS):
+	$(call apt_install_missing,redis-server,redis-server)
+	$(call apt_install_missing,java,openjdk-17-jre-headless)
 	@mkdir -p .tools && touch $@
 
 setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS)
+
+# The main job on embedded defaults: see README.md's quick start.
+demo: setup
+	$(VENV)/bin/remotelog demo
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,6 @@
 """`remotelog dev`: the broker and five services up and SERVING, then stopped by pid."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -58,6 +59,22 @@ def health(address: str) -> int:
         return health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status
 
 
+def stop_dev(process: subprocess.Popen[str], rows: dict[str, dict[str, str]]) -> None:
+    """After a failed test: stop dev as a user does, and by pid whatever it left."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    for row in rows.values():
+        # Only a process that is still this stack's: a pid may since have been reused.
+        mark = row["config"] if row["config"] != "-" else row["address"]
+        with contextlib.suppress(OSError):
+            if mark in Path(f"/proc/{row['pid']}/cmdline").read_bytes().decode(errors="replace"):
+                os.kill(int(row["pid"]), signal.SIGKILL)
+
+
 def wait_gone(pids: list[int], timeout_s: float = 30) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(alive(p) for p in pids):
@@ -87,7 +104,7 @@ def test_dev_serves_every_service_and_sigterm_stops_them_all(tmp_path):
         assert process.wait(timeout=60) == 0
         assert wait_gone(pids) == []
     finally:
-        process.kill()
+        stop_dev(process, rows)
 
 
 def test_dev_reports_a_dead_child_and_stops_the_rest(tmp_path):
@@ -101,7 +118,7 @@ def test_dev_reports_a_dead_child_and_stops_the_rest(tmp_path):
         assert "remotelog remote-fetch serving on" in stderr  # the tail of its log
         assert wait_gone(pids) == []
     finally:
-        process.kill()
+        stop_dev(process, rows)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ reaches only this process, which then stops them by pid in reverse order.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -224,11 +225,9 @@ def _wait_serving(child: Child) -> None:
     with grpc.insecure_channel(child.address) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         while True:
-            try:
+            with contextlib.suppress(grpc.RpcError):  # not answering yet: ask again
                 if health.Check(request, timeout=2).status == serving:
                     return
-            except grpc.RpcError:
-                pass
             if time.monotonic() > deadline:
                 raise DevStackError(f"{child.name} on {child.address} is not SERVING")
             time.sleep(0.05)
