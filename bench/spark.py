@@ -33,6 +33,7 @@ from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from remotelog.client import keep_freed_memory
 from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
@@ -97,6 +98,7 @@ class LocalFilesReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Files)
+        keep_freed_memory()  # as the connector's read_batches does
         data = Path(partition.path).read_bytes()
         for chunk in _chunks(data):
             fetched = FetchedRecords(data, chunk, "bench", 0, 0, None)
