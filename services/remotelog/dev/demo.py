@@ -16,7 +16,7 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ FETCH_MAX_BYTES = 256 * 1024
 POLL_S = 0.1
 PHASE_TIMEOUT_S = 300.0
 MIB = 1024 * 1024
+OPTIONS = ClientOptions(timeout_s=60)
 CODECS = list(CompressionType)
 # What a record is compared on: (offset, timestamp, key, value, headers).
 Expected = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
@@ -312,7 +313,9 @@ async def delete_topic(
     """Stop the partitions on the scheduler, mark them for deletion, wait until done."""
     tips = [w.tip for w in written]
     await scheduler.stop_partitions(tips)
-    async with _client(PartitionRemoverClient, stack.addresses["partition-remover"]) as remover:
+    async with PartitionRemoverClient(
+        stack.addresses["partition-remover"], options=OPTIONS
+    ) as remover:
         await remover.mark_partitions_for_deletion(tips)
         deadline = time.monotonic() + PHASE_TIMEOUT_S
         for tip in tips:
@@ -322,15 +325,6 @@ async def delete_topic(
                 if time.monotonic() > deadline:
                     raise DemoMismatch(f"{tip.topic}-{tip.partition} was not deleted in time")
                 await asyncio.sleep(POLL_S)
-
-
-@contextlib.asynccontextmanager
-async def _client(cls: Any, address: str) -> AsyncIterator[Any]:
-    client = cls(address, options=ClientOptions(timeout_s=60))
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def run_demo(
@@ -349,14 +343,14 @@ async def run_demo(
     report.records_aborted = report.records_written - sum(len(w.expected) for w in written)
     report.segments_rolled = sum(len(w.rolled_ends) for w in written)
     report.local_bytes_before = local_bytes(written)
-    async with _client(CopySchedulerClient, addresses["copy-scheduler"]) as scheduler:
+    async with CopySchedulerClient(addresses["copy-scheduler"], options=OPTIONS) as scheduler:
         with phase(report, "tier"):
             report.segments_tiered = await tier(scheduler, written, progress)
         report.local_bytes_after = local_bytes(written)
         report.store_files_before_delete = store_files(stack.segments_dir)
         log_bytes = sum(w.log_bytes for w in written)
         report.copy_mb_s = log_bytes / MIB / report.phases_s["tier"]
-        async with _client(RemoteFetchClient, addresses["remote-fetch"]) as fetch:
+        async with RemoteFetchClient(addresses["remote-fetch"], options=OPTIONS) as fetch:
             with phase(report, "fetch"):
                 latencies, fetched_bytes = await fetch_all(fetch, written)
             report.fetch_mb_s = fetched_bytes / MIB / report.phases_s["fetch"]
