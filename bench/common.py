@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import platform
 import shutil
+import statistics
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from remotelog.dev.broker import EmbeddedBroker
@@ -28,6 +31,20 @@ class Report:
         """A ratio against a baseline of the same run; target None = reported only."""
         self.figures.append({"name": figure, "ratio": round(ratio, 3), "target": target, **detail})
 
+    def ratio_rounds(
+        self, figure: str, ratios: list[float], target: float | None, **detail: float
+    ) -> None:
+        """The median of per-round ratios, with their spread."""
+        self.ratio(
+            figure,
+            statistics.median(ratios),
+            target,
+            min=round(min(ratios), 3),
+            max=round(max(ratios), 3),
+            rounds=len(ratios),
+            **detail,
+        )
+
     def latency(self, figure: str, value_ms: float, max_ms: float) -> None:
         self.figures.append({"name": figure, "value_ms": round(value_ms, 3), "max_ms": max_ms})
 
@@ -38,7 +55,10 @@ class Report:
         for f in self.figures:
             if "ratio" in f:
                 target = "none" if f["target"] is None else f["target"]
-                print(f"{f['name']} ratio={f['ratio']} target={target}")
+                spread = ""
+                if "min" in f:
+                    spread = f" min={f['min']} max={f['max']} rounds={f['rounds']}"
+                print(f"{f['name']} ratio={f['ratio']} target={target}{spread}")
             elif "value_ms" in f:
                 print(f"{f['name']} value_ms={f['value_ms']} max_ms={f['max_ms']}")
         RESULTS.mkdir(exist_ok=True)
@@ -82,6 +102,101 @@ def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of a process and all its descendants, the exited
+    ones included: each live process's own time and its reaped children's, so every
+    process is counted once."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                # Fields after the command name, which may hold spaces: state is [0].
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            stats[int(entry.name)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        if current in stats:
+            # utime, stime, cutime, cstime: fields 14-17 of /proc/<pid>/stat.
+            total += sum(int(v) for v in stats[current][11:15])
+        todo.extend(children.get(current, []))
+    return total / tick
+
+
+@dataclasses.dataclass
+class Rounds:
+    """What `interleaved` measured: each contender's wall times, each figure's
+    per-round ratios, and per contender the CPU seconds of each watched process."""
+
+    times: dict[str, list[float]]
+    ratios: dict[str, list[float]]
+    cpu: dict[str, dict[str, list[float]]]
+
+    def cpu_line(self, contender: str, per: str, amount: float) -> str:
+        """Median CPU seconds of each watched process per `per` (e.g. GB), one run."""
+        return (
+            ", ".join(
+                f"{process} {statistics.median(seconds) / amount:.2f}"
+                for process, seconds in self.cpu[contender].items()
+            )
+            + f" CPU s per {per}"
+        )
+
+
+def interleaved(
+    contenders: dict[str, Callable[[], object]],
+    ratios: Callable[[dict[str, float]], dict[str, float]],
+    *,
+    watch: dict[str, Callable[[], float]] | None = None,
+    warmup_rounds: int = 2,
+    min_rounds: int = 7,
+    max_rounds: int = 15,
+    tolerance: float = 0.03,
+) -> Rounds:
+    """Wall times of the contenders and the ratios `ratios` makes of each round's.
+
+    A round runs every contender once, in an order rotated from round to round, so
+    a slow spell of the machine falls on all of them alike rather than on whichever
+    ran then. Rounds go on until no ratio's median moved by more than `tolerance`
+    (relative) over the last two rounds, or `max_rounds` were run. `watch` names
+    the processes whose CPU each run is measured, each by a reader of its CPU
+    seconds (`tree_cpu_seconds`). First, `warmup_rounds` untimed rounds: a JVM's
+    compiler and a process's allocator take a few runs to settle, and a figure is
+    of the steady state a long job sees.
+    """
+    names = list(contenders)
+    for _ in range(warmup_rounds):
+        for contender in contenders.values():
+            contender()
+    watch = watch or {}
+    rounds = Rounds({name: [] for name in names}, {}, {name: {} for name in names})
+    medians: list[dict[str, float]] = []
+    for round_ in range(max_rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            cpu_before = {process: read() for process, read in watch.items()}
+            began = time.perf_counter()
+            contenders[name]()
+            rounds.times[name].append(time.perf_counter() - began)
+            for process, read in watch.items():
+                used = read() - cpu_before[process]
+                rounds.cpu[name].setdefault(process, []).append(used)
+        for figure, ratio in ratios({name: rounds.times[name][-1] for name in names}).items():
+            rounds.ratios.setdefault(figure, []).append(ratio)
+        medians.append({figure: statistics.median(r) for figure, r in rounds.ratios.items()})
+        if round_ + 1 >= min_rounds and all(
+            abs(medians[-1][figure] - medians[-3][figure]) <= tolerance * medians[-1][figure]
+            for figure in rounds.ratios
+        ):
+            break
+    return rounds
 
 
 def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:

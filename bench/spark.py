@@ -5,7 +5,8 @@ written as a broker writes it, in segments of SEGMENT_MIB MiB, and tiered by the
 copy scheduler into the filesystem segment store (each service its own process:
 segment-store, metadata-manager on Tansu, copy-scheduler, remote-fetch). Spark
 runs `local[2]` in this process; the query is `count(*)`, `sum(length(value))`,
-`max(offset)`, best of ROUNDS. Against, in the same run:
+`max(offset)`, in interleaved rounds (common.interleaved): each figure is the
+median of per-round ratios, printed with their spread. Against, in the same run:
 - the ceiling of Spark's Python data source API: a source yielding prebuilt Arrow
   batches of the same schema, rows and task count, at Spark's Arrow batch size
   and at the connector's, the faster (target >= 0.7x);
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import random
+import statistics
 import sys
 import uuid
 from collections.abc import Iterator
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from common import Report, bench_stack, best_of, serve, serve_tiering
+from common import Report, bench_stack, interleaved, serve, serve_tiering, tree_cpu_seconds
 from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -47,7 +50,6 @@ BATCH_RECORDS = 500
 # Rows per prebuilt batch: Spark's own Arrow batch size (maxRecordsPerBatch), and
 # the connector's (a batch per fetched chunk); the faster is the ceiling.
 CEILING_BATCH_ROWS = 10_000
-ROUNDS = 5
 QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(offset) as last")
 
 
@@ -175,7 +177,9 @@ def scan(frame: DataFrame) -> tuple[int, int, int]:
 
 
 def session() -> SparkSession:
-    spark = local_session("remotelog-bench", {"spark.driver.memory": "2g"})
+    spark = local_session(
+        "remotelog-bench", {"spark.driver.memory": "2g", "spark.ui.showConsoleProgress": "false"}
+    )
     spark.dataSource.register(LocalFilesSource)
     spark.dataSource.register(PrebuiltSource)
     return spark
@@ -212,6 +216,7 @@ def main() -> None:
             start_services(work, log, processes, broker.bootstrap_servers)
         )
         spark = session()
+        jvm = spark.sparkContext._gateway.proc.pid
         connector = (
             spark.read.format("remotelog")
             .option("remotelog.fetch.address", f"127.0.0.1:{fetch_port}")
@@ -240,38 +245,55 @@ def main() -> None:
         from_parquet = spark.read.parquet(str(parquet))
         assert scan(from_parquet) == expected
 
-        times = {
-            name: best_of(ROUNDS, lambda frame=frame: scan(frame))
-            for name, frame in [
-                ("connector", connector),
-                *((f"ceiling@{rows}", frame) for rows, frame in ceilings.items()),
-                ("local", local),
-                ("parquet", from_parquet),
-            ]
+        contenders = {
+            "connector": connector,
+            **{f"ceiling@{rows}": frame for rows, frame in ceilings.items()},
+            "local": local,
+            "parquet": from_parquet,
         }
-        rates = {name: records / seconds for name, seconds in times.items()}
-        rates["ceiling"] = max(rates[f"ceiling@{rows}"] for rows in ceilings)
+        rounds = interleaved(
+            {name: lambda frame=frame: scan(frame) for name, frame in contenders.items()},
+            lambda t: {
+                "ceiling": min(t[f"ceiling@{rows}"] for rows in ceilings) / t["connector"],
+                "local": t["local"] / t["connector"],
+                "parquet": t["parquet"] / t["connector"],
+            },
+            watch={
+                # The JVM with its Python workers; this process (the Spark driver's
+                # Python side) alone, as the services are its children too.
+                "spark": lambda: tree_cpu_seconds(jvm),
+                "driver": lambda: sum(os.times()[:2]),
+                "segment-store": lambda: tree_cpu_seconds(processes[0].pid),
+                "remote-fetch": lambda: tree_cpu_seconds(processes[-1].pid),
+            },
+        )
+        times, ratios = rounds.times, rounds.ratios
+        rates = {name: records / statistics.median(t) for name, t in times.items()}
         print(
             f"{records} records in {len(files)} segments ({len(files)} tasks, "
-            f"~{chunk_rows} rows a batch); records/s: "
+            f"~{chunk_rows} rows a batch), {len(ratios['local'])} rounds; median records/s: "
             + ", ".join(f"{name} {rate:,.0f}" for name, rate in rates.items())
         )
-        report.ratio(
+        gigabytes = records * 100 / 1e9  # of values
+        for name in contenders:
+            print(f"{name}: " + rounds.cpu_line(name, "GB of values", gigabytes))
+        ceiling = max(rates[f"ceiling@{rows}"] for rows in ceilings)
+        report.ratio_rounds(
             "full scan, connector vs prebuilt Arrow batches",
-            rates["connector"] / rates["ceiling"],
+            ratios["ceiling"],
             0.7,
             records_per_s=round(rates["connector"]),
-            baseline_records_per_s=round(rates["ceiling"]),
+            baseline_records_per_s=round(ceiling),
         )
-        report.ratio(
+        report.ratio_rounds(
             "full scan, connector vs the same decode from local files",
-            rates["connector"] / rates["local"],
+            ratios["local"],
             0.8,
             baseline_records_per_s=round(rates["local"]),
         )
-        report.ratio(
+        report.ratio_rounds(
             "full scan, connector vs Parquet (zstd) on local disk",
-            rates["connector"] / rates["parquet"],
+            ratios["parquet"],
             None,
             baseline_records_per_s=round(rates["parquet"]),
         )
