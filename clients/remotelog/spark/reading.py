@@ -25,6 +25,7 @@ from remotelog.kafka.columns import BinaryColumn, RecordColumns
 from remotelog.kafka.consumer_records import ConsumerRecord, FetchedRecords
 from remotelog.spark.options import ReadOptions
 from remotelog.spark.planning import PlannedRange
+from remotelog.spark.prefetch import prefetched
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +70,19 @@ def read_batches(options: ReadOptions, partition: InputPartition) -> Iterator[pa
     # fetch and decode 25-30% faster (bench/README.md). Cheap to repeat per task.
     keep_freed_memory()
     with consumer_for(options) as consumer:
-        for chunk in _chunks(consumer, partition, options):
-            if isinstance(chunk, FetchedRecords):
-                columns = chunk.columns(options.include_headers)
-                if columns.rows:
-                    yield columns_to_arrow(columns, chunk.topic, chunk.partition)
-            elif chunk:
-                yield to_arrow(chunk, options.include_headers)
+        yield from prefetched(_batches(consumer, partition, options))
+
+
+def _batches(
+    consumer: BlockingTieredConsumer, partition: OffsetRange, options: ReadOptions
+) -> Iterator[pa.RecordBatch]:
+    for chunk in _chunks(consumer, partition, options):
+        if isinstance(chunk, FetchedRecords):
+            columns = chunk.columns(options.include_headers)
+            if columns.rows:
+                yield columns_to_arrow(columns, chunk.topic, chunk.partition)
+        elif chunk:
+            yield to_arrow(chunk, options.include_headers)
 
 
 def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
