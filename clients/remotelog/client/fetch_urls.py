@@ -20,15 +20,16 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Hashable
-from typing import Generic, TypeVar
-
-import aiohttp
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from remotelog.core.errors import (
     DeadlineExceededError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
 )
+
+if TYPE_CHECKING:
+    import aiohttp
 
 K = TypeVar("K", bound=Hashable)
 READ_CHUNK_BYTES = 4 * 1024 * 1024
@@ -91,6 +92,11 @@ class UrlReader:
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
+        # Imported on first use: aiohttp takes a quarter of a second to import, paid
+        # by every process that imports the clients (each Spark Python worker),
+        # most of which never read by URL.
+        import aiohttp
+
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_connections),
@@ -106,6 +112,8 @@ class UrlReader:
         Raises RemoteResourceNotFoundError (404), DeadlineExceededError, or
         UrlReadUnavailable for anything the RPC may still get past.
         """
+        import aiohttp
+
         want = last + 1 - start
         try:
             async with self._http().get(
