@@ -236,3 +236,17 @@ async def test_health_reports_serving_then_not_serving(served):
     await running.health.enter_graceful_shutdown()
     response = await health.Check(health_pb2.HealthCheckRequest(service=name))
     assert response.status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_a_request_that_does_not_parse_never_reaches_the_servicer(served):
+    servicer, client, _, _ = served
+    update = client.channel.unary_unary(
+        "/remotelog.api.metadata.v1.RemoteLogMetadataService/UpdateRemoteLogSegmentMetadata",
+        request_serializer=None,
+        response_deserializer=None,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as raw:
+        await update(b"\x0a\x7f\x00")  # a length-delimited field cut short
+    assert raw.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raw.value.details().startswith("request: not a valid ")
+    assert servicer.update_calls == 0

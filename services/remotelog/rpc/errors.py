@@ -68,6 +68,69 @@ async def abort_with(
 
 
 Behavior = Callable[..., Any]
+Deserializer = Callable[[bytes], Any]
+
+
+def _decoding(deserialize: Deserializer | None, method: str) -> Deserializer:
+    """`deserialize`, its failure an InvalidArgumentError naming the method.
+
+    gRPC runs a handler's deserializer before any interceptor's code and answers
+    its failure with UNKNOWN and no details; so the handler is given raw bytes
+    and the request is parsed here, inside the mapping of errors.
+    """
+    if deserialize is None:
+        return lambda raw: raw
+
+    def decoded(raw: bytes) -> Any:
+        try:
+            return deserialize(raw)
+        except RemoteLogError:
+            raise
+        except Exception as exc:
+            raise InvalidArgumentError(
+                "request", f"not a valid {method} request message ({type(exc).__name__})"
+            ) from None
+
+    return decoded
+
+
+def _unary_request(behavior: Behavior, deserialize: Deserializer) -> Behavior:
+    async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await behavior(deserialize(raw), context)
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            async with contextlib.aclosing(behavior(deserialize(raw), context)) as items:
+                async for item in items:
+                    yield item
+
+        return stream
+    return call
+
+
+def _stream_request(behavior: Behavior, deserialize: Deserializer) -> Behavior:
+    # The servicer's iteration raises the InvalidArgumentError of a bad message
+    # where it reached it; a servicer that drains after an error keeps draining.
+    async def requests(raw: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+        async for message in raw:
+            yield deserialize(message)
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream(
+            raw: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
+        ) -> Any:
+            async with contextlib.aclosing(behavior(requests(raw), context)) as items:
+                async for item in items:
+                    yield item
+
+        return stream
+
+    async def call(raw: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await behavior(requests(raw), context)
+
+    return call
 
 
 def _wrap_call(behavior: Behavior, method: str) -> Behavior:
@@ -114,22 +177,20 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return handler
         method = handler_call_details.method
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
+        deserialize = _decoding(handler.request_deserializer, method)
+        codec = {"request_deserializer": None, "response_serializer": handler.response_serializer}
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _wrap_call(handler.unary_unary, method), **codec
+                _wrap_call(_unary_request(handler.unary_unary, deserialize), method), **codec
             )
         if handler.stream_unary:
             return grpc.stream_unary_rpc_method_handler(
-                _wrap_call(handler.stream_unary, method), **codec
+                _wrap_call(_stream_request(handler.stream_unary, deserialize), method), **codec
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(handler.unary_stream, method), **codec
+                _wrap_stream(_unary_request(handler.unary_stream, deserialize), method), **codec
             )
         return grpc.stream_stream_rpc_method_handler(
-            _wrap_stream(handler.stream_stream, method), **codec
+            _wrap_stream(_stream_request(handler.stream_stream, deserialize), method), **codec
         )
