@@ -4,9 +4,10 @@ import subprocess
 
 from grpc_health.v1 import health_pb2
 from support.services import metadata_config, new_partition, start_metadata
-from support.serving import serve_until_sigterm
+from support.serving import serve_until_sigterm, sigterm_while_starting
 from support.telemetry import metric_points
 
+from remotelog.dev.broker import free_port
 from remotelog.metadata import snapshot as snapshots
 from remotelog.rpc.serve import serve_command
 
@@ -50,6 +51,21 @@ def test_serve_reports_health_and_writes_a_snapshot_on_sigterm(tmp_path, broker)
     loaded = snapshots.load(tmp_path / "served" / "snapshots")
     assert loaded is not None
     assert loaded.num_partitions == config.metadata_topic_num_partitions
+
+
+def test_sigterm_while_it_waits_for_the_broker_stops_it_cleanly(tmp_path):
+    # No broker on this port: the start retries for two minutes unless stopped.
+    metadata_config(
+        tmp_path,
+        f"127.0.0.1:{free_port()}",
+        "starting",
+        **{"remote.log.metadata.initialization.retry.max.timeout.ms": "120000"},
+    )
+    code, printed = sigterm_while_starting("metadata-manager", tmp_path / "starting.properties")
+    assert code == 0, printed
+    assert "remotelog metadata-manager stopped while starting" in printed
+    assert "serving on" not in printed
+    assert "Traceback" not in printed
 
 
 def test_serve_refuses_a_metadata_topic_with_another_partition_count(tmp_path, broker):

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.services import start_store
-from support.serving import serve_until_sigterm
+from support.serving import serve_until_sigterm, sigterm_on_serving_line
 from support.telemetry import counter
 from support.tls import make_certificates
 
@@ -65,6 +65,15 @@ def test_serve_reports_health_and_stops_on_sigterm(tmp_path, listen_address):
     assert code == 0
     assert "shutting down" in printed
     assert not (tmp_path / "store.sock").exists()  # a unix socket is removed: a restart binds
+
+
+def test_sigterm_the_moment_it_serves_is_a_clean_stop(tmp_path):
+    # As an orchestrator may stop a pod it has just started.
+    config = store_properties(tmp_path, f"unix:{tmp_path}/store.sock")
+    code, printed = sigterm_on_serving_line("segment-store", config)
+    assert code == 0
+    assert "remotelog segment-store shutting down" in printed
+    assert not (tmp_path / "store.sock").exists()
 
 
 def test_a_second_server_does_not_take_a_live_unix_socket(tmp_path):

@@ -1,7 +1,9 @@
-"""`remotelog serve <service>` in a child process: health SERVING, then a clean SIGTERM stop."""
+"""`remotelog serve <service>` in a child process: health SERVING, then a clean SIGTERM stop;
+or SIGTERM while it starts, or the moment it serves."""
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import grpc
@@ -28,5 +30,49 @@ def serve_until_sigterm(service: str, config: Path, grpc_service: str) -> tuple[
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=30)
         return status, code, process.stderr.read()
+    finally:
+        process.kill()
+
+
+def sigterm_handled(pid: int) -> bool:
+    """The process has a handler for SIGTERM (SigCgt in /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+def sigterm_while_starting(service: str, config: Path, timeout_s: float = 30) -> tuple[int, str]:
+    """Start the service, SIGTERM it as soon as it handles the signal (before it serves).
+
+    Returns (exit code, everything it printed to stderr).
+    """
+    process = subprocess.Popen(serve_command(service, config), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not sigterm_handled(process.pid):
+            assert process.poll() is None, "exited before handling SIGTERM"
+            assert time.monotonic() < deadline, "never handled SIGTERM"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        _, printed = process.communicate(timeout=timeout_s)
+        return process.returncode, printed
+    finally:
+        process.kill()
+
+
+def sigterm_on_serving_line(service: str, config: Path) -> tuple[int, str]:
+    """Start the service and SIGTERM it the moment its serving line is read.
+
+    Returns (exit code, what it printed after the serving line).
+    """
+    process = subprocess.Popen(serve_command(service, config), stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert f"remotelog {service} serving on " in line, line
+        process.send_signal(signal.SIGTERM)
+        _, printed = process.communicate(timeout=30)
+        return process.returncode, printed
     finally:
         process.kill()

@@ -1,4 +1,5 @@
-"""Task and stream helpers: cancel_and_wait, read_ahead, stream_within, BatchedCalls."""
+"""Task and stream helpers: cancel_and_wait, in_thread_until_cancelled, read_ahead,
+stream_within, BatchedCalls."""
 
 import asyncio
 import threading
@@ -8,7 +9,12 @@ from collections.abc import AsyncGenerator
 import pytest
 
 from remotelog.core.deadline import current_deadline, stream_within
-from remotelog.core.tasks import BatchedCalls, cancel_and_wait, read_ahead
+from remotelog.core.tasks import (
+    BatchedCalls,
+    cancel_and_wait,
+    in_thread_until_cancelled,
+    read_ahead,
+)
 
 
 async def test_a_task_that_swallows_its_first_cancellation_is_cancelled_again():
@@ -117,3 +123,28 @@ async def test_a_cancelled_batched_call_leaves_the_others_their_answers() -> Non
     assert (done[0], done[2]) == (100, 102)
     assert isinstance(done[1], asyncio.CancelledError)
     assert calls.hops == 1
+
+
+async def test_a_cancelled_thread_call_is_told_to_stop_and_waited_for():
+    seen: list[str] = []
+
+    def wait_for_broker(*, stopped: threading.Event) -> str:
+        while not stopped.wait(0.01):
+            pass
+        seen.append("stopped")
+        return "never used"
+
+    call = asyncio.ensure_future(in_thread_until_cancelled(wait_for_broker))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert seen == ["stopped"]  # the thread had returned before the cancellation ended
+
+
+async def test_a_thread_call_returns_what_the_function_returns():
+    def describe(topic: str, *, partitions: int, stopped: threading.Event) -> tuple[str, int]:
+        assert not stopped.is_set()
+        return topic, partitions
+
+    assert await in_thread_until_cancelled(describe, "t", partitions=3) == ("t", 3)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import threading
 from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,6 +29,28 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, recancel_s: f
         for task in done:
             if not task.cancelled():
                 task.exception()  # retrieved: an error while stopping is not news
+
+
+async def in_thread_until_cancelled(
+    fn: Callable[..., T], /, *args: Any, stop_poll_s: float = 0.2, **kwargs: Any
+) -> T:
+    """`fn(*args, stopped=<threading.Event>, **kwargs)` in a thread, as asyncio.to_thread.
+
+    A thread cannot be cancelled: when the caller is, `stopped` is set, and the
+    cancellation goes on only once `fn` has seen it and returned (it checks at
+    least every `stop_poll_s`), so nothing `fn` opened outlives the caller's
+    cleanup.
+    """
+    stopped = threading.Event()
+    call = functools.partial(fn, *args, stopped=stopped, **kwargs)
+    running = asyncio.get_running_loop().run_in_executor(None, call)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        stopped.set()
+        with contextlib.suppress(Exception):
+            await running
+        raise
 
 
 _END = object()

@@ -66,6 +66,7 @@ from remotelog.core.states import (
     is_valid_partition_delete_transition,
     is_valid_segment_transition,
 )
+from remotelog.core.tasks import in_thread_until_cancelled
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.cache import RemoteLogMetadataCache
 from remotelog.metadata.config import MetadataManagerConfig
@@ -140,7 +141,7 @@ class TopicBasedRemoteLogMetadataManager:
 
     async def start(self) -> None:
         c = self.config
-        self.topic = await asyncio.to_thread(
+        self.topic = await in_thread_until_cancelled(
             ensure_metadata_topic,
             self.client_config,
             topic=self.topic_name,

@@ -8,11 +8,14 @@ touched by the loop thread alone. Kafka's ProducerManager / ConsumerTask split.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,11 @@ _LIBRDKAFKA_LOG = logging.getLogger("remotelog.metadata.librdkafka")
 
 METADATA_TOPIC = "__remote_log_metadata"
 OFFSET_BEGINNING = -2  # librdkafka's logical offset
+_STOP_POLL_S = 0.2
+
+
+class TopicWaitStopped(Exception):
+    """A wait for the metadata topic was stopped (its caller was cancelled)."""
 
 
 @dataclass(frozen=True)
@@ -54,11 +62,13 @@ def ensure_metadata_topic(
     retry_interval_ms: int,
     max_timeout_ms: int,
     topic: str = METADATA_TOPIC,
+    stopped: threading.Event | None = None,
 ) -> TopicInfo:
     """Create the topic if missing (Kafka's initializeResources), then check its partition count.
 
     Retries every `retry_interval_ms` until `max_timeout_ms` (the broker may
-    still be starting). Blocking: run it in a thread.
+    still be starting), or until `stopped` is set (TopicWaitStopped). Blocking:
+    run it in a thread (`in_thread_until_cancelled`).
     """
     request = NewTopic(
         topic,
@@ -66,7 +76,9 @@ def ensure_metadata_topic(
         replication_factor=replication_factor,
         config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
     )
-    return _describe(client_config, topic, partitions, retry_interval_ms, max_timeout_ms, request)
+    return _describe(
+        client_config, topic, partitions, retry_interval_ms, max_timeout_ms, request, stopped
+    )
 
 
 def await_metadata_topic(
@@ -76,13 +88,17 @@ def await_metadata_topic(
     retry_interval_ms: int,
     max_timeout_ms: int,
     topic: str = METADATA_TOPIC,
+    stopped: threading.Event | None = None,
 ) -> TopicInfo:
     """Wait for the metadata manager to have created the topic; check its partition count.
 
     For readers of the topic (the partition remover) that must not create it
-    with settings only the metadata manager knows. Blocking: run it in a thread.
+    with settings only the metadata manager knows. Blocking, stopped by
+    `stopped`, as ensure_metadata_topic.
     """
-    return _describe(client_config, topic, partitions, retry_interval_ms, max_timeout_ms, None)
+    return _describe(
+        client_config, topic, partitions, retry_interval_ms, max_timeout_ms, None, stopped
+    )
 
 
 def _describe(
@@ -92,7 +108,18 @@ def _describe(
     retry_interval_ms: int,
     max_timeout_ms: int,
     create: NewTopic | None,
+    stopped: threading.Event | None,
 ) -> TopicInfo:
+    stopped = stopped or threading.Event()
+
+    def result(future: Future[Any]) -> Any:
+        # A request may take up to its timeout; a stop is seen within a fraction of it.
+        while True:
+            if stopped.is_set():
+                raise TopicWaitStopped(topic)
+            with contextlib.suppress(FutureTimeout):
+                return future.result(timeout=_STOP_POLL_S)
+
     admin_config: dict[str, Any] = {**client_config, "logger": _LIBRDKAFKA_LOG}
     admin = AdminClient(admin_config)
     deadline = time.monotonic() + max_timeout_ms / 1000
@@ -103,17 +130,18 @@ def _describe(
             if create is not None:
                 future = admin.create_topics([create], request_timeout=timeout)[topic]
                 try:
-                    future.result()
+                    result(future)
                     log.info("created %s with %d partitions", topic, partitions)
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
-            description = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[
-                topic
-            ].result()
+            description = result(
+                admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+            )
         except KafkaException as exc:
             last_error = exc
-            time.sleep(retry_interval_ms / 1000)
+            if stopped.wait(retry_interval_ms / 1000):
+                raise TopicWaitStopped(topic) from None
             continue
         found = len(description.partitions)
         if found != partitions:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AsyncExitStack
 
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.coordination.factory import open_leases
+from remotelog.core.tasks import in_thread_until_cancelled
 from remotelog.metadata.topic import METADATA_TOPIC, await_metadata_topic
 from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.progress import KafkaGroupProgress
@@ -23,7 +23,7 @@ async def start_partition_remover(
 ) -> RunningService[PartitionRemover]:
     client_config = {"bootstrap.servers": config.bootstrap_servers}
     # The metadata manager creates the topic; the remover only checks it is there.
-    await asyncio.to_thread(
+    await in_thread_until_cancelled(
         await_metadata_topic,
         client_config,
         topic=topic,

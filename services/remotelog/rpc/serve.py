@@ -29,23 +29,52 @@ class Stoppable(Protocol):
 async def serve_until_signal(
     name: str, settings: ServerSettings, start: Callable[[], Awaitable[Stoppable]]
 ) -> None:
-    keep_freed_memory()
-    tracer_provider = configure_telemetry(name, settings)
-    service = await start()
-    freeze_startup_objects()
-    address = served_address(settings.listen_address, service.port)
-    print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+    # Before anything starts: an orchestrator may stop a process it has just started,
+    # and the default action would leave what had started unclosed.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    keep_freed_memory()
+    tracer_provider = configure_telemetry(name, settings)
     try:
-        await stop.wait()
-        print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
+        service = await _started_unless_stopped(start, stop)
+        if service is None:
+            print(f"remotelog {name} stopped while starting", file=sys.stderr, flush=True)
+            return
+        try:
+            freeze_startup_objects()
+            address = served_address(settings.listen_address, service.port)
+            print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+            await stop.wait()
+            print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
+        finally:
+            await service.stop(settings.shutdown_grace_ms / 1000)
     finally:
-        await service.stop(settings.shutdown_grace_ms / 1000)
         if tracer_provider is not None:
             tracer_provider.shutdown()
+
+
+async def _started_unless_stopped(
+    start: Callable[[], Awaitable[Stoppable]], stop: asyncio.Event
+) -> Stoppable | None:
+    """The started service, or None when `stop` was set first: the start is then
+    cancelled, which closes what it had opened (each starter's AsyncExitStack)."""
+    starting = asyncio.ensure_future(start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not stop.is_set():
+        return starting.result()
+    starting.cancel()
+    try:
+        service = await starting
+    except asyncio.CancelledError:
+        return None
+    await service.stop(0)  # it had finished starting as the signal came
+    return None
 
 
 def served_address(listen_address: str, port: int) -> str:
