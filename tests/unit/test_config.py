@@ -1,4 +1,5 @@
 from dataclasses import FrozenInstanceError
+from pathlib import Path
 
 import pytest
 
@@ -6,6 +7,7 @@ from remotelog.cli.main import main
 from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
 from remotelog.core.config import ConfigError, config_fields, env_name, load_config, render
 from remotelog.fetch.config import RemoteFetchConfig
+from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.segmentstore.config import SegmentStoreConfig
 
 
@@ -74,6 +76,29 @@ def test_config_is_frozen():
             "redis.url: 'localhost:6379' is not a redis://, rediss:// or unix:// URL (or empty)",
         ),
         ("listen.address=0.0.0.0\n", "listen.address: '0.0.0.0' is not host:port or unix:/path"),
+        # README's own examples once wrote comments after values.
+        (
+            "redis.url=redis://redis:6379/0   # several instances\n",
+            "redis.url: 'redis://redis:6379/0   # several instances' ends in what looks like a "
+            "comment ('# several instances'); in a .properties file a comment goes on a line "
+            "of its own",
+        ),
+        (
+            "remote.fetch.max.wait.ms=500  ! then empty\n",
+            "remote.fetch.max.wait.ms: '500  ! then empty' ends in what looks like a comment",
+        ),
+        (
+            "segment.store.address=store:7301 store2:7301\n",
+            "segment.store.address: 'store:7301 store2:7301' is not host:port or unix:/path",
+        ),
+        (
+            "redis.url=redis://redis:6379/0 x\n",
+            "redis.url: 'redis://redis:6379/0 x' is not a redis://",
+        ),
+        (
+            "otel.exporter.otlp.endpoint=collector:4317\n",
+            "otel.exporter.otlp.endpoint: 'collector:4317' is not an http:// or https:// URL",
+        ),
     ],
 )
 def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
@@ -82,6 +107,25 @@ def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
         load_config(RemoteFetchConfig, path)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("kafka:9092", True),
+        ("kafka-0:9092,kafka-1:9092", True),
+        ("kafka-0:9092, kafka-1:9092", True),  # Kafka's list type trims around commas
+        ("kafka:9092 kafka2:9092", False),
+        ("kafka:9092,", False),
+    ],
+)
+def test_bootstrap_servers_is_a_list_without_spaces_inside_entries(tmp_path, value, accepted):
+    path = write(tmp_path, f"bootstrap.servers={value}\n")
+    if accepted:
+        assert load_config(MetadataManagerConfig, path)[0].bootstrap_servers == value
+    else:
+        with pytest.raises(ConfigError, match=r"is not host:port\[,host:port\.\.\.\]"):
+            load_config(MetadataManagerConfig, path)
 
 
 @pytest.mark.parametrize(
@@ -94,6 +138,9 @@ def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
         ("redis.url", "redis://redis:6379/0"),
         ("redis.url", "rediss://user:secret@redis:6380/1"),
         ("redis.url", "unix:///run/redis.sock"),
+        ("segment.store.address", "[fd00::1]:7301"),
+        ("metadata.manager.address", "unix:/run/remotelog/metadata.sock"),
+        ("otel.exporter.otlp.endpoint", "http://otel-collector:4317"),
     ],
 )
 def test_addresses_in_every_accepted_form(tmp_path, key, value):
@@ -180,3 +227,23 @@ def test_cli_missing_file(tmp_path, capsys):
 def test_cli_version(capsys):
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith("remotelog 0.")
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize("service", sorted(SERVICE_CONFIGS))
+def test_each_services_documented_properties_load_as_written(tmp_path, service):
+    """The example under `remotelog serve <service>` in docs/<service>.md is a valid file."""
+    text = (DOCS / f"{service}.md").read_text()
+    blocks = text.split("```")[1::2]  # the fenced blocks' contents
+    serve = next(i for i, b in enumerate(blocks) if f"remotelog serve {service}" in b)
+    example = blocks[serve + 1]
+    assert "=" in example, f"docs/{service}.md: no properties after the serve command"
+    path = write(tmp_path, example)
+    _, sources = load_config(SERVICE_CONFIGS[service], path)
+    written = [
+        line.split("=", 1)[0] for line in example.splitlines() if line and line[0] not in "#!"
+    ]
+    from_file = [key for key, source in sources.items() if source.startswith(str(path))]
+    assert sorted(from_file) == sorted(written)

@@ -106,6 +106,23 @@ def _check(value: Any, field: dataclasses.Field[Any], source: str) -> None:
         raise ConfigError(key, f"{value!r} is not {meta['form'][1]}", source)
 
 
+# Whitespace, then a comment character: what `value   # comment` leaves in the value.
+_TRAILING_COMMENT = re.compile(r"\s+([#!].*)$")
+
+
+def _refuse_trailing_comment(key: str, raw: str, source: str) -> None:
+    """A value that ends in what looks like a comment: in a .properties file `#` and
+    `!` start a comment only at the start of a line, so it would be part of the value."""
+    found = _TRAILING_COMMENT.search(raw.strip())
+    if found:
+        raise ConfigError(
+            key,
+            f"{raw.strip()!r} ends in what looks like a comment ({found.group(1)!r}); "
+            "in a .properties file a comment goes on a line of its own",
+            source,
+        )
+
+
 def _unknown(key: str, known: Iterable[str], source: str, service: str) -> ConfigError:
     close = difflib.get_close_matches(key, list(known), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -164,6 +181,8 @@ def load_config(
 
     def apply(key: str, raw: str, source: str) -> None:
         field = fields[key]
+        if not field.metadata["secret"]:
+            _refuse_trailing_comment(key, raw, source)
         value = _parse(raw, hints[field.name], key, source)
         _check(value, field, source)
         values[field.name] = value

@@ -14,6 +14,10 @@ from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import setting
 
 MIB = 1024 * 1024
+# Addresses and URLs hold no whitespace: a value with some carries a typo or a comment.
+ADDRESS_FORM = (r"\S+:\d+|unix:\S+|unix-abstract:\S+", "host:port or unix:/path")
+HTTP_URL_FORM = (r"https?://\S+|", "an http:// or https:// URL (or empty)")
+BOOTSTRAP_SERVERS_FORM = (r"[^\s,]+(\s*,\s*[^\s,]+)*", "host:port[,host:port...]")
 
 
 def listen_address_setting(default: str) -> Any:
@@ -22,7 +26,7 @@ def listen_address_setting(default: str) -> Any:
         "listen.address",
         default,
         "host:port the gRPC server binds (port 0 = any free port), or unix:/path for a sidecar",
-        form=(r".+:\d+|unix:.+|unix-abstract:.+", "host:port or unix:/path"),
+        form=ADDRESS_FORM,
     )
 
 
@@ -46,6 +50,7 @@ class ServerSettings:
         "otel.exporter.otlp.endpoint",
         "",
         "OTLP/gRPC collector for spans and metrics (http://host:4317); empty = not exported",
+        form=HTTP_URL_FORM,
     )
     otlp_export_interval_ms: int = setting(
         "otel.metric.export.interval.ms", 60_000, "How often metrics are exported", min=100
@@ -57,7 +62,10 @@ class SegmentStoreClientSettings:
     """How a service reaches the segment store."""
 
     segment_store_address: str = setting(
-        "segment.store.address", "127.0.0.1:7301", "host:port of the segment store service"
+        "segment.store.address",
+        "127.0.0.1:7301",
+        "host:port of the segment store service",
+        form=ADDRESS_FORM,
     )
     segment_store_short_circuit_socket: str = setting(
         "segment.store.short.circuit.socket.path",
@@ -72,7 +80,10 @@ class MetadataClientSettings:
     """How a service reaches the metadata manager."""
 
     metadata_manager_address: str = setting(
-        "metadata.manager.address", "127.0.0.1:7302", "host:port of the metadata manager service"
+        "metadata.manager.address",
+        "127.0.0.1:7302",
+        "host:port of the metadata manager service",
+        form=ADDRESS_FORM,
     )
 
 
@@ -84,7 +95,7 @@ class RedisSettings:
         "redis.url",
         "",
         "redis://host:port/db; empty = in-process",
-        form=(r"(rediss?|unix)://.+|", "a redis://, rediss:// or unix:// URL (or empty)"),
+        form=(r"(rediss?|unix)://\S+|", "a redis://, rediss:// or unix:// URL (or empty)"),
     )
 
 
@@ -93,7 +104,10 @@ class MetadataTopicSettings:
     """The `__remote_log_metadata` topic (Kafka's TopicBasedRemoteLogMetadataManagerConfig)."""
 
     bootstrap_servers: str = setting(
-        "bootstrap.servers", "127.0.0.1:9092", "Kafka brokers holding the metadata topic"
+        "bootstrap.servers",
+        "127.0.0.1:9092",
+        "Kafka brokers holding the metadata topic",
+        form=BOOTSTRAP_SERVERS_FORM,
     )
     metadata_topic_num_partitions: int = setting(
         "remote.log.metadata.topic.num.partitions",

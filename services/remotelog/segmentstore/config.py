@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from remotelog.core.config import setting
 from remotelog.core.settings import (
+    HTTP_URL_FORM,
     MIB,
     MetadataClientSettings,
     RedisSettings,
@@ -34,7 +35,10 @@ class StorageSettings:
     s3_bucket_name: str = setting("storage.s3.bucket.name", "", "S3 bucket of the s3 backend")
     s3_region: str = setting("storage.s3.region", "us-east-1", "S3 region")
     s3_endpoint_url: str = setting(
-        "storage.s3.endpoint.url", "", "S3 endpoint (MinIO, moto); empty = AWS"
+        "storage.s3.endpoint.url",
+        "",
+        "S3 endpoint (MinIO, moto); empty = AWS",
+        form=HTTP_URL_FORM,
     )
     s3_path_style_access: bool = setting(
         "storage.s3.path.style.access.enabled", False, "Address buckets by path, not host name"
