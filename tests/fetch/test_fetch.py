@@ -8,7 +8,12 @@ from support.services import new_partition
 from support.telemetry import counter
 
 from remotelog.client import FetchPartition
-from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
 from remotelog.fetch.reader import INDEX_SLACK_BYTES
 from remotelog.kafka.records import decode_records, iter_batches
 
@@ -84,6 +89,28 @@ async def test_offsets_of_every_kind(tiered):
     assert beyond.records == b""
 
 
+async def test_a_partition_without_remote_data_is_unknown_topic_or_partition(tiered):
+    ghost = new_partition("ghost")
+    (result,) = await tiered.running[0].client.fetch([FetchPartition(ghost, 0, 1024)])
+    assert isinstance(result.error, UnknownTopicOrPartitionError)
+    assert result.error.message == f"{ghost} has no data in the remote tier"
+    assert result.records == b""
+
+
+async def test_a_leader_epoch_newer_than_any_tiered_is_unknown_leader_epoch(tiered):
+    tip = tiered.tip("topic_a")
+    client = tiered.running[0].client
+    (known,) = await client.fetch([FetchPartition(tip, 0, 1024, leader_epoch=0)])
+    assert known.error is None
+    assert headers(known.records)[0].base_offset == 0
+    (newer,) = await client.fetch([FetchPartition(tip, 0, 1024, leader_epoch=3)])
+    assert isinstance(newer.error, UnknownLeaderEpochError)
+    assert newer.error.retriable
+    assert "leader epoch 3" in newer.error.message
+    assert "latest epoch in the remote tier (0)" in newer.error.message
+    assert newer.records == b""
+
+
 async def test_max_bytes_without_min_one_message_returns_nothing_rather_than_a_partial_batch(
     tiered,
 ):
@@ -106,7 +133,7 @@ async def test_multi_partition_fetch_answers_each_partition_in_order(tiered):
         assert result.error is None
         assert result.records
         assert tiered.log_bytes(name).startswith(result.records)
-    assert isinstance(results[4].error, OffsetOutOfRangeError)
+    assert isinstance(results[4].error, UnknownTopicOrPartitionError)
 
     # The total limit: the first partition keeps its batches, the others get
     # whole batches within what is left, in request order.

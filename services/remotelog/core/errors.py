@@ -109,6 +109,15 @@ class FencedLeaderEpochError(RemoteLogError):
     code = "FAILED_PRECONDITION"
 
 
+class UnknownLeaderEpochError(RemoteLogError):
+    """The caller's leader epoch is newer than any the remote tier holds (Kafka's
+    UnknownLeaderEpochException: retriable, the data may not be tiered yet)."""
+
+    reason = "UNKNOWN_LEADER_EPOCH"
+    code = "UNAVAILABLE"
+    retriable = True
+
+
 class PermissionDeniedError(RemoteLogError):
     """The caller's role may not call this method."""
 

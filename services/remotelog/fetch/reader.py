@@ -22,6 +22,8 @@ from remotelog.core.errors import (
     OffsetOutOfRangeError,
     RemoteLogError,
     RemoteResourceNotFoundError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentLookup, SegmentReader
@@ -61,7 +63,13 @@ class Deadline:
 
 
 def _retriable(exc: BaseException) -> bool:
-    return isinstance(exc, RemoteLogError) and exc.retriable
+    # An unknown leader epoch is the caller's to retry, as a Kafka broker answers it:
+    # retried here, it would hold a reader until the fetch's deadline.
+    return (
+        isinstance(exc, RemoteLogError)
+        and exc.retriable
+        and not isinstance(exc, UnknownLeaderEpochError)
+    )
 
 
 class RemoteLogReader:
@@ -101,6 +109,9 @@ class RemoteLogReader:
         """The view and the segment to read `offset` from; a miss rebuilds the view once."""
         view = await self.views.get(partition, timeout_s=deadline.remaining())
         if leader_epoch is not None:
+            if view.newer_than_lineage(leader_epoch):
+                view = await self.views.get(partition, refresh=True, timeout_s=deadline.remaining())
+            view.check_leader_epoch(leader_epoch, offset)
             # The caller's epoch, as a broker passes its own cache's: Kafka's lookup.
             found = await self.metadata.remote_log_segment_metadata(
                 partition, leader_epoch, offset, timeout_s=deadline.remaining()
@@ -111,6 +122,11 @@ class RemoteLogReader:
         if segment is None:
             view = await self.views.get(partition, refresh=True, timeout_s=deadline.remaining())
             segment = view.segment_for(offset)
+        if segment is None and not view.segments:
+            raise UnknownTopicOrPartitionError(
+                f"{partition} has no data in the remote tier",
+                metadata={"partition": str(partition)},
+            )
         if segment is None:
             epoch = leader_epoch if leader_epoch is not None else view.epoch_for(offset)
             raise OffsetOutOfRangeError(

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from remotelog.core.epochs import epoch_for_offset, lineage_of_segments, within_lineage
+from remotelog.core.errors import FencedLeaderEpochError, UnknownLeaderEpochError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 
@@ -60,6 +62,32 @@ class RemoteTierView:
 
     def epoch_for(self, offset: int) -> int | None:
         return epoch_for_offset(self.lineage, offset)
+
+    def newer_than_lineage(self, leader_epoch: int) -> bool:
+        return bool(self.lineage) and leader_epoch > self.lineage[-1][0]
+
+    def check_leader_epoch(self, leader_epoch: int, offset: int) -> None:
+        """Kafka's answers to a caller whose epoch for `offset` the lineage contradicts:
+        an epoch newer than any tiered is UNKNOWN_LEADER_EPOCH (retriable: its segments
+        may not be tiered yet); an epoch the lineage ended before `offset` is
+        FENCED_LEADER_EPOCH (the caller's log diverged from the leader's)."""
+        if not self.lineage:
+            return  # no remote data: the lookup answers UNKNOWN_TOPIC_OR_PARTITION
+        where = {"partition": str(self.partition), "leader_epoch": str(leader_epoch)}
+        latest = self.lineage[-1][0]
+        if leader_epoch > latest:
+            raise UnknownLeaderEpochError(
+                f"leader epoch {leader_epoch} of {self.partition} is newer than the latest "
+                f"epoch in the remote tier ({latest})",
+                metadata=where,
+            )
+        for (epoch, _), (next_epoch, next_start) in itertools.pairwise(self.lineage):
+            if epoch == leader_epoch and offset >= next_start:
+                raise FencedLeaderEpochError(
+                    f"leader epoch {leader_epoch} of {self.partition} ended before offset "
+                    f"{offset}: epoch {next_epoch} begins at {next_start}",
+                    metadata=where,
+                )
 
     def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
         """The segment holding `offset`, else the first one after it (a gap: compaction)."""
@@ -111,8 +139,17 @@ class RemoteTierViews:
     async def _build(self, partition: TopicIdPartition, timeout_s: float | None) -> RemoteTierView:
         started = self._clock()
         view = RemoteTierView.of(partition, await self._list(partition, timeout_s))
-        self._views[partition] = (started, view)
+        if view.segments:
+            self._views[partition] = (started, view)
+        else:
+            # Not kept: reads of arbitrary partitions must not grow the cache without
+            # bound; a partition without remote data costs a listing per read instead.
+            self._views.pop(partition, None)
         return view
 
     def forget(self, partition: TopicIdPartition) -> None:
         self._views.pop(partition, None)
+
+    def __len__(self) -> int:
+        """Views kept: one per partition with remote data read within the TTL or since."""
+        return len(self._views)

@@ -263,24 +263,31 @@ class TopicBasedRemoteLogMetadataManager:
         return assigned
 
     def _assign(self, metadata_part: int) -> _Assigned:
-        if self._closed or self._consumer is None:
+        if self._closed:
             raise MetadataNotReadyError("the metadata manager is not running")
         assigned = self._assigned.get(metadata_part)
-        if assigned is None:
-            state = self._parked.pop(metadata_part, None) or MetadataPartitionState(metadata_part)
-            assigned = _Assigned(state, next(self._generations))
-            self._assigned[metadata_part] = assigned
-            start = state.next_offset if state.next_offset > 0 else OFFSET_BEGINNING
-            self._consumer.assign(metadata_part, start, assigned.generation)
+        if assigned is not None:
+            return assigned
+        if self._consumer is None:
+            raise MetadataNotReadyError("the metadata manager is not running")
+        state = self._parked.pop(metadata_part, None) or MetadataPartitionState(metadata_part)
+        assigned = _Assigned(state, next(self._generations))
+        self._assigned[metadata_part] = assigned
+        start = state.next_offset if state.next_offset > 0 else OFFSET_BEGINNING
+        self._consumer.assign(metadata_part, start, assigned.generation)
         return assigned
 
-    def _assigned_for(self, tip: TopicIdPartition) -> _Assigned:
-        if tip in self._registered:
-            return self._assigned[self._metadata_partition(tip)]
-        return self._register(tip)
+    def _assigned_for(self, tip: TopicIdPartition, *, register: bool = False) -> _Assigned:
+        # A read assigns the metadata partition that holds `tip` (at most the topic's
+        # partition count of them) but registers nothing: reads of arbitrary
+        # partitions must not grow the registered set, or the snapshot, without bound.
+        # A write registers its partition, as it creates state there anyway.
+        if register:
+            return self._register(tip)
+        return self._assign(self._metadata_partition(tip))
 
-    def _ready(self, tip: TopicIdPartition) -> MetadataPartitionState:
-        assigned = self._assigned_for(tip)
+    def _ready(self, tip: TopicIdPartition, *, register: bool = False) -> MetadataPartitionState:
+        assigned = self._assigned_for(tip, register=register)
         if not assigned.caught_up:
             raise MetadataNotReadyError(
                 f"metadata of {tip} is loading from {self.topic_name}-{assigned.state.partition}",
@@ -380,7 +387,7 @@ class TopicBasedRemoteLogMetadataManager:
             )
         check_custom_metadata_size(metadata.custom_metadata, self.config.custom_metadata_max_bytes)
         tip = metadata.topic_id_partition
-        state = self._ready(tip)
+        state = self._ready(tip, register=True)
         self._refuse_deleted(state, tip)
         being_deleted = state.deletes.get(tip)
         if being_deleted is not None:
@@ -406,7 +413,7 @@ class TopicBasedRemoteLogMetadataManager:
             )
         check_custom_metadata_size(update.custom_metadata, self.config.custom_metadata_max_bytes)
         tip = update.topic_id_partition
-        state = self._ready(tip)
+        state = self._ready(tip, register=True)
         self._refuse_deleted(state, tip)
         cache = state.cache(tip)
         current = (
@@ -423,7 +430,7 @@ class TopicBasedRemoteLogMetadataManager:
         self, delete: RemotePartitionDeleteMetadata
     ) -> None:
         tip = delete.topic_id_partition
-        state = self._ready(tip)
+        state = self._ready(tip, register=True)
         if tip in state.deleted:
             if delete.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
                 return  # already finished: idempotent

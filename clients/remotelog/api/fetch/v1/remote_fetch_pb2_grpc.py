@@ -65,8 +65,10 @@ class RemoteFetchServiceServicer:
         record batches starting at the batch that holds `fetch_offset`, or with
         its own error; the call waits at most `max_wait_ms`, after which
         unfinished partitions return empty records without error (Kafka's
-        DelayedRemoteFetch). Errors of the whole call: INVALID_ARGUMENT,
-        RESOURCE_EXHAUSTED / READER_QUEUE_FULL.
+        DelayedRemoteFetch). A partition's own errors: UNKNOWN_TOPIC_OR_PARTITION
+        (no remote data), OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH and
+        FENCED_LEADER_EPOCH (its `leader_epoch` against the lineage). Errors of
+        the whole call: INVALID_ARGUMENT, RESOURCE_EXHAUSTED / READER_QUEUE_FULL.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,63 @@
+"""A fetch's leader epoch against the lineage the remote tier implies: Kafka's answers;
+and which views are kept."""
+
+import uuid
+
+import pytest
+
+from remotelog.core.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from remotelog.core.model import TopicIdPartition
+from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
+
+TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
+
+
+def view(lineage: tuple[tuple[int, int], ...]) -> RemoteTierView:
+    return RemoteTierView(TIP, lineage, ())
+
+
+@pytest.mark.parametrize(
+    ("leader_epoch", "offset"),
+    [(3, 100), (3, 199), (5, 200), (5, 10_000), (1, 50)],  # 1: older than the lineage's first
+)
+def test_an_epoch_that_holds_the_offset_is_accepted(leader_epoch, offset):
+    view(((3, 100), (5, 200))).check_leader_epoch(leader_epoch, offset)
+
+
+def test_an_epoch_newer_than_any_tiered_is_unknown():
+    with pytest.raises(UnknownLeaderEpochError) as raised:
+        view(((3, 100), (5, 200))).check_leader_epoch(6, 250)
+    assert raised.value.message == (
+        f"leader epoch 6 of {TIP} is newer than the latest epoch in the remote tier (5)"
+    )
+    assert raised.value.metadata == {"partition": str(TIP), "leader_epoch": "6"}
+
+
+def test_an_epoch_that_ended_before_the_offset_is_fenced():
+    with pytest.raises(FencedLeaderEpochError) as raised:
+        view(((3, 100), (5, 200))).check_leader_epoch(3, 200)
+    assert raised.value.message == (
+        f"leader epoch 3 of {TIP} ended before offset 200: epoch 5 begins at 200"
+    )
+
+
+def test_a_partition_without_remote_data_leaves_the_answer_to_the_lookup():
+    view(()).check_leader_epoch(9, 0)
+    assert not view(()).newer_than_lineage(9)
+    assert view(((0, 0),)).newer_than_lineage(1)
+
+
+async def test_views_of_partitions_without_remote_data_are_not_kept():
+    listed: list[TopicIdPartition] = []
+
+    async def list_segments(tip: TopicIdPartition, timeout_s: float | None) -> list:
+        listed.append(tip)
+        return []
+
+    views = RemoteTierViews(list_segments, ttl_ms=60_000)
+    ghosts = [TopicIdPartition(uuid.uuid4(), "ghost", n) for n in range(1_000)]
+    for ghost in ghosts:
+        assert (await views.get(ghost)).segments == ()
+    assert len(views) == 0
+    await views.get(ghosts[0])  # listed again: nothing was kept to answer from
+    assert listed == [*ghosts, ghosts[0]]
