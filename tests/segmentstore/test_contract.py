@@ -5,6 +5,7 @@ import gc
 import json
 import os
 import re
+from pathlib import Path
 
 import grpc
 import pytest
@@ -170,6 +171,9 @@ async def test_delete_twice_then_fetch_is_not_found(store):
     await store.client.delete_log_segment_data(metadata)
     await store.client.delete_log_segment_data(metadata)
     assert store.objects(metadata.topic_id_partition.topic) == {}
+    if store.backend == "filesystem":
+        # Nor an empty directory: the partition's and its topic's are gone.
+        assert list(Path(store.config.storage_root).iterdir()) == []
     with pytest.raises(RemoteResourceNotFoundError) as caught:
         await fetch(store, metadata)
     assert caught.value.grpc_code == grpc.StatusCode.NOT_FOUND

@@ -243,3 +243,37 @@ async def test_the_filesystem_backend_takes_bytes_per_sync_from_its_config(tmp_p
     await backend.close()
     default, _ = load_config(SegmentStoreConfig, None)
     assert default.fs_bytes_per_sync == 4 * MIB
+
+
+async def test_deleting_a_partitions_last_objects_removes_its_directories(tmp_path):
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    first, second = "orders-abc/0/00000000000000000000-x", "orders-abc/1/00000000000000000000-y"
+    for key in (f"{first}.log", f"{first}.indexes", f"{second}.log"):
+        await store.put(key, b"bytes")
+    await store.delete([f"{first}.log", f"{first}.indexes"])
+    left = sorted(p.relative_to(store.root).as_posix() for p in store.root.rglob("*"))
+    assert left == ["orders-abc", "orders-abc/1", f"{second}.log"]
+    await store.delete([f"{second}.log"])
+    assert list(store.root.iterdir()) == []  # the root itself stays
+    await store.delete([f"{second}.log"])  # again: nothing there, nothing to do
+    await store.close()
+
+
+async def test_an_upload_whose_directory_a_delete_removed_makes_it_again(tmp_path, monkeypatch):
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    real_open = os.open
+    removed: list[str] = []
+
+    def open_after_a_racing_delete(path, flags, mode=0o777, **kwargs):
+        # What a delete of the partition's last segment does between mkdir and open.
+        if str(path).endswith(filesystem.TMP_SUFFIX) and not removed:
+            os.rmdir(os.path.dirname(path))
+            removed.append(str(path))
+        return real_open(path, flags, mode, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_after_a_racing_delete)
+    await store.put("t-x/0/00000000000000000042-new.log", b"new")
+    monkeypatch.undo()
+    assert removed
+    assert store.path("t-x/0/00000000000000000042-new.log").read_bytes() == b"new"
+    await store.close()

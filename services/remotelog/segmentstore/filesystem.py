@@ -51,6 +51,8 @@ CACHED_READ_MAX = 2 * 1024 * 1024
 RESOLVED_KEYS_MAX = 4096
 # Writes of one upload running at once (memory: this many of the caller's chunks).
 WRITES_IN_FLIGHT = 4
+# Makes of an upload's directory that a concurrent delete may each undo.
+_CREATE_ATTEMPTS = 5
 # copy_file_range cannot copy between these two files (another filesystem on an
 # old kernel, a filesystem without it): the copy reads and writes instead.
 _NO_COPY_FILE_RANGE = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
@@ -238,6 +240,22 @@ class FileSystemStore:
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
             await self._run(partial(self.path(key).unlink, missing_ok=True))
+        parents = {self.path(key).parent for key in keys}
+        await self._run(partial(self._remove_empty_directories, parents))
+
+    def _remove_empty_directories(self, directories: set[Path]) -> None:
+        """Each directory and its parents up to the root, while empty: a deleted
+        partition leaves no `<topic>-<id>/<partition>/` behind. A copy racing into
+        the same partition makes its directory again (FileUpload)."""
+        for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+            while directory != self.root and self.root in directory.parents:
+                try:
+                    directory.rmdir()
+                except FileNotFoundError:
+                    pass  # removed by a delete beside this one: its parent may be empty too
+                except OSError:
+                    break  # not empty: neither is any parent
+                directory = directory.parent
 
     def _walk(self, prefix: str, temporary: bool) -> list[tuple[str, os.stat_result]]:
         """(key, stat) of the files under `prefix`: the temp files of uploads, or the others."""
@@ -300,8 +318,17 @@ class FileUpload:
         if self._file is None:
 
             def create() -> int:
-                self._tmp.parent.mkdir(parents=True, exist_ok=True)
-                return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                # A delete of the partition's last segment removes its directory and
+                # may do so between the mkdir and the open: make it again.
+                attempts = _CREATE_ATTEMPTS
+                while True:
+                    self._tmp.parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    except FileNotFoundError:
+                        attempts -= 1
+                        if not attempts:
+                            raise
 
             self._file = await self._store._run(create)
         return self._file
