@@ -105,7 +105,7 @@ def serve(path: Path) -> tuple[subprocess.Popen[str], int]:
         serve_command("metadata-manager", path), stderr=subprocess.PIPE, text=True
     )
     assert process.stderr is not None
-    line = process.stderr.readline()
+    line = next(line for line in process.stderr if "serving on" in line)  # past its log lines
     return process, int(line.rsplit(":", 1)[1])
 
 

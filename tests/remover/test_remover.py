@@ -1,6 +1,7 @@
 """The partition remover against a real Tansu, the real S3-backed store and metadata manager."""
 
 import asyncio
+import logging
 import uuid
 
 import grpc
@@ -42,8 +43,11 @@ def expected_lifecycle(segments):
     return [*copies, *marked, *deletes, "DELETE_PARTITION_FINISHED"]
 
 
-async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(stack, telemetry):
+async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(
+    stack, telemetry, caplog
+):
     """Kafka's DeleteTopicTest: two partitions of two tiered segments each."""
+    caplog.set_level(logging.INFO, logger="remotelog")
     reader, _ = telemetry
     topic = f"orders-{uuid.uuid4().hex[:6]}"
     old_id, new_id = uuid.uuid4(), uuid.uuid4()
@@ -60,6 +64,7 @@ async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(
         assert status.segments_remaining == 0
         assert status.last_error_reason == ""
         assert stack.objects_of(tip) == {}
+        assert f"deleted partition {tip}: 2 remote segments" in caplog.messages
         assert lifecycle(events_of(stack.bootstrap, tip)) == expected_lifecycle(tiered[tip])
         # The metadata manager dropped the partition's cache.
         with pytest.raises(RemoteResourceNotFoundError, match="was deleted"):
@@ -170,8 +175,10 @@ async def test_a_remover_killed_midway_is_finished_by_another_instance(stack, re
     command = serve_command("partition-remover", stack.tmp / "first.properties")
     first = await asyncio.create_subprocess_exec(*command, stderr=asyncio.subprocess.PIPE)
     try:
-        line = (await first.stderr.readline()).decode()
-        assert "remotelog partition-remover serving on 127.0.0.1:" in line, line
+        line = ""
+        while "remotelog partition-remover serving on 127.0.0.1:" not in line:
+            line = (await first.stderr.readline()).decode()
+            assert line, "the remover exited before serving"
         s3_faults("slow", 12, "DELETE", delay_ms=300)
         address = line.strip().rsplit(" ", 1)[1]
         async with PartitionRemoverClient(address, options=CLIENT_OPTIONS) as client:

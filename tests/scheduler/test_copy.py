@@ -9,6 +9,7 @@ from support.waiting import eventually
 
 from remotelog.client import PartitionAssignment
 from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionError
+from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.scheduler.scheduler import Kind
 
@@ -189,6 +190,11 @@ async def test_bad_assignments_are_refused_naming_the_field(fs_stack, tmp_path):
             "leaders[0].topic_id_partition.topic_id",
         ),
         (PartitionAssignment(tip, broker.directory, 0, retention_ms=-5), "retention_ms"),
+        # Another partition's directory: the high watermark would be another's.
+        (
+            PartitionAssignment(TopicIdPartition(tip.topic_id, tip.topic, 5), broker.directory, 0),
+            f"leaders[0].log_dir: {broker.directory} is not named {tip.topic}-5",
+        ),
     ]
     for assignment, field in cases:
         with pytest.raises(InvalidArgumentError) as caught:
@@ -199,6 +205,25 @@ async def test_bad_assignments_are_refused_naming_the_field(fs_stack, tmp_path):
     with pytest.raises(UnknownTopicOrPartitionError):
         await client.update_log_start_offset(tip, 5)
     assert scheduler.scheduler.partitions == {}
+
+
+async def test_a_corrupt_leader_epoch_checkpoint_stops_copying_naming_the_file(fs_stack, tmp_path):
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(2)
+    checkpoint = broker.directory / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n1\nnot an entry\n")
+    scheduler = await fs_stack.start_scheduler()
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+
+    async def failed():
+        state = await scheduler.state_of(tip)
+        return state.last_error_message and state
+
+    state = await eventually(failed)
+    assert f"cannot copy from {broker.directory}" in state.last_error_message
+    assert str(checkpoint) in state.last_error_message
+    assert state.highest_tiered_offset == -1
 
 
 async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tmp_path):

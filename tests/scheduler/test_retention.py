@@ -1,5 +1,6 @@
 """Remote retention (RLMExpirationTask) and partition stop against real services."""
 
+import logging
 import time
 
 from support.services import new_partition
@@ -59,7 +60,33 @@ async def test_delete_by_retention_time(stack, tmp_path):
     await eventually(lambda: not (broker.directory / "00000000000000000000.log").exists())
 
 
-async def test_delete_after_a_log_start_offset_breach(fs_stack, tmp_path):
+async def test_old_data_tiered_only_to_expire_is_warned_of_and_the_retention_shown(
+    fs_stack, tmp_path, caplog
+):
+    caplog.set_level(logging.INFO, logger="remotelog")
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(3, timestamp_ms=int(time.time() * 1000) - 10 * DAY_MS)
+    broker.segments(1)
+    scheduler = await fs_stack.start_scheduler()
+    await scheduler.client.on_partition_leadership_changes(
+        [broker.assignment(retention_ms=7 * DAY_MS, local_retention_ms=-1)]
+    )
+    await eventually(lambda: scheduler.tiered_to(tip, 119))
+    state = await scheduler.client.partition_state(tip)
+    assert (state.effective_retention_ms, state.effective_local_retention_ms) == (7 * DAY_MS, -1)
+    # Bytes: the scheduler's defaults, local's -2 resolved to the retention's.
+    assert state.effective_retention_bytes == -1
+    assert state.effective_local_retention_bytes == -1
+    assert (
+        f"{tip}: 3 of the 4 segments just tiered are older than its retention.ms={7 * DAY_MS}; "
+        "the expiration task will delete them from the remote tier. To keep them, assign the "
+        "topic's retention_ms (or set log.retention.ms; -1 keeps all)"
+    ) in caplog.messages
+
+
+async def test_delete_after_a_log_start_offset_breach(fs_stack, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="remotelog")
     tip = new_partition()
     broker = Broker(tmp_path / "broker-0", tip)
     broker.segments(3)
@@ -79,6 +106,14 @@ async def test_delete_after_a_log_start_offset_breach(fs_stack, tmp_path):
     assert state.log_start_offset == 45
     assert state.local_log_start_offset == 30
     assert (broker.directory / "00000000000000000030.log").exists()
+    # What an operator reads: the leadership taken, each segment tiered, the deletion.
+    assert f"leader of {tip} at leader epoch 0, log dir {broker.directory}" in caplog.messages
+    assert any(m.startswith(f"tiered {tip} offsets 0-29 (") for m in caplog.messages)
+    assert any(
+        m.startswith(f"retention deleted 1 remote segments of {tip} (")
+        and m.endswith("offsets 0-29); log start offset 45")
+        for m in caplog.messages
+    ), caplog.messages
 
 
 async def test_stop_partitions_deletes_the_remote_log_when_asked(stack, tmp_path):

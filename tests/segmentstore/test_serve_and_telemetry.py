@@ -1,15 +1,23 @@
 """`remotelog serve segment-store`: health, graceful stop; metrics and spans of the store."""
 
+import json
 import os
+import signal
 import socket
 import subprocess
+import time
 import uuid
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.services import start_store
-from support.serving import serve_until_sigterm, sigterm_on_serving_line
+from support.serving import (
+    serve_until_sigterm,
+    serving_address,
+    serving_line,
+    sigterm_on_serving_line,
+)
 from support.telemetry import counter
 from support.tls import make_certificates
 
@@ -67,6 +75,62 @@ def test_serve_reports_health_and_stops_on_sigterm(tmp_path, listen_address):
     assert not (tmp_path / "store.sock").exists()  # a unix socket is removed: a restart binds
 
 
+def test_it_logs_its_effective_configuration_first_secrets_hidden(tmp_path):
+    config = store_properties(tmp_path, "127.0.0.1:0")
+    with config.open("a") as properties:
+        properties.write("log.format=json\nstorage.aws.secret.access.key=hunter2\n")
+    process = subprocess.Popen(
+        serve_command("segment-store", config), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stderr is not None
+        first = json.loads(process.stderr.readline())
+        serving_line(process.stderr, "segment-store")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+    assert (first["level"], first["service"], first["logger"]) == (
+        "INFO",
+        "segment-store",
+        "remotelog.cli",
+    )
+    message = first["message"]
+    assert message.startswith("starting segment-store ")
+    assert f"storage.root={tmp_path / 'data'}" in message.split()
+    assert "storage.aws.secret.access.key=********" in message.split()
+    assert "hunter2" not in message
+
+
+def test_a_ready_file_says_where_it_serves_until_it_stops(tmp_path):
+    config = store_properties(tmp_path, "127.0.0.1:0")
+    ready = tmp_path / "run" / "segment-store.json"
+    ready.parent.mkdir()
+    command = [*serve_command("segment-store", config), "--ready-file", str(ready)]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    try:
+        give_up = time.monotonic() + 30
+        while not ready.exists():
+            assert process.poll() is None
+            assert time.monotonic() < give_up
+            time.sleep(0.02)
+        written = json.loads(ready.read_text())
+        assert written["service"] == "segment-store"
+        assert written["pid"] == process.pid
+        host, port = written["address"].rsplit(":", 1)
+        assert host == "127.0.0.1"
+        assert int(port) > 0
+        with grpc.insecure_channel(written["address"]) as channel:
+            request = health_pb2.HealthCheckRequest(service=SERVICE)
+            status = health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert list(ready.parent.iterdir()) == []  # removed, and no temp file left
+    finally:
+        process.kill()
+
+
 def test_sigterm_the_moment_it_serves_is_a_clean_stop(tmp_path):
     # As an orchestrator may stop a pod it has just started.
     config = store_properties(tmp_path, f"unix:{tmp_path}/store.sock")
@@ -79,18 +143,22 @@ def test_sigterm_the_moment_it_serves_is_a_clean_stop(tmp_path):
 def test_a_second_server_does_not_take_a_live_unix_socket(tmp_path):
     socket_path = tmp_path / "store.sock"
     config = store_properties(tmp_path, f"unix:{socket_path}")
-    first = subprocess.Popen(serve_command("segment-store", config), stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        serve_command("segment-store", config), stderr=subprocess.PIPE, text=True
+    )
     try:
         assert first.stderr is not None
-        assert b"serving on unix:" in first.stderr.readline()
+        assert serving_address(first.stderr, "segment-store") == f"unix:{socket_path}"
         second = subprocess.run(
             serve_command("segment-store", config), capture_output=True, text=True, timeout=60
         )
         assert second.returncode == 2
-        assert second.stderr.strip().splitlines() == [
+        # After its start-up line: the one line of the refusal, no traceback.
+        assert second.stderr.strip().splitlines()[-1] == (
             f"remotelog: serve segment-store: listen.address: 'unix:{socket_path}'"
             " is in use by a running server"
-        ]
+        )
+        assert "Traceback" not in second.stderr
         with grpc.insecure_channel(f"unix:{socket_path}") as channel:  # the first still answers
             request = health_pb2.HealthCheckRequest(service=SERVICE)
             status = health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status
@@ -209,6 +277,11 @@ def test_serve_refuses_bad_config_in_one_line(tmp_path, properties, message):
         cwd=tmp_path,  # the default storage.root is relative: not into the checkout
     )
     assert result.returncode == 2
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    # Its start-up line (the configuration it read, once it could read it), then the
+    # refusal: one line.
+    *startup, refusal = result.stderr.strip().splitlines()
+    assert len(startup) <= 1
+    assert all("starting segment-store" in line for line in startup)
+    assert refusal.startswith("remotelog: ")
+    assert message in refusal
     assert "Traceback" not in result.stderr

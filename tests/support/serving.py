@@ -5,11 +5,28 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from remotelog.rpc.serve import serve_command
+
+
+def serving_line(stream: IO[str], service: str) -> str:
+    """The service's `serving on` line, read past the log lines before it (its
+    effective configuration, warnings while it starts)."""
+    marker = f"remotelog {service} serving on "
+    read = []
+    for line in stream:
+        if marker in line:
+            return line
+        read.append(line)
+    raise AssertionError(f"{service} exited before serving: {''.join(read)}")
+
+
+def serving_address(stream: IO[str], service: str) -> str:
+    return serving_line(stream, service).split(" serving on ", 1)[1].strip()
 
 
 def serve_until_sigterm(service: str, config: Path, grpc_service: str) -> tuple[int, int, str]:
@@ -20,10 +37,7 @@ def serve_until_sigterm(service: str, config: Path, grpc_service: str) -> tuple[
     process = subprocess.Popen(serve_command(service, config), stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        line = process.stderr.readline()
-        marker = f"remotelog {service} serving on "
-        assert marker in line, line
-        with grpc.insecure_channel(line.split(marker, 1)[1].strip()) as channel:
+        with grpc.insecure_channel(serving_address(process.stderr, service)) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             request = health_pb2.HealthCheckRequest(service=grpc_service)
             status = health.Check(request, timeout=5).status
@@ -69,8 +83,7 @@ def sigterm_on_serving_line(service: str, config: Path) -> tuple[int, str]:
     process = subprocess.Popen(serve_command(service, config), stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        line = process.stderr.readline()
-        assert f"remotelog {service} serving on " in line, line
+        serving_line(process.stderr, service)
         process.send_signal(signal.SIGTERM)
         _, printed = process.communicate(timeout=30)
         return process.returncode, printed

@@ -1,3 +1,4 @@
+import re
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -247,3 +248,21 @@ def test_each_services_documented_properties_load_as_written(tmp_path, service):
     ]
     from_file = [key for key, source in sources.items() if source.startswith(str(path))]
     assert sorted(from_file) == sorted(written)
+
+
+def test_the_documented_health_service_names_are_the_services_own():
+    from remotelog.fetch import server as fetch
+    from remotelog.metadata import server as metadata
+    from remotelog.remover import server as remover
+    from remotelog.scheduler import server as scheduler
+    from remotelog.segmentstore import server as segmentstore
+
+    text = (DOCS / "configuration.md").read_text()
+    documented = dict(re.findall(r"^\| ([a-z-]+) \| `([\w.]+)` \|$", text, re.MULTILINE))
+    assert documented == {
+        "segment-store": segmentstore.SERVICE_NAME,
+        "metadata-manager": metadata.SERVICE_NAME,
+        "copy-scheduler": scheduler.SERVICE_NAME,
+        "remote-fetch": fetch.SERVICE_NAME,
+        "partition-remover": remover.SERVICE_NAME,
+    }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -21,13 +22,17 @@ from remotelog.cli.services import (
     SERVICE_STARTERS,
     all_config_keys,
 )
-from remotelog.core.config import ConfigError, load_config, render
+from remotelog.core.config import ConfigError, load_config, render, shown_settings
 from remotelog.core.errors import RemoteLogError
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub_command import parse_duration_s, run_scrub
+from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
+
+# Named, not __name__: run as `python -m remotelog.cli.main` that is "__main__".
+log = logging.getLogger("remotelog.cli")
 
 
 def _config_check(args: argparse.Namespace) -> int:
@@ -60,9 +65,21 @@ def _serve(args: argparse.Namespace) -> int:
     config, _ = load_config(
         cls, path, os.environ, service=args.service, all_known_keys=all_config_keys()
     )
+    configure_logging(args.service, config.log_level, config.log_format)
+    log.info(
+        "starting %s %s with %s",
+        args.service,
+        __version__,
+        " ".join(f"{key}={value}" for key, value in shown_settings(config)),
+    )
     start = SERVICE_STARTERS[args.service]  # argparse admits only these names
+    ready_file = Path(args.ready_file) if args.ready_file else None
+    if ready_file is not None and not ready_file.parent.is_dir():
+        raise CliError(f"serve: --ready-file {ready_file}: {ready_file.parent} is not a directory")
     try:
-        asyncio.run(serve_until_signal(args.service, config, lambda: start(config)))
+        asyncio.run(
+            serve_until_signal(args.service, config, lambda: start(config), ready_file=ready_file)
+        )
     except RemoteLogError as exc:
         raise CliError(f"serve {args.service}: {exc}") from None
     except OSError as exc:
@@ -114,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run a service until SIGTERM or SIGINT")
     serve.add_argument("service", choices=sorted(SERVICE_CONFIGS))
     serve.add_argument("--config", help="Kafka-style .properties file (default: built-in defaults)")
+    serve.add_argument(
+        "--ready-file",
+        help="write {service, address, pid} as JSON here once serving; removed at shutdown",
+    )
     serve.set_defaults(run=_serve)
 
     scrub = commands.add_parser(

@@ -209,16 +209,23 @@ def load_config(
     return config, sources
 
 
-def render(config: object, sources: Mapping[str, str]) -> list[str]:
-    """`key=value  # source` lines for every setting, secrets masked."""
-    lines = []
+def shown_settings(config: object) -> list[tuple[str, str]]:
+    """(key, value as written in a properties file) of every setting, secrets masked."""
+    shown = []
     for key, field in sorted(config_fields(type(config)).items()):
         value = getattr(config, field.name)
         if field.metadata["secret"] and value:
-            shown = "********"
+            text = "********"
         elif isinstance(value, bool):
-            shown = str(value).lower()
+            text = str(value).lower()
         else:
-            shown = str(value)
-        lines.append(f"{key}={shown}  # {sources.get(key, 'default')}")
-    return lines
+            text = str(value)
+        shown.append((key, text))
+    return shown
+
+
+def render(config: object, sources: Mapping[str, str]) -> list[str]:
+    """`key=value  # source` lines for every setting, secrets masked."""
+    return [
+        f"{key}={value}  # {sources.get(key, 'default')}" for key, value in shown_settings(config)
+    ]

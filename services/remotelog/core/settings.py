@@ -55,6 +55,18 @@ class ServerSettings:
     otlp_export_interval_ms: int = setting(
         "otel.metric.export.interval.ms", 60_000, "How often metrics are exported", min=100
     )
+    log_level: str = setting(
+        "log.level",
+        "INFO",
+        "Lowest level logged: DEBUG, INFO, WARNING or ERROR",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+    )
+    log_format: str = setting(
+        "log.format",
+        "text",
+        "text (time level service logger: message) or json (one object per line)",
+        choices=("text", "json"),
+    )
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,7 @@ class PartitionRemover:
             )
         if state is MARKED:
             await self._publish(tip, STARTED, lease)
+        deleted = 0
         while True:
             segments = [
                 s
@@ -300,9 +301,10 @@ class PartitionRemover:
             for segment in segments:
                 lease.check()
                 await self.deleter.delete(segment)
+                deleted += 1
         await self._publish(tip, FINISHED, lease)
         self.tracker.finished(tip, self.now_ms())
-        log.info("deleted the remote data of %s", tip)
+        log.info("deleted partition %s: %d remote segments", tip, deleted)
 
     async def _publish(
         self, tip: TopicIdPartition, state: RemotePartitionDeleteState, lease: Lease

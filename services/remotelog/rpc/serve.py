@@ -8,6 +8,8 @@ telemetry is flushed.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -27,7 +29,11 @@ class Stoppable(Protocol):
 
 
 async def serve_until_signal(
-    name: str, settings: ServerSettings, start: Callable[[], Awaitable[Stoppable]]
+    name: str,
+    settings: ServerSettings,
+    start: Callable[[], Awaitable[Stoppable]],
+    *,
+    ready_file: Path | None = None,
 ) -> None:
     # Before anything starts: an orchestrator may stop a process it has just started,
     # and the default action would leave what had started unclosed.
@@ -46,9 +52,13 @@ async def serve_until_signal(
             freeze_startup_objects()
             address = served_address(settings.listen_address, service.port)
             print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+            if ready_file is not None:
+                write_ready_file(ready_file, name, address)
             await stop.wait()
             print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
         finally:
+            if ready_file is not None:
+                ready_file.unlink(missing_ok=True)
             await service.stop(settings.shutdown_grace_ms / 1000)
     finally:
         if tracer_provider is not None:
@@ -75,6 +85,15 @@ async def _started_unless_stopped(
         return None
     await service.stop(0)  # it had finished starting as the signal came
     return None
+
+
+def write_ready_file(path: Path, name: str, address: str) -> None:
+    """`{"service", "address", "pid"}` at `path`, whole or not at all (temp, then rename),
+    for a supervisor that starts a service on port 0 and must learn where it listens."""
+    ready = {"service": name, "address": address, "pid": os.getpid()}
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(ready) + "\n")
+    temp.replace(path)
 
 
 def served_address(listen_address: str, port: int) -> str:

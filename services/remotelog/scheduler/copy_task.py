@@ -31,7 +31,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.state_files import leader_epoch_checkpoint_text, producer_snapshot_bytes
 from remotelog.scheduler import metrics
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
-from remotelog.scheduler.partition import PartitionRuntime, TaskContext
+from remotelog.scheduler.partition import PartitionRuntime, Retention, TaskContext
 from remotelog.scheduler.remote_delete import delete_remote_segment
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,8 @@ async def run_copy(
     async def log_end() -> int:
         return (await state())[0]
 
+    first_run = runtime.copy_token is None
+    copied_timestamps: list[int] = []
     if runtime.copy_token is None or token != runtime.copy_token + 1:
         # First run, or another instance held the lease since our last run.
         runtime.remote_segments_changed()
@@ -119,11 +121,38 @@ async def run_copy(
                 guard()
                 await ctx.quota.acquire(segment.size)
                 try:
-                    await copy_segment(ctx, runtime, local, segment, guard)
+                    copied_timestamps.append(
+                        await copy_segment(ctx, runtime, local, segment, guard)
+                    )
                 finally:
                     runtime.remote_segments_changed()
     finally:
         runtime.update_lag(local)
+        if first_run:
+            _warn_if_expired_at_once(ctx, runtime, copied_timestamps)
+
+
+def _warn_if_expired_at_once(
+    ctx: TaskContext, runtime: PartitionRuntime, copied_timestamps: list[int]
+) -> None:
+    """Old data meets the 7-day default: the first run of a partition tiers it and the
+    expiration task deletes it from the remote tier at once. Worth a line to whoever
+    did not mean that."""
+    retention_ms = Retention.of(runtime.assignment, ctx.config).retention_ms
+    if retention_ms < 0 or not copied_timestamps:
+        return
+    expired_before = ctx.now_ms() - retention_ms
+    expired = sum(t < expired_before for t in copied_timestamps)
+    if expired * 2 > len(copied_timestamps):
+        log.warning(
+            "%s: %d of the %d segments just tiered are older than its retention.ms=%d; "
+            "the expiration task will delete them from the remote tier. To keep them, "
+            "assign the topic's retention_ms (or set log.retention.ms; -1 keeps all)",
+            runtime.tip,
+            expired,
+            len(copied_timestamps),
+            retention_ms,
+        )
 
 
 async def copy_segment(
@@ -132,7 +161,8 @@ async def copy_segment(
     local: LocalLog,
     segment: LocalSegment,
     guard: Guard,
-) -> None:
+) -> int:
+    """Copy one rolled segment; returns its largest record timestamp."""
     assert segment.next_offset is not None
     epochs = entries_in_range(local.leader_epochs, segment.base_offset, segment.next_offset)
     if not epochs:
@@ -208,7 +238,15 @@ async def copy_segment(
     )
     metrics.COPY_BYTES.add(segment.size, {"topic": runtime.tip.topic})
     runtime.highest_tiered_offset = segment.end_offset
-    log.info("copied %s as %s", segment.path(".log"), metadata.remote_log_segment_id)
+    log.info(
+        "tiered %s offsets %d-%d (%d bytes) as %s",
+        runtime.tip,
+        metadata.start_offset,
+        metadata.end_offset,
+        segment.size,
+        metadata.remote_log_segment_id,
+    )
+    return max_timestamp
 
 
 async def _clean_up(

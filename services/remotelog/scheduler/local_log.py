@@ -10,7 +10,6 @@ only when a run needs them, from batch headers only.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import time
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from remotelog.core.errors import RemoteLogError
 from remotelog.kafka.records import BatchHeader, CorruptBatchError, iter_batches
 from remotelog.kafka.state_files import (
     HW_CHECKPOINT,
@@ -140,8 +140,13 @@ class LocalLog:
         )
         epochs: list[tuple[int, int]] = []
         checkpoint = directory / LEADER_EPOCH_CHECKPOINT
-        with contextlib.suppress(FileNotFoundError, CorruptStateFileError):
+        try:
             epochs = parse_leader_epoch_checkpoint(checkpoint.read_text(), str(checkpoint))
+        except FileNotFoundError:
+            pass  # a new partition; a copy then refuses segments the epochs do not cover
+        except CorruptStateFileError as error:
+            # Copying with a wrong lineage would tier segments under the wrong epochs.
+            raise RemoteLogError(f"cannot copy from {directory}: {error}") from None
         topic, _, partition = directory.name.rpartition("-")
         high_watermark = None
         if partition.isdigit():

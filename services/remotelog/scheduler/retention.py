@@ -321,8 +321,19 @@ async def run_expiration(
             runtime.delete_lag_segments -= 1
             runtime.delete_lag_bytes -= segment.segment_size_in_bytes
             runtime.remote_log_size_bytes -= segment.segment_size_in_bytes
-            log.info("deleted remote segment %s", segment.remote_log_segment_id)
+            log.debug("deleted remote segment %s", segment.remote_log_segment_id)
     finally:
         if doomed:
             runtime.remote_segments_changed()
+    if doomed:
+        log.info(
+            "retention deleted %d remote segments of %s (%d bytes, offsets %d-%d); "
+            "log start offset %s",
+            len(doomed),
+            runtime.tip,
+            sum(s.segment_size_in_bytes for s in doomed),
+            min(s.start_offset for s in doomed),
+            max(s.end_offset for s in doomed),
+            runtime.log_start_offset,
+        )
     return len(doomed)

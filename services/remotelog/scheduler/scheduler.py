@@ -32,6 +32,7 @@ from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import BatchedCalls, cancel_and_wait
 from remotelog.kafka.state_files import (
+    HW_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
     CorruptStateFileError,
@@ -50,6 +51,7 @@ from remotelog.scheduler.local_log import HighWatermarkCheckpoints, LocalLog
 from remotelog.scheduler.partition import (
     Assignment,
     PartitionRuntime,
+    Retention,
     Role,
     StaleLeaderError,
     TaskContext,
@@ -94,6 +96,7 @@ class PartitionStateView:
     copy_lag_segments: int
     last_error: RemoteLogError | None
     next_run_time_ms: int
+    retention: Retention
 
 
 def validate_assignment(assignment: Assignment, field: str) -> None:
@@ -103,6 +106,15 @@ def validate_assignment(assignment: Assignment, field: str) -> None:
         raise InvalidArgumentError(f"{field}.log_dir", f"{directory} is not an absolute path")
     if not directory.is_dir():
         raise InvalidArgumentError(f"{field}.log_dir", f"{directory} is not a directory")
+    tip = assignment.topic_id_partition
+    named = f"{tip.topic}-{tip.partition}"
+    if directory.name != named:
+        # The high watermark is found by this name in the parent's checkpoint file.
+        raise InvalidArgumentError(
+            f"{field}.log_dir",
+            f"{directory} is not named {named}, as Kafka names a partition's directory "
+            f"(<topic>-<partition>; its high watermark is read from ../{HW_CHECKPOINT})",
+        )
     if assignment.leader_epoch < 0:
         raise InvalidArgumentError(
             f"{field}.leader_epoch", f"must be >= 0, got {assignment.leader_epoch}"
@@ -219,6 +231,13 @@ class CopyScheduler:
             if current is not None and current.assignment == assignment:
                 continue  # a repeated notification changes nothing
             self.partitions[tip] = PartitionRuntime(assignment)
+            log.info(
+                "%s of %s at leader epoch %d, log dir %s",
+                assignment.role.name.lower(),
+                tip,
+                assignment.leader_epoch,
+                assignment.log_dir,
+            )
             kinds = LEADER_KINDS if assignment.role is Role.LEADER else (Kind.FOLLOWER,)
             for kind in Kind:
                 if kind in kinds:
@@ -241,6 +260,7 @@ class CopyScheduler:
                     tasks.append(task)
             await asyncio.gather(*tasks, return_exceptions=True)
         for tip, delete_remote_log in stopping:
+            log.info("stopped %s%s", tip, ", deleting its remote data" if delete_remote_log else "")
             if delete_remote_log:
                 await self._delete_remote_log(tip)
         await self.metadata.on_stop_partitions(
@@ -294,6 +314,7 @@ class CopyScheduler:
             runtime.copy_lag_segments,
             runtime.last_error,
             int((time.time() + delay) * 1000),
+            Retention.of(runtime.assignment, self.ctx.config),
         )
 
     async def list_offsets(

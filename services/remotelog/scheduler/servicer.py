@@ -95,6 +95,10 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
             last_error_reason=reason,
             last_error_message="" if error is None else str(error),
             next_run_time_ms=view.next_run_time_ms,
+            effective_retention_ms=view.retention.retention_ms,
+            effective_retention_bytes=view.retention.retention_bytes,
+            effective_local_retention_ms=view.retention.local_retention_ms,
+            effective_local_retention_bytes=view.retention.local_retention_bytes,
         )
         return pb.GetPartitionStateResponse(partition_state=state)
 
