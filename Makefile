@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test lint format typecheck buf-check drift protos pytest clean
+.PHONY: setup demo test fuzz lint format typecheck buf-check drift protos pytest clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -81,6 +81,11 @@ pytest: setup
 	$(VENV)/bin/pytest
 
 test: lint typecheck buf-check drift pytest
+
+# Every method of every service, fuzzed at length (make test runs a few examples each).
+FUZZ_EXAMPLES ?= 10000
+fuzz: setup
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest --timeout=0 tests/service/test_fuzz_rpcs.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache dist build
