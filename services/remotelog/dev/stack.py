@@ -182,6 +182,24 @@ class DevStack:
             "partition-remover": {**clients, **metadata_topic, **redis},
         }[service]
 
+    def restart(self, service: str, *, crash: bool = False) -> Child:
+        """One service stopped (SIGKILL with `crash`, else SIGTERM) and started again with
+        the same config on the same address, so its clients find it where it was."""
+        index = next((i for i, c in enumerate(self.children) if c.name == service), None)
+        if index is None or self.children[index].process is None:
+            raise DevStackError(f"{service}: not a service of this stack")
+        process = self.children[index].process
+        assert process is not None
+        if crash:
+            process.kill()
+            process.wait()
+        else:
+            _terminate(process)
+        port = int(self.children[index].address.rsplit(":", 1)[1])
+        restarted = self._start_service(service, port)
+        self.children[index] = restarted
+        return restarted
+
     def dead(self) -> tuple[Child, int] | None:
         """The first child that exited, with its status; None while all run."""
         for child in self.children:
