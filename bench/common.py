@@ -275,3 +275,22 @@ def serve_tiering(
     )
     processes.append(scheduler)
     return addresses, scheduler_port
+
+
+def serve_fetch_short_circuit(
+    work: Path, addresses: dict[str, str], processes: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], int]:
+    """A remote-fetch process beside serve_tiering's services, reading the store's files
+    through its short circuit; the process (also in `processes`) and its port."""
+    fetch, port = serve(
+        "remote-fetch",
+        work / "fetch.properties",
+        {
+            "listen.address": "127.0.0.1:0",
+            "remote.log.index.file.cache.dir": str(work / "index-cache"),
+            "segment.store.short.circuit.socket.path": str(work / "store.sock"),
+            **addresses,
+        },
+    )
+    processes.append(fetch)
+    return fetch, port

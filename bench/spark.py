@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from common import Report, bench_stack, interleaved, serve, serve_tiering, tree_cpu_seconds
+from common import (
+    Report,
+    bench_stack,
+    interleaved,
+    serve_fetch_short_circuit,
+    serve_tiering,
+    tree_cpu_seconds,
+)
 from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -191,17 +198,7 @@ async def start_services(
     """The services with `log` tiered: the fetch service's and metadata manager's ports."""
     addresses, scheduler_port = serve_tiering(work, bootstrap_servers, processes)
     await tier(scheduler_port, [log])
-    fetch, fetch_port = serve(
-        "remote-fetch",
-        work / "fetch.properties",
-        {
-            "listen.address": "127.0.0.1:0",
-            "remote.log.index.file.cache.dir": str(work / "index-cache"),
-            "segment.store.short.circuit.socket.path": str(work / "store.sock"),
-            **addresses,
-        },
-    )
-    processes.append(fetch)
+    _, fetch_port = serve_fetch_short_circuit(work, addresses, processes)
     return fetch_port, int(addresses["metadata.manager.address"].rsplit(":", 1)[1])
 
 
