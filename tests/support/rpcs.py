@@ -46,8 +46,7 @@ def call_raw(
     )
     answer = call(iter(requests) if method.client_streaming else requests[0], timeout=timeout_s)
     if method.server_streaming:
-        for _ in answer:
-            pass
+        list(answer)  # every response read: an error mid-stream is raised here
 
 
 def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:

@@ -94,43 +94,32 @@ def _decoding(deserialize: Deserializer | None, method: str) -> Deserializer:
     return decoded
 
 
-def _unary_request(behavior: Behavior, deserialize: Deserializer) -> Behavior:
-    async def call(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        return await behavior(deserialize(raw), context)
-
+def _converting(behavior: Behavior, convert: Callable[[Any], Any]) -> Behavior:
+    """`behavior` given `convert(raw)` for the raw request (or request iterator) gRPC
+    passes; an async generator stays one, so _wrap_stream still sees a stream."""
     if inspect.isasyncgenfunction(behavior):
 
-        async def stream(raw: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            async with contextlib.aclosing(behavior(deserialize(raw), context)) as items:
+        async def stream(raw: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            async with contextlib.aclosing(behavior(convert(raw), context)) as items:
                 async for item in items:
                     yield item
 
         return stream
+
+    async def call(raw: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        return await behavior(convert(raw), context)
+
     return call
 
 
-def _stream_request(behavior: Behavior, deserialize: Deserializer) -> Behavior:
+def _parsed_stream(deserialize: Deserializer) -> Callable[[AsyncIterator[bytes]], Any]:
     # The servicer's iteration raises the InvalidArgumentError of a bad message
     # where it reached it; a servicer that drains after an error keeps draining.
     async def requests(raw: AsyncIterator[bytes]) -> AsyncIterator[Any]:
         async for message in raw:
             yield deserialize(message)
 
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(
-            raw: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
-        ) -> Any:
-            async with contextlib.aclosing(behavior(requests(raw), context)) as items:
-                async for item in items:
-                    yield item
-
-        return stream
-
-    async def call(raw: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        return await behavior(requests(raw), context)
-
-    return call
+    return requests
 
 
 def _wrap_call(behavior: Behavior, method: str) -> Behavior:
@@ -178,19 +167,20 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         method = handler_call_details.method
         deserialize = _decoding(handler.request_deserializer, method)
+        stream_of = _parsed_stream(deserialize)
         codec = {"request_deserializer": None, "response_serializer": handler.response_serializer}
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _wrap_call(_unary_request(handler.unary_unary, deserialize), method), **codec
+                _wrap_call(_converting(handler.unary_unary, deserialize), method), **codec
             )
         if handler.stream_unary:
             return grpc.stream_unary_rpc_method_handler(
-                _wrap_call(_stream_request(handler.stream_unary, deserialize), method), **codec
+                _wrap_call(_converting(handler.stream_unary, stream_of), method), **codec
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(_unary_request(handler.unary_stream, deserialize), method), **codec
+                _wrap_stream(_converting(handler.unary_stream, deserialize), method), **codec
             )
         return grpc.stream_stream_rpc_method_handler(
-            _wrap_stream(_stream_request(handler.stream_stream, deserialize), method), **codec
+            _wrap_stream(_converting(handler.stream_stream, stream_of), method), **codec
         )
