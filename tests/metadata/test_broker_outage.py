@@ -8,6 +8,7 @@ import asyncio
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
 from support.services import metadata_config, new_partition
 from support.waiting import eventually
@@ -33,6 +34,26 @@ def durable_broker(tmp_path, s3_endpoint):
     broker.start()
     yield broker
     broker.stop()
+
+
+def loading_state(manager, broker) -> str:
+    """Where a manager's replay stands against the broker's watermarks, and the broker's log."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "diagnosis"})
+    try:
+        rows = []
+        for metadata_part, assigned in manager._assigned.items():
+            watermarks = consumer.get_watermark_offsets(
+                TopicPartition(manager.topic_name, metadata_part), timeout=5
+            )
+            rows.append(
+                f"{manager.topic_name}-{metadata_part}: applied up to "
+                f"{assigned.state.next_offset}, caught up {assigned.caught_up}, "
+                f"broker watermarks {watermarks}"
+            )
+    finally:
+        consumer.close()
+    tail = broker.log_path.read_text(errors="replace").splitlines()[-30:]
+    return "\n".join([*rows, "the broker's log ends:", *tail])
 
 
 async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_path, durable_broker):
@@ -89,7 +110,11 @@ async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_pa
     await fresh.start()
     try:
         fresh.on_partition_leadership_changes([tip], [])
-        await eventually(lambda: fresh.is_ready(tip), interval_s=0.01)
+        await eventually(
+            lambda: fresh.is_ready(tip),
+            interval_s=0.01,
+            why=lambda: loading_state(fresh, durable_broker),
+        )
         assert fresh.list_remote_log_segments(tip) == listed
     finally:
         await fresh.close()

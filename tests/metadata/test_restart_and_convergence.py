@@ -1,6 +1,7 @@
 """Writers converge; a snapshot restart equals a full replay; bad snapshots are replayed."""
 
 import asyncio
+import itertools
 import random
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from support.waiting import eventually
 from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
+from remotelog.metadata import topic as topic_module
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 
 from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
@@ -229,3 +231,31 @@ async def test_snapshots_are_written_every_n_events_and_every_t_ms(started):
     assert await snapshot_appears(by_time)
     loaded = snapshots.load(Path(by_time.config.snapshot_dir))
     assert loaded.registered == frozenset(tips)
+
+
+async def test_a_failing_consumer_thread_starts_over_and_loses_nothing(
+    started, monkeypatch, caplog
+):
+    topic = fresh_topic()
+    tips = partitions(2)
+    writer = await started("writer", topic)
+    await until_ready(writer, tips)
+    for number, tip in enumerate(tips):
+        await write_history(writer, tip, random.Random(number), 10, "f")
+    expected = answers(writer, tips)
+
+    # The third record the replaying consumer parses raises: its thread fails mid-replay.
+    parse = topic_module._parse
+    parsed = itertools.count()
+
+    def failing_once(message):
+        if next(parsed) == 2:
+            raise RuntimeError("injected consumer failure")
+        return parse(message)
+
+    monkeypatch.setattr(topic_module, "_parse", failing_once)
+    replayed = await started("replayed-after-failure", topic)
+    await until_ready(replayed, tips)
+    assert answers(replayed, tips) == expected
+    assert replayed.events_applied == writer.events_applied
+    assert "metadata consumer failed; restarting it" in caplog.text

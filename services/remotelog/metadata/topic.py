@@ -35,6 +35,8 @@ _LIBRDKAFKA_LOG = logging.getLogger("remotelog.metadata.librdkafka")
 METADATA_TOPIC = "__remote_log_metadata"
 OFFSET_BEGINNING = -2  # librdkafka's logical offset
 _STOP_POLL_S = 0.2
+# How long the consumer thread waits before starting over after an unexpected failure.
+_RESTART_S = 1.0
 
 
 class TopicWaitStopped(Exception):
@@ -298,6 +300,10 @@ class MetadataConsumer:
         }
         self._commands: list[tuple[str, int, int, int]] = []
         self._generations: dict[int, int] = {}
+        # Per assigned partition: the offset to resume from (the next not yet delivered).
+        self._positions: dict[int, int] = {}
+        # Per assigned partition: the position last said to be its end.
+        self._ended: dict[int, int] = {}
         self._lock = threading.Lock()
         self._in_flight = threading.BoundedSemaphore(2)
         self._closing = threading.Event()
@@ -323,46 +329,98 @@ class MetadataConsumer:
             commands, self._commands = self._commands, []
         for action, partition, offset, generation in commands:
             tp = KafkaTopicPartition(self.topic, partition, offset)
+            self._ended.pop(partition, None)
             if action == "assign":
                 if partition in self._generations:
                     consumer.incremental_unassign([KafkaTopicPartition(self.topic, partition)])
                 consumer.incremental_assign([tp])
                 self._generations[partition] = generation
+                self._positions[partition] = offset
             elif self._generations.pop(partition, None) is not None:
+                self._positions.pop(partition, None)
                 consumer.incremental_unassign([KafkaTopicPartition(self.topic, partition)])
 
     def _run(self) -> None:
-        consumer = Consumer(self._config)
-        try:
-            while not self._closing.is_set():
-                self._apply_commands(consumer)
-                if not self._generations:
-                    time.sleep(0.01)
+        # A dead thread would leave every partition it serves loading for ever: an
+        # unexpected failure is logged and the consumer starts over where delivery
+        # stopped, with the same generations (nothing delivered is delivered twice).
+        while not self._closing.is_set():
+            consumer = Consumer(self._config)
+            try:
+                self._consume(consumer)
+            except Exception:
+                log.exception("metadata consumer failed; restarting it in %.1f s", _RESTART_S)
+                self._resume_after_failure()
+                self._closing.wait(_RESTART_S)
+            finally:
+                consumer.close()
+
+    def _resume_after_failure(self) -> None:
+        with self._lock:
+            resumed = [
+                ("assign", partition, self._positions[partition], generation)
+                for partition, generation in self._generations.items()
+            ]
+            self._commands = resumed + self._commands
+            self._generations.clear()
+
+    def _consume(self, consumer: Consumer) -> None:
+        while not self._closing.is_set():
+            self._apply_commands(consumer)
+            if not self._generations:
+                time.sleep(0.01)
+                continue
+            # consume() would wait out its whole timeout for a full batch:
+            # wait for the first message only, then take what is already there.
+            first = consumer.poll(0.05)
+            if first is None:
+                reached = self._past_high_watermark(consumer)
+                if reached:
+                    self._deliver([], reached)
+                continue
+            messages = [first, *consumer.consume(num_messages=999, timeout=0)]
+            records: list[Record] = []
+            ends: list[EndOfPartition] = []
+            for message in messages:
+                partition, offset = message.partition(), message.offset()
+                generation = self._generations.get(partition) if partition is not None else None
+                if generation is None or partition is None or offset is None:
                     continue
-                # consume() would wait out its whole timeout for a full batch:
-                # wait for the first message only, then take what is already there.
-                first = consumer.poll(0.05)
-                if first is None:
-                    continue
-                messages = [first, *consumer.consume(num_messages=999, timeout=0)]
-                records: list[Record] = []
-                ends: list[EndOfPartition] = []
-                for message in messages:
-                    partition, offset = message.partition(), message.offset()
-                    generation = self._generations.get(partition) if partition is not None else None
-                    if generation is None or partition is None or offset is None:
-                        continue
-                    error = message.error()
-                    if error is None:
-                        records.append((partition, generation, offset, _parse(message)))
-                    elif error.code() == KafkaError._PARTITION_EOF:
-                        ends.append((partition, generation, offset))
-                    else:
-                        log.warning("metadata consumer: %s", error.str())
-                if records or ends:
-                    self._deliver(records, ends)
-        finally:
-            consumer.close()
+                error = message.error()
+                if error is None:
+                    records.append((partition, generation, offset, _parse(message)))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    ends.append((partition, generation, offset))
+                else:
+                    log.warning("metadata consumer: %s", error.str())
+            if records or ends:
+                self._deliver(records, ends)
+                for partition, _, offset, _ in records:
+                    self._positions[partition] = offset + 1
+                for partition, _, offset in ends:
+                    self._positions[partition] = max(self._positions[partition], offset)
+                    self._ended[partition] = self._positions[partition]
+
+    def _past_high_watermark(self, consumer: Consumer) -> list[EndOfPartition]:
+        """Partitions read up to or past the high watermark of their last fetch response
+        and not yet said to be at their end there.
+
+        librdkafka signals PARTITION_EOF only when the fetch position equals the high
+        watermark; a broker answering a watermark below the position (Tansu, after a
+        restart, for a last batch of several records) would leave the partition loading
+        for ever. Kafka's ConsumerTask compares with >= too.
+        """
+        ends = []
+        for partition, generation in self._generations.items():
+            position = self._positions[partition]
+            if position < 0 or self._ended.get(partition) == position:
+                continue
+            tp = KafkaTopicPartition(self.topic, partition)
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            if 0 <= high <= position:
+                ends.append((partition, generation, position))
+                self._ended[partition] = position
+        return ends
 
     def _deliver(self, records: list[Record], ends: list[EndOfPartition]) -> None:
         while not self._in_flight.acquire(timeout=0.1):
