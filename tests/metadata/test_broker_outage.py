@@ -8,9 +8,8 @@ import asyncio
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
-from support.services import metadata_config, new_partition
+from support.services import S3_ENGINE_FETCH_WAIT, loading_state, metadata_config, new_partition
 from support.waiting import eventually
 
 from remotelog.core.errors import MetadataTopicUnavailableError
@@ -36,31 +35,12 @@ def durable_broker(tmp_path, s3_endpoint):
     broker.stop()
 
 
-def loading_state(manager, broker) -> str:
-    """Where a manager's replay stands against the broker's watermarks, and the broker's log."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "diagnosis"})
-    try:
-        rows = []
-        for metadata_part, assigned in manager._assigned.items():
-            watermarks = consumer.get_watermark_offsets(
-                TopicPartition(manager.topic_name, metadata_part), timeout=5
-            )
-            rows.append(
-                f"{manager.topic_name}-{metadata_part}: applied up to "
-                f"{assigned.state.next_offset}, caught up {assigned.caught_up}, "
-                f"broker watermarks {watermarks}"
-            )
-    finally:
-        consumer.close()
-    tail = broker.log_path.read_text(errors="replace").splitlines()[-30:]
-    return "\n".join([*rows, "the broker's log ends:", *tail])
-
-
 async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_path, durable_broker):
     config = metadata_config(
         tmp_path,
         durable_broker.bootstrap_servers,
         "outage",
+        **S3_ENGINE_FETCH_WAIT,
         **{"remote.log.metadata.consume.wait.ms": "1500"},
     )
     manager = TopicBasedRemoteLogMetadataManager(config)
@@ -105,7 +85,7 @@ async def test_outage_gives_unavailable_then_success_and_no_event_is_lost(tmp_pa
     # A fresh instance replaying the topic (no snapshot) finds the same: nothing
     # acknowledged before the outage was lost by the broker's restart.
     fresh = TopicBasedRemoteLogMetadataManager(
-        metadata_config(tmp_path, durable_broker.bootstrap_servers, "fresh")
+        metadata_config(tmp_path, durable_broker.bootstrap_servers, "fresh", **S3_ENGINE_FETCH_WAIT)
     )
     await fresh.start()
     try:

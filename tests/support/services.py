@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
 
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
@@ -109,6 +110,12 @@ async def start_store(backend, tmp_path, s3_endpoint, bucket=None, **extra) -> S
     service = await start_segment_store(config)
     client = SegmentStoreClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
     return StoreRunning(backend, service, client, config, s3_endpoint)
+
+
+# Tansu's S3 engine answers a fetch when its wait ends with what it has read by
+# then: a wait shorter than its reads of the S3 server (10 ms, the tests' default
+# for the memory engine, on a loaded machine) brings empty fetches for ever.
+S3_ENGINE_FETCH_WAIT = {"remote.log.metadata.consumer.fetch.max.wait.ms": "1000"}
 
 
 def metadata_config(
@@ -288,3 +295,23 @@ async def started(stack: BackendStack):
         yield stack
     finally:
         await stack.stop()
+
+
+def loading_state(manager, broker) -> str:
+    """Where a manager's replay stands against the broker's watermarks, and the broker's log."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "diagnosis"})
+    try:
+        rows = []
+        for metadata_part, assigned in manager._assigned.items():
+            watermarks = consumer.get_watermark_offsets(
+                TopicPartition(manager.topic_name, metadata_part), timeout=5
+            )
+            rows.append(
+                f"{manager.topic_name}-{metadata_part}: applied up to "
+                f"{assigned.state.next_offset}, caught up {assigned.caught_up}, "
+                f"broker watermarks {watermarks}"
+            )
+    finally:
+        consumer.close()
+    tail = broker.log_path.read_text(errors="replace").splitlines()[-30:]
+    return "\n".join([*rows, "the broker's log ends:", *tail])

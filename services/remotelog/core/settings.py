@@ -130,9 +130,9 @@ class MetadataTopicSettings:
     )
     consumer_fetch_wait_ms: int = setting(
         "remote.log.metadata.consumer.fetch.max.wait.ms",
-        100,
-        "Longest wait of the metadata consumer's fetches: how soon other instances' "
-        "writes are seen (this instance's own are applied once acknowledged)",
+        500,
+        "Longest wait of the metadata consumer's fetches (Kafka's consumer default): "
+        "longer than the broker takes to read its storage, or fetches come back empty",
         min=1,
     )
 
