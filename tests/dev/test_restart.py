@@ -4,6 +4,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from remotelog.dev.stack import DevConfig, DevStack, DevStackError
@@ -30,5 +31,19 @@ def test_a_crashed_service_comes_back_on_the_same_address(tmp_path: Path, servic
         log = restarted.log.read_text()
         assert log.count(f"remotelog {service} serving on {address}") == 2
         assert stack.dead() is None
-        with pytest.raises(DevStackError, match="kafka: not a service of this stack"):
-            stack.restart("kafka")
+        with pytest.raises(DevStackError, match="zookeeper: not a service of this stack"):
+            stack.restart("zookeeper")
+
+
+def test_a_crashed_broker_comes_back_on_the_same_address(tmp_path: Path) -> None:
+    with DevStack(DevConfig(tmp_path / "data")) as stack:
+        (kafka,) = (c for c in stack.children if c.name == "kafka")
+        address, pid = kafka.address, kafka.pid
+        restarted = stack.restart("kafka", crash=True)
+        assert (restarted.address, restarted.name) == (address, "kafka")
+        assert restarted.pid not in (None, pid)
+        assert stack.broker.bootstrap_servers == address
+        assert stack.dead() is None
+        # It answers metadata where it was.
+        admin = AdminClient({"bootstrap.servers": address})
+        assert admin.list_topics(timeout=10).brokers

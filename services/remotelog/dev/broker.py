@@ -142,6 +142,13 @@ class EmbeddedBroker:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
+    def kill(self) -> None:
+        """Stop as a crash does: SIGKILL, nothing flushed."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +55,9 @@ class DevConfig:
     # 0: free loopback ports. Else the broker on base_port and the services on
     # base_port+1.. in SERVICES order (7300 gives the services their default ports).
     base_port: int = 0
+    # Settings over the stack's own, by service: for example an S3 backend for the
+    # segment store in place of the filesystem.
+    overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,13 +81,15 @@ class Child:
 class DevStack:
     """Start with `start()` (or as a context manager), stop with `stop()`."""
 
-    def __init__(self, config: DevConfig) -> None:
+    def __init__(self, config: DevConfig, broker: EmbeddedBroker | None = None) -> None:
+        """`broker`: one not yet started, in place of the memory-storage default (for one
+        whose records survive a restart)."""
         self.config = config
         self.data_dir = config.data_dir.resolve()
         self.children: list[Child] = []
-        self.broker = EmbeddedBroker(
-            port=config.base_port, log_path=self.data_dir / "logs" / "broker.log"
-        )
+        self.broker = broker or EmbeddedBroker(port=config.base_port)
+        if self.broker.log_path is None:
+            self.broker.log_path = self.data_dir / "logs" / "broker.log"
 
     def __enter__(self) -> DevStack:
         return self.start()
@@ -106,13 +111,13 @@ class DevStack:
             (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
         try:
             self.broker.start(timeout_s=STARTUP_TIMEOUT_S)
-            broker_log = self.data_dir / "logs" / "broker.log"
+            assert self.broker.log_path is not None
             self.children.append(
                 Child(
                     "kafka",
                     self.broker.bootstrap_servers,
                     None,
-                    broker_log,
+                    self.broker.log_path,
                     broker_pid=self.broker.pid,
                 )
             )
@@ -145,6 +150,9 @@ class DevStack:
 
     def _properties(self, service: str) -> dict[str, str]:
         """The settings each service gets beyond its defaults: where the others are."""
+        return {**self._own_properties(service), **self.config.overrides.get(service, {})}
+
+    def _own_properties(self, service: str) -> dict[str, str]:
         data = self.data_dir
         socket = data / "store.sock"
         short_circuit = str(socket) if len(str(socket)) <= MAX_SOCKET_PATH else ""
@@ -183,9 +191,18 @@ class DevStack:
         }[service]
 
     def restart(self, service: str, *, crash: bool = False) -> Child:
-        """One service stopped (SIGKILL with `crash`, else SIGTERM) and started again with
-        the same config on the same address, so its clients find it where it was."""
+        """One service, or the broker as `kafka`, stopped (SIGKILL with `crash`, else
+        SIGTERM) and started again with the same config on the same address, so its
+        clients find it where it was."""
         index = next((i for i, c in enumerate(self.children) if c.name == service), None)
+        if index is not None and service == "kafka":
+            if crash:
+                self.broker.kill()
+            else:
+                self.broker.stop(timeout_s=STOP_TIMEOUT_S)
+            self.broker.start(timeout_s=STARTUP_TIMEOUT_S)
+            self.children[index].broker_pid = self.broker.pid
+            return self.children[index]
         if index is None or self.children[index].process is None:
             raise DevStackError(f"{service}: not a service of this stack")
         process = self.children[index].process
