@@ -1,28 +1,21 @@
 import asyncio
 import gc
-import json
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-import redis
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.servers import RedisServer, S3Server
 
-from remotelog.dev.broker import EmbeddedBroker, free_port
+from remotelog.dev.broker import EmbeddedBroker
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-S3_SERVER = Path(__file__).resolve().parent / "support" / "s3_server.py"
 
 
 @pytest.fixture(scope="session")
@@ -35,21 +28,19 @@ def kafka_logs() -> Path:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint():
-    """moto's S3 server on a free loopback port, in its own process."""
-    process = subprocess.Popen(
-        [sys.executable, str(S3_SERVER)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = process.stdout.readline()
-    if not line.startswith("PORT "):
-        process.kill()
-        pytest.fail(f"moto server did not start: {line!r}")
-    yield f"http://127.0.0.1:{int(line.split()[1])}"
-    process.terminate()
-    process.wait(timeout=10)
+def s3_server():
+    """moto's S3 server with fault injection, on a free loopback port, in its own process."""
+    try:
+        server = S3Server()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server):
+    return s3_server.endpoint
 
 
 @pytest.fixture(scope="session")
@@ -65,22 +56,19 @@ def telemetry():
 
 
 @pytest.fixture(scope="session")
-def s3_faults(s3_endpoint) -> Callable[..., None]:
+def s3_faults(s3_server) -> Callable[..., None]:
     """s3_faults(mode, count, method=None, delay_ms=0): the next `count` matching requests fail.
 
-    Mode "slow" answers them normally after `delay_ms` instead.
+    Mode "slow" answers them normally after `delay_ms` instead; mode None clears them.
     """
 
     def inject(
         mode: str | None, count: int = 1, method: str | None = None, delay_ms: int = 0
     ) -> None:
         if mode is None:
-            request = urllib.request.Request(f"{s3_endpoint}/__faults__", method="DELETE")
+            s3_server.clear_faults()
         else:
-            fault = {"mode": mode, "count": count, "method": method, "delay_ms": delay_ms}
-            body = json.dumps(fault).encode()
-            request = urllib.request.Request(f"{s3_endpoint}/__faults__", data=body, method="POST")
-        urllib.request.urlopen(request, timeout=5).read()
+            s3_server.inject(mode=mode, count=count, method=method, delay_ms=delay_ms)
 
     return inject
 
@@ -114,25 +102,12 @@ def spark():
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
     """redis-server (Debian's package, installed by `make setup`) on a free loopback port."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed; `make setup` installs it")
-    port = free_port()
-    directory = tmp_path_factory.mktemp("redis")
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    yield f"redis://127.0.0.1:{port}/0"
-    process.terminate()
-    process.wait(timeout=10)
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    yield server.url
+    server.stop()
 
 
 @pytest_asyncio.fixture(autouse=True)
