@@ -218,12 +218,23 @@ class MetadataProducer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
 
-        def settle(err: KafkaError | None, offset: int) -> None:
+        def settle(err: KafkaError | None, offset: int | None) -> None:
             if future.done():
                 return
             if err is not None:
                 future.set_exception(
                     MetadataTopicUnavailableError(f"metadata record not written: {err.str()}")
+                )
+            elif offset is None or offset < 0:
+                # librdkafka acknowledges a retried batch the broker already had
+                # (DUPLICATE_SEQUENCE_NUMBER) without its offset: the record is in the
+                # log, but where is unknown, so it can not be awaited. The writer
+                # retries; metadata writes are idempotent.
+                future.set_exception(
+                    MetadataTopicUnavailableError(
+                        "metadata record acknowledged without its offset (a retried batch "
+                        "the broker already had): it is written; retry to confirm"
+                    )
                 )
             else:
                 future.set_result(offset)
