@@ -5,9 +5,11 @@ import time
 
 import pytest
 import pytest_asyncio
+from support.servers import RedisServer
 
 from remotelog.coordination.lease import InProcessLeases, LeaseLostError, held
 from remotelog.coordination.redis_leases import RedisLeases
+from remotelog.core.errors import ServiceUnavailableError
 
 
 @pytest_asyncio.fixture(params=["in-process", "redis"])
@@ -80,3 +82,25 @@ async def test_concurrent_acquirers_get_exactly_one_grant(leases, request):
         *(leases.acquire(lease_name, f"instance-{n}", 5000) for n in range(20))
     )
     assert sum(grant is not None for grant in grants) == 1
+
+
+async def test_redis_killed_and_restarted_is_retriable_and_loses_nothing_held(tmp_path):
+    server = RedisServer(tmp_path).start()
+    leases = RedisLeases(server.url)
+    try:
+        async with held(leases, "p-0", "broker-1", ttl_ms=60_000) as lease:
+            assert lease is not None
+            server.kill()
+            # Down: taking a lease is a retriable error, not an unknown fault.
+            with pytest.raises(ServiceUnavailableError, match="redis") as raised:
+                await leases.acquire("p-1", "broker-1", 60_000)
+            assert raised.value.retriable
+        # Leaving `held` with Redis down did not raise: the lease expires by its ttl.
+        server.start()
+        # Back, empty (no persistence): both names are free again.
+        taken = await leases.acquire("p-0", "broker-2", 60_000)
+        assert taken is not None
+        assert taken.owner == "broker-2"
+    finally:
+        await leases.close()
+        server.stop()

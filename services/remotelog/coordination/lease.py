@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from remotelog.core.errors import RemoteLogError
+
+log = logging.getLogger(__name__)
 
 
 class LeaseLostError(RemoteLogError):
@@ -75,7 +78,9 @@ async def held(leases: Leases, name: str, owner: str, ttl_ms: int) -> AsyncItera
     async def keep() -> None:
         while not lease.lost.is_set():
             await asyncio.sleep(ttl_ms / 3000)
-            with contextlib.suppress(OSError, ConnectionError):
+            # Unreachable for now: try again; the ttl bounds how long the lease lives
+            # without renewal, and a holder checks it before each write.
+            with contextlib.suppress(RemoteLogError):
                 await leases.renew(lease)
 
     renewer = asyncio.create_task(keep())
@@ -86,7 +91,11 @@ async def held(leases: Leases, name: str, owner: str, ttl_ms: int) -> AsyncItera
         with contextlib.suppress(asyncio.CancelledError):
             await renewer
         if not lease.lost.is_set():
-            await leases.release(lease)
+            try:
+                await leases.release(lease)
+            except RemoteLogError as exc:
+                # Not released: it expires at the end of its ttl instead.
+                log.info("lease %s not released (%s); it expires in %d ms", name, exc, ttl_ms)
 
 
 class InProcessLeases:

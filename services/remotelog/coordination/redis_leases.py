@@ -7,11 +7,15 @@ a name has a larger token than the one before, across all instances.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from remotelog.coordination.lease import Lease
+from remotelog.core.errors import ServiceUnavailableError
 
 _ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -44,19 +48,34 @@ class RedisLeases:
 
     async def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
         key = self._key(name)
-        token = int(await self._acquire(keys=[key, key + ":fence"], args=[owner, ttl_ms]))
+        with _unavailable():
+            token = int(await self._acquire(keys=[key, key + ":fence"], args=[owner, ttl_ms]))
         return Lease(name, owner, token, ttl_ms) if token else None
 
     async def renew(self, lease: Lease) -> bool:
         value = f"{lease.owner} {lease.fencing_token}"
-        renewed = bool(await self._renew(keys=[self._key(lease.name)], args=[value, lease.ttl_ms]))
+        with _unavailable():
+            renewed = bool(
+                await self._renew(keys=[self._key(lease.name)], args=[value, lease.ttl_ms])
+            )
         if not renewed:
             lease.lost.set()
         return renewed
 
     async def release(self, lease: Lease) -> None:
         value = f"{lease.owner} {lease.fencing_token}"
-        await self._release(keys=[self._key(lease.name)], args=[value])
+        with _unavailable():
+            await self._release(keys=[self._key(lease.name)], args=[value])
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+
+@contextlib.contextmanager
+def _unavailable() -> Iterator[None]:
+    """Redis down or restarting (a dropped connection, a refused one, a timeout) is a
+    retriable error of ours, which the tasks retry with backoff, not an unknown fault."""
+    try:
+        yield
+    except RedisError as exc:
+        raise ServiceUnavailableError(f"redis: {exc}") from None
