@@ -64,3 +64,32 @@ def test_configuring_twice_leaves_one_handler(restore_root_logger):
     logging.getLogger("remotelog.scheduler").info("once")
     assert first.getvalue() == ""
     assert second.getvalue().count("once") == 1
+
+
+def raise_execute_batch_error():
+    from grpc._cython.cygrpc import ExecuteBatchError
+
+    raise ExecuteBatchError("Failed execute_batch")
+
+
+@pytest.mark.parametrize(("level", "lines"), [("INFO", 1), ("DEBUG", 2)])
+def test_a_caller_gone_before_its_answer_is_one_debug_line_not_an_error(
+    restore_root_logger, level, lines
+):
+    out = io.StringIO()
+    configure_logging("metadata-manager", level, "text", out)
+    grpc_log = logging.getLogger("grpc._cython.cygrpc")
+    try:
+        raise_execute_batch_error()
+    except Exception:
+        grpc_log.exception("ExecuteBatchError raised in core by servicer method [/pkg.Svc/Get]")
+    try:
+        raise ValueError("a real fault")
+    except ValueError:
+        grpc_log.exception("Unexpected error in a handler")
+    text = out.getvalue()
+    assert text.count("Traceback") == 1  # the real fault's only
+    assert "ValueError: a real fault" in text
+    assert len([line for line in text.splitlines() if " metadata-manager " in line]) == lines
+    if level == "DEBUG":
+        assert "DEBUG metadata-manager remotelog.rpc.logs: a caller went away" in text
