@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test fuzz lint format typecheck buf-check drift protos pytest clean
+.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos pytest clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -86,6 +86,11 @@ test: lint typecheck buf-check drift pytest
 FUZZ_EXAMPLES ?= 10000
 fuzz: setup
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest --timeout=0 tests/service/test_fuzz_rpcs.py
+
+# The chaos soak at length (make test runs it for 40 s).
+CHAOS_SECONDS ?= 600
+chaos: setup
+	CHAOS_SECONDS=$(CHAOS_SECONDS) $(VENV)/bin/pytest --timeout=0 -p no:cacheprovider tests/chaos
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache dist build

@@ -1,0 +1,94 @@
+"""The chaos soak, short: about a minute here, `make chaos` for the long run.
+
+The broker is Tansu on its S3 engine (on the session's S3 server, never faulted),
+so what it acknowledged survives its restarts; the segment store has an S3 server
+of its own, which the killer makes fail.
+"""
+
+import os
+import uuid
+
+import pytest
+from support.s3 import s3_client
+from support.servers import RedisServer, S3Server
+from support.services import S3_ENGINE_FETCH_WAIT
+
+from remotelog.dev.broker import EmbeddedBroker
+from remotelog.dev.stack import SERVICES, DevConfig, DevStack
+
+from .soak import Soak, SoakConfig, Writer
+
+CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "40"))
+
+
+@pytest.fixture
+def store_s3():
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+def bucket(endpoint: str, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    s3_client(endpoint).create_bucket(Bucket=name)
+    return name
+
+
+async def test_nothing_is_lost_when_any_part_is_killed(
+    tmp_path, s3_endpoint, store_s3, redis_server, capsys
+):
+    broker = EmbeddedBroker(
+        storage_engine=f"s3://{bucket(s3_endpoint, 'tansu')}/",
+        s3_endpoint=s3_endpoint,
+        s3_access_key_id="test",
+        s3_secret_access_key="test",
+    )
+    segment_store = {
+        "storage.backend": "s3",
+        "storage.s3.bucket.name": bucket(store_s3.endpoint, "segments"),
+        "storage.s3.endpoint.url": store_s3.endpoint,
+        "storage.s3.path.style.access.enabled": "true",
+        "storage.aws.access.key.id": "test",
+        "storage.aws.secret.access.key": "test",
+    }
+    # Retries come back within a second or two of a restart or an S3 fault.
+    backoff = {
+        "remote.log.manager.task.retry.backoff.ms": "100",
+        "remote.log.manager.task.retry.backoff.max.ms": "2000",
+    }
+    overrides = {
+        "segment-store": segment_store,
+        # Snapshots often, so the final restart loads one and replays only a tail.
+        "metadata-manager": {
+            "remote.log.metadata.snapshot.interval.events": "200",
+            **S3_ENGINE_FETCH_WAIT,
+        },
+        "copy-scheduler": backoff,
+        "partition-remover": {**backoff, **S3_ENGINE_FETCH_WAIT},
+    }
+    config = SoakConfig.for_seconds(CHAOS_SECONDS)
+    data_dir = tmp_path / "data"
+    with DevStack(
+        DevConfig(data_dir, redis_url=redis_server.url, overrides=overrides), broker=broker
+    ) as stack:
+        writer = Writer(stack.data_dir, config)
+        report = await Soak(stack, writer, redis_server, store_s3, config).run()
+    with capsys.disabled():
+        print("\nchaos soak, " + f"{CHAOS_SECONDS:.0f} s:", *report.lines(), sep="\n  ")
+
+    assert report.failures == []
+    assert report.segments_lost == 0
+    assert report.orphans_after_scrub == 0
+    assert report.replay_matches
+    # Every part was killed at least once, and the readers checked records throughout.
+    assert set(report.kills) == {*SERVICES, "kafka", "redis"}
+    assert report.records_verified > 0
+    assert report.segments_verified == report.segments_tiered > 0
