@@ -19,7 +19,7 @@ from support.serving import (
     sigterm_on_serving_line,
 )
 from support.telemetry import counter
-from support.tls import make_certificates
+from support.tls import make_certificates, server_tls_settings
 
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.core.errors import ServiceUnavailableError
@@ -186,12 +186,9 @@ async def test_copy_and_fetch_over_a_unix_socket(tmp_path, s3_endpoint):
 
 async def test_copy_and_fetch_over_mutual_tls(tmp_path, s3_endpoint):
     certificates = make_certificates(tmp_path)
-    tls = {
-        "tls.cert.file": str(certificates.server_cert),
-        "tls.key.file": str(certificates.server_key),
-        "tls.client.ca.file": str(certificates.ca),
-    }
-    running = await start_store("filesystem", tmp_path, s3_endpoint, **tls)
+    running = await start_store(
+        "filesystem", tmp_path, s3_endpoint, **server_tls_settings(certificates)
+    )
     target = f"localhost:{running.service.port}"
     trusted = ClientOptions(
         timeout_s=20,

@@ -70,3 +70,12 @@ def make_certificates(directory: Path) -> Certificates:
         client_cert=_write(directory / "client.pem", client, client_key),
         client_key=directory / "client.key",
     )
+
+
+def server_tls_settings(certificates: Certificates) -> dict[str, str]:
+    """A service's settings to serve with the server certificate and require a client's."""
+    return {
+        "tls.cert.file": str(certificates.server_cert),
+        "tls.key.file": str(certificates.server_key),
+        "tls.client.ca.file": str(certificates.ca),
+    }

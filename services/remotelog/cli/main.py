@@ -16,6 +16,7 @@ from pathlib import Path
 
 from remotelog.cli.dev import add_dev_commands
 from remotelog.cli.errors import CliError
+from remotelog.cli.health import add_health_command
 from remotelog.cli.services import (
     COMMAND_CONFIGS,
     SERVICE_CONFIGS,
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     scrub.set_defaults(run=_scrub)
 
     add_dev_commands(commands)
+    add_health_command(commands)
 
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
