@@ -85,6 +85,10 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
     elsewhere.mkdir()
     code = (
         "import remotelog.core, remotelog.api.segmentstore.v1\n"
+        # every service, as `remotelog serve` starts it, and the command line
+        "import remotelog.segmentstore.server, remotelog.metadata.server\n"
+        "import remotelog.scheduler.server, remotelog.fetch.server, remotelog.remover.server\n"
+        "import remotelog.cli.main\n"
         "from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc\n"
         "from remotelog.client import ServiceClient\n"
         "import remotelog.core.model as m\n"

@@ -1,0 +1,82 @@
+"""deploy/Dockerfile, checked statically (no Docker daemon here): what it copies exists,
+the build stage can compile the C extensions and must, the runtime stage runs
+`remotelog` as a non-root user and exposes the services' default ports. The wheel it
+builds is built and installed in a fresh venv by test_wheel.py."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from remotelog.cli.services import SERVICE_CONFIGS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n", " ", text)
+    lines = [line.strip() for line in joined.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+@pytest.fixture(scope="module")
+def stages() -> list[list[tuple[str, str]]]:
+    found: list[list[tuple[str, str]]] = []
+    for instruction in instructions(DOCKERFILE.read_text()):
+        if instruction[0] == "FROM":
+            found.append([])
+        found[-1].append(instruction)
+    return found
+
+
+def test_two_stages_a_build_and_a_slim_runtime(stages):
+    assert [stage[0][1] for stage in stages] == ["python:3.11-slim AS build", "python:3.11-slim"]
+
+
+def test_every_file_the_build_copies_exists_and_the_build_hook_is_among_them(stages):
+    copied = []
+    for _, arguments in (i for stage in stages for i in stage if i[0] == "COPY"):
+        words = shlex.split(arguments)
+        if any(w.startswith("--from") for w in words):
+            continue
+        copied += words[:-1]
+    for source in copied:
+        assert (ROOT / source).exists(), f"COPY {source}: no such file in the repository"
+    # pyproject's wheel build runs hatch_build.py and reads README.md.
+    assert {"pyproject.toml", "README.md", "hatch_build.py", "services", "clients"} <= set(copied)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert not set(copied) & set(ignored)
+
+
+def test_the_build_stage_installs_a_compiler_and_requires_the_extensions(stages):
+    build = stages[0]
+    runs = " ".join(a for i, a in build if i == "RUN")
+    assert re.search(r"apt-get install .*\bgcc\b", runs)
+    assert "REMOTELOG_REQUIRE_EXTENSION=1" in " ".join(a for i, a in build if i == "ENV")
+
+
+def test_the_runtime_stage_runs_remotelog_as_a_non_root_user(stages):
+    runtime = dict(stages[1])
+    uid, _, gid = runtime["USER"].partition(":")
+    assert uid.isdigit()
+    assert int(uid) != 0
+    assert gid.isdigit()
+    assert int(gid) != 0
+    assert runtime["ENTRYPOINT"] == '["remotelog"]'
+    # The one writable path of a read-only root filesystem belongs to that user.
+    runs = " ".join(a for i, a in stages[1] if i == "RUN")
+    assert f"chown {uid}:{gid} /var/lib/remotelog" in runs
+    assert runtime["VOLUME"] == '["/var/lib/remotelog"]'
+
+
+def test_the_exposed_ports_are_the_services_default_ports(stages):
+    exposed = {int(port) for port in dict(stages[1])["EXPOSE"].split()}
+    defaults = {int(cls().listen_address.rsplit(":", 1)[1]) for cls in SERVICE_CONFIGS.values()}
+    assert exposed == defaults
