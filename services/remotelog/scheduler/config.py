@@ -57,6 +57,13 @@ class CopySchedulerConfig(TierClientSettings):
         "local.retention.bytes default; -2 = retention.bytes",
         min=-2,
     )
+    local_retention_enabled: bool = setting(
+        "remote.log.manager.local.retention.enabled",
+        True,
+        "Delete tiered segments from the broker's log directory by local retention; false "
+        "beside a running Kafka broker, which owns its log directory and deletes by its own "
+        "local.retention.* (the scheduler then only reads it)",
+    )
     custom_metadata_max_bytes: int = setting(
         "remote.log.metadata.custom.metadata.max.bytes",
         128,

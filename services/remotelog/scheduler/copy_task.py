@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 from remotelog.core.epochs import end_offset_for, entries_in_range
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, RemoteLogError
@@ -37,6 +39,42 @@ from remotelog.scheduler.remote_delete import delete_remote_segment
 log = logging.getLogger(__name__)
 
 Guard = Callable[[], None]
+# Linux: /proc/self/fd/N opens the file a descriptor holds, whatever its name is now.
+_FD_PATHS = Path("/proc/self/fd")
+
+
+class SegmentDeletedError(Exception):
+    """The broker deleted (or renamed to .deleted) a rolled segment before it was tiered."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is gone")
+        self.path = path
+
+
+@contextlib.contextmanager
+def held_open(segment: LocalSegment) -> Iterator[dict[str, Path]]:
+    """The segment's files by suffix, each as a path to a descriptor opened now.
+
+    A Kafka broker deletes a segment by renaming its files to .deleted and
+    unlinking them a minute later; once a copy has them open, neither stops it.
+    A file already gone raises SegmentDeletedError (the transaction index is
+    optional), before anything was written anywhere.
+    """
+    fds: dict[str, int] = {}
+    try:
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            try:
+                fds[suffix] = os.open(segment.path(suffix), os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                if suffix != ".txnindex":
+                    raise SegmentDeletedError(segment.path(suffix)) from None
+        if not _FD_PATHS.is_dir():  # no /proc: by name, as before
+            yield {suffix: segment.path(suffix) for suffix in fds}
+        else:
+            yield {suffix: _FD_PATHS / str(fd) for suffix, fd in fds.items()}
+    finally:
+        for fd in fds.values():
+            os.close(fd)
 
 
 async def find_highest_remote_offset(
@@ -124,6 +162,16 @@ async def run_copy(
                     copied_timestamps.append(
                         await copy_segment(ctx, runtime, local, segment, guard)
                     )
+                except SegmentDeletedError as gone:
+                    metrics.SEGMENTS_DELETED_BEFORE_TIERING.add(1, {"topic": runtime.tip.topic})
+                    log.warning(
+                        "%s: offsets %d-%d were deleted by the broker before they were "
+                        "tiered (%s is gone); the remote tier will not hold them",
+                        runtime.tip,
+                        segment.base_offset,
+                        segment.end_offset,
+                        gone.path.name,
+                    )
                 finally:
                     runtime.remote_segments_changed()
     finally:
@@ -170,9 +218,22 @@ async def copy_segment(
             f"{segment.path('.log')}: no leader epoch covers offsets {segment.base_offset}.."
             f"{segment.end_offset} in {local.directory / 'leader-epoch-checkpoint'}"
         )
-    max_timestamp = await asyncio.to_thread(largest_timestamp, segment)
-    txn_index = segment.path(".txnindex")
-    has_txn_index = txn_index.exists() and txn_index.stat().st_size > 0
+    with held_open(segment) as files:
+        return await _copy_held(ctx, runtime, local, segment, epochs, files, guard)
+
+
+async def _copy_held(
+    ctx: TaskContext,
+    runtime: PartitionRuntime,
+    local: LocalLog,
+    segment: LocalSegment,
+    epochs: list[tuple[int, int]],
+    files: dict[str, Path],
+    guard: Guard,
+) -> int:
+    assert segment.next_offset is not None
+    max_timestamp = await asyncio.to_thread(largest_timestamp, segment, files[".log"])
+    has_txn_index = ".txnindex" in files and files[".txnindex"].stat().st_size > 0
     snapshot = local.producer_snapshot(segment.next_offset)
     if snapshot is None:
         log.warning("%s: no producer snapshot at %d", local.directory, segment.next_offset)
@@ -191,12 +252,12 @@ async def copy_segment(
         entries_in_range(local.leader_epochs, -1, segment.next_offset)
     )
     data = LogSegmentData(
-        log_segment=segment.path(".log"),
-        offset_index=segment.path(".index"),
-        time_index=segment.path(".timeindex"),
+        log_segment=files[".log"],
+        offset_index=files[".index"],
+        time_index=files[".timeindex"],
         producer_snapshot_index=snapshot or producer_snapshot_bytes([]),
         leader_epoch_index=checkpoint.encode(),
-        transaction_index=txn_index if has_txn_index else None,
+        transaction_index=files[".txnindex"] if has_txn_index else None,
     )
     guard()
     await ctx.metadata.add_remote_log_segment_metadata(metadata, timeout_s=ctx.timeout_s)

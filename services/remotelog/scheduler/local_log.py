@@ -66,9 +66,11 @@ def _headers(path: Path) -> Iterator[BatchHeader]:
                 view.release()
 
 
-def largest_timestamp(segment: LocalSegment) -> int:
-    """The segment's largest record timestamp (Kafka's LogSegment.largestTimestamp); -1 if empty."""
-    return max((h.max_timestamp for h in _headers(segment.path(".log"))), default=-1)
+def largest_timestamp(segment: LocalSegment, log: Path | None = None) -> int:
+    """The segment's largest record timestamp (Kafka's LogSegment.largestTimestamp); -1 if empty.
+
+    `log`: where to read its .log instead of by name (a descriptor a copy holds)."""
+    return max((h.max_timestamp for h in _headers(log or segment.path(".log"))), default=-1)
 
 
 class HighWatermarkCheckpoints:

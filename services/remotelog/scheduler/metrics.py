@@ -17,6 +17,10 @@ COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec", unit="{request
 COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec", unit="{error}")
 DELETE_REQUESTS = _meter.create_counter("RemoteDeleteRequestsPerSec", unit="{request}")
 DELETE_ERRORS = _meter.create_counter("RemoteDeleteErrorsPerSec", unit="{error}")
+# Rolled segments the broker's own retention deleted before they were tiered.
+SEGMENTS_DELETED_BEFORE_TIERING = _meter.create_counter(
+    "SegmentsDeletedBeforeTiering", unit="{segment}"
+)
 
 
 class Observed(Protocol):

@@ -87,7 +87,7 @@ def may_delete_locally(local: LocalLog, runtime: PartitionRuntime, ctx: TaskCont
     Decided in memory (a segment's largest timestamp once read is kept), so
     that idle partitions read no file: an unread timestamp means maybe.
     """
-    if not local.rolled:
+    if not local.rolled or not ctx.config.local_retention_enabled:
         return False
     return _local_segment_goes(
         local.rolled[0],
