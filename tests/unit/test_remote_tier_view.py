@@ -1,11 +1,16 @@
 """A fetch's leader epoch against the lineage the remote tier implies: Kafka's answers;
 and which views are kept."""
 
+import asyncio
 import uuid
 
 import pytest
 
-from remotelog.core.errors import FencedLeaderEpochError, UnknownLeaderEpochError
+from remotelog.core.errors import (
+    FencedLeaderEpochError,
+    MetadataNotReadyError,
+    UnknownLeaderEpochError,
+)
 from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
 
@@ -61,3 +66,30 @@ async def test_views_of_partitions_without_remote_data_are_not_kept():
     assert len(views) == 0
     await views.get(ghosts[0])  # listed again: nothing was kept to answer from
     assert listed == [*ghosts, ghosts[0]]
+
+
+async def test_a_listing_that_fails_after_every_reader_gave_up_reports_nothing():
+    # Every Fetch waiting on a shared listing can expire in the purgatory (cancelled)
+    # before the listing fails, e.g. METADATA_NOT_READY while the metadata manager
+    # restarts. The failure then reaches nobody, and must not be logged by asyncio as
+    # "Task exception was never retrieved" (the autouse loop_reports_nothing fails this
+    # test if it is).
+    release = asyncio.Event()
+
+    async def list_segments(tip: TopicIdPartition, timeout_s: float | None) -> list:
+        await release.wait()
+        raise MetadataNotReadyError("metadata of the partition is loading")
+
+    views = RemoteTierViews(list_segments, ttl_ms=60_000)
+    tip = TopicIdPartition(uuid.uuid4(), "orders", 0)
+    readers = [asyncio.create_task(views.get(tip)) for _ in range(3)]
+    await asyncio.sleep(0)
+    for reader in readers:
+        reader.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    release.set()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    # The next reader lists anew and gets the error itself.
+    with pytest.raises(MetadataNotReadyError):
+        await views.get(tip)

@@ -133,8 +133,16 @@ class RemoteTierViews:
         if building is None:
             building = asyncio.ensure_future(self._build(partition, timeout_s))
             self._building[partition] = building
-            building.add_done_callback(lambda _: self._building.pop(partition, None))
+            building.add_done_callback(lambda done: self._built(partition, done))
         return await asyncio.shield(building)
+
+    def _built(self, partition: TopicIdPartition, done: asyncio.Future[RemoteTierView]) -> None:
+        self._building.pop(partition, None)
+        if not done.cancelled():
+            # Retrieved here: when every reader waiting on it gave up first (Fetches
+            # expired in the purgatory), a failed listing reaches nobody, and is no
+            # fault of this process (METADATA_NOT_READY during a restart, say).
+            done.exception()
 
     async def _build(self, partition: TopicIdPartition, timeout_s: float | None) -> RemoteTierView:
         started = self._clock()
