@@ -123,51 +123,51 @@ def _dev(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     if args.records < MIN_RECORDS:
         raise CliError(f"demo: --records {args.records}: at least {MIN_RECORDS}")
-    data_dir = Path(tempfile.mkdtemp(prefix="remotelog-demo-"))
-    stack = started(DevConfig(data_dir), "demo")
-    try:
-        print(services_table(stack), end="\n\n", flush=True)
-        with _spark_factory() as spark, _progress_bar() as progress:
-            report = asyncio.run(
-                run_demo(stack, DemoConfig(records=args.records), spark=spark, progress=progress)
-            )
-    except DemoMismatch as exc:
-        print(f"remotelog demo: FAILED: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        stack.stop()
-        if args.keep:
-            print(f"kept {data_dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(data_dir, ignore_errors=True)
+    with _spark_factory() as spark:
+        data_dir = Path(tempfile.mkdtemp(prefix="remotelog-demo-"))
+        stack = started(DevConfig(data_dir), "demo")
+        try:
+            print(services_table(stack), end="\n\n", flush=True)
+            with _progress_bar() as progress:
+                report = asyncio.run(
+                    run_demo(
+                        stack, DemoConfig(records=args.records), spark=spark, progress=progress
+                    )
+                )
+        except DemoMismatch as exc:
+            print(f"remotelog demo: FAILED: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            stack.stop()
+            if args.keep:
+                print(f"kept {data_dir}", file=sys.stderr)
+            else:
+                shutil.rmtree(data_dir, ignore_errors=True)
     print(format_table(["demo", "result"], report.rows()))
     return 0
 
 
 @contextmanager
 def _spark_factory() -> Iterator[Callable[[], Any] | None]:
-    """What makes the demo's SparkSession (None without pyspark); stops it after."""
+    """The demo's SparkSession, started now (None without pyspark); stopped after.
+
+    Started before this process opens any gRPC channel: PySpark forks to launch
+    the JVM, and a fork while gRPC's threads are busy can leave the child broken
+    (CI once saw the gateway exit at once, after "skipping fork() handlers").
+    """
     if importlib.util.find_spec("pyspark") is None:
         yield None
         return
-    sessions: list[Any] = []
-
-    def make() -> Any:
-        from remotelog.spark.session import local_session
-
-        try:
-            sessions.append(
-                local_session("remotelog-demo", {"spark.ui.showConsoleProgress": "false"})
-            )
-        except Exception as exc:  # Spark reports a missing Java as a runtime error
-            raise CliError(f"demo: Spark did not start (it needs Java 17+): {exc}") from None
-        return sessions[-1]
+    from remotelog.spark.session import local_session
 
     try:
-        yield make
+        session = local_session("remotelog-demo", {"spark.ui.showConsoleProgress": "false"})
+    except Exception as exc:  # Spark reports a missing Java as a runtime error
+        raise CliError(f"demo: Spark did not start (it needs Java 17+): {exc}") from None
+    try:
+        yield lambda: session
     finally:
-        for session in sessions:
-            session.stop()
+        session.stop()
 
 
 @contextmanager
