@@ -89,6 +89,18 @@ def fresh_topic() -> str:
     return f"__remote_log_metadata_{uuid.uuid4().hex[:8]}"
 
 
+async def written(started, name: str, *, segments: int, salt: str):
+    """A fresh topic and a manager that wrote `segments` of history to each of two
+    partitions: (topic, partitions, the manager, its answers about them)."""
+    topic = fresh_topic()
+    tips = partitions(2)
+    writer = await started(name, topic)
+    await until_ready(writer, tips)
+    for number, tip in enumerate(tips):
+        await write_history(writer, tip, random.Random(number), segments, salt)
+    return topic, tips, writer, answers(writer, tips)
+
+
 async def test_two_instances_writing_interleaved_events_converge(started):
     topic = fresh_topic()
     first = await started("first", topic)
@@ -156,13 +168,7 @@ async def test_restart_from_snapshot_answers_like_a_full_replay(started):
 
 
 async def test_corrupt_snapshot_is_discarded_and_the_topic_replayed(started):
-    topic = fresh_topic()
-    tips = partitions(2)
-    writer = await started("corrupt", topic)
-    await until_ready(writer, tips)
-    for number, tip in enumerate(tips):
-        await write_history(writer, tip, random.Random(number), 6, "c")
-    expected = answers(writer, tips)
+    topic, tips, writer, expected = await written(started, "corrupt", segments=6, salt="c")
     snapshot_path = await writer.write_snapshot()
     await writer.close()
     data = bytearray(snapshot_path.read_bytes())
@@ -236,13 +242,7 @@ async def test_snapshots_are_written_every_n_events_and_every_t_ms(started):
 async def test_a_failing_consumer_thread_starts_over_and_loses_nothing(
     started, monkeypatch, caplog
 ):
-    topic = fresh_topic()
-    tips = partitions(2)
-    writer = await started("writer", topic)
-    await until_ready(writer, tips)
-    for number, tip in enumerate(tips):
-        await write_history(writer, tip, random.Random(number), 10, "f")
-    expected = answers(writer, tips)
+    topic, tips, writer, expected = await written(started, "writer", segments=10, salt="f")
 
     # The third record the replaying consumer parses raises: its thread fails mid-replay.
     parse = topic_module._parse
