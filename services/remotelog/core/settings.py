@@ -70,7 +70,26 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
-class SegmentStoreClientSettings:
+class ClientTlsSettings:
+    """How a service's own gRPC calls (to the store, the metadata manager) use TLS."""
+
+    client_tls_ca_file: str = setting(
+        "client.tls.ca.file",
+        "",
+        "PEM CA bundle the called services' certificates must chain to; empty = plaintext",
+    )
+    client_tls_cert_file: str = setting(
+        "client.tls.cert.file",
+        "",
+        "PEM certificate this service shows the services it calls (mutual TLS); empty = none",
+    )
+    client_tls_key_file: str = setting(
+        "client.tls.key.file", "", "PEM private key of client.tls.cert.file"
+    )
+
+
+@dataclass(frozen=True)
+class SegmentStoreClientSettings(ClientTlsSettings):
     """How a service reaches the segment store."""
 
     segment_store_address: str = setting(
@@ -88,7 +107,7 @@ class SegmentStoreClientSettings:
 
 
 @dataclass(frozen=True)
-class MetadataClientSettings:
+class MetadataClientSettings(ClientTlsSettings):
     """How a service reaches the metadata manager."""
 
     metadata_manager_address: str = setting(

@@ -5,13 +5,14 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
-from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.client import MetadataClient, SegmentStoreClient
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.fetch.metrics import register
 from remotelog.fetch.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
+from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.factory import open_segment_store
@@ -21,7 +22,8 @@ DIRECT_READ_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[RemoteFetch]:
-    options = ClientOptions(
+    options = service_client_options(
+        config,
         timeout_s=config.rpc_timeout_ms / 1000,
         backoff=config.backoff(),
         max_message_bytes=config.grpc_max_message_bytes,

@@ -6,10 +6,11 @@ import re
 import time
 from collections.abc import Callable
 
-from remotelog.client import ClientOptions, MetadataClient
+from remotelog.client import MetadataClient
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
+from remotelog.rpc.clients import service_client_options
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import validate_key_prefix
 
@@ -83,7 +84,9 @@ async def run_scrub(
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
     backoff = config.backoff()
     backend = await open_backend(config, backoff)
-    options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=backoff)
+    options = service_client_options(
+        config, timeout_s=config.rpc_timeout_ms / 1000, backoff=backoff
+    )
     metadata = MetadataClient(config.metadata_manager_address, options=options)
     try:
         scrub = Scrub(

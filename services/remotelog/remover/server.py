@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
-from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.client import MetadataClient, SegmentStoreClient
 from remotelog.coordination.factory import open_leases
 from remotelog.core.tasks import in_thread_until_cancelled
 from remotelog.metadata.topic import METADATA_TOPIC, await_metadata_topic
@@ -13,6 +13,7 @@ from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.progress import KafkaGroupProgress
 from remotelog.remover.remover import PartitionRemover
 from remotelog.remover.servicer import PartitionRemoverServicer
+from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.server import RunningService, start_service
 
 SERVICE_NAME = "remotelog.api.remover.v1.PartitionRemoverService"
@@ -31,7 +32,9 @@ async def start_partition_remover(
         retry_interval_ms=100,
         max_timeout_ms=config.rpc_timeout_ms,
     )
-    options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
+    options = service_client_options(
+        config, timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff()
+    )
     async with AsyncExitStack() as stack:
         metadata = MetadataClient(config.metadata_manager_address, options=options)
         stack.push_async_callback(metadata.close)

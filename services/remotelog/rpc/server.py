@@ -77,10 +77,10 @@ async def start_service(
     return RunningService(server, app, resources.aclose)
 
 
-_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 
 
-def _pem(path: str, key: str, marker: bytes, what: str) -> bytes:
+def pem_file(path: str, key: str, marker: bytes, what: str) -> bytes:
     """A PEM file's bytes. gRPC reports one that is not PEM only as a failed bind."""
     data = read_file(path, key)
     if marker not in data:
@@ -91,10 +91,10 @@ def _pem(path: str, key: str, marker: bytes, what: str) -> bytes:
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
     if not settings.tls_cert_file:
         return None
-    key = _pem(settings.tls_key_file, "tls.key.file", b"PRIVATE KEY-----", "private key")
-    cert = _pem(settings.tls_cert_file, "tls.cert.file", _CERTIFICATE, "certificate")
+    key = pem_file(settings.tls_key_file, "tls.key.file", b"PRIVATE KEY-----", "private key")
+    cert = pem_file(settings.tls_cert_file, "tls.cert.file", CERTIFICATE, "certificate")
     client_ca = (
-        _pem(settings.tls_client_ca_file, "tls.client.ca.file", _CERTIFICATE, "certificate")
+        pem_file(settings.tls_client_ca_file, "tls.client.ca.file", CERTIFICATE, "certificate")
         if settings.tls_client_ca_file
         else None
     )

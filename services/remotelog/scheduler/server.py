@@ -5,8 +5,9 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
-from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
+from remotelog.client import MetadataClient, SegmentStoreClient
 from remotelog.coordination.factory import open_leases
+from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.direct import DirectSegmentWriter
@@ -19,7 +20,9 @@ DIRECT_READ_BYTES = 8 * 1024 * 1024
 
 
 async def start_copy_scheduler(config: CopySchedulerConfig) -> RunningService[CopyScheduler]:
-    options = ClientOptions(timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff())
+    options = service_client_options(
+        config, timeout_s=config.rpc_timeout_ms / 1000, backoff=config.backoff()
+    )
     async with AsyncExitStack() as stack:
         store: SegmentStoreClient | DirectSegmentWriter
         if config.direct_storage_write:
