@@ -1,0 +1,180 @@
+"""docker-compose.yml, checked offline (no Docker daemon here): it is valid by the
+Compose Specification's JSON schema, every properties file it gives a service passes
+that service's `remotelog config check`, and the services find one another, wait for
+each other's health and sit beside Kafka as deploy/compose's comments say."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from support.deploy import (
+    DEPLOY,
+    ROOT,
+    SERVICES,
+    config_check,
+    effective,
+    environment_key,
+    host_of,
+    port_of,
+)
+
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def schema_check(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema with the Compose Specification schema it ships."""
+    command = Path(sys.executable).parent / "check-jsonschema"
+    return subprocess.run(
+        [str(command), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def mounted(compose: dict, service: str) -> Path:
+    """The properties file `service` is served with (its `--config`), in the repository."""
+    spec = compose["services"][service]
+    command = spec["command"]
+    assert command[:3] == ["serve", service, "--config"]
+    (source,) = [c["source"] for c in spec["configs"] if c["target"] == command[3]]
+    return ROOT / compose["configs"][source]["file"]
+
+
+def environment(compose: dict, service: str) -> dict[str, str]:
+    return {k: str(v) for k, v in compose["services"][service].get("environment", {}).items()}
+
+
+def config_of(compose: dict, service: str):
+    return effective(service, mounted(compose, service), environment(compose, service))
+
+
+def test_the_compose_file_is_valid_by_the_compose_specification(tmp_path):
+    checked = schema_check(COMPOSE)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The check can fail: a condition the specification does not know.
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("service_healthy", "service_ready", 1))
+    refused = schema_check(broken)
+    assert refused.returncode == 1
+    assert "service_ready" in refused.stdout
+
+
+def test_every_service_runs_from_the_image_with_a_read_only_root(compose):
+    for service in SERVICES:
+        spec = compose["services"][service]
+        assert spec["image"] == "remotelog:dev"
+        assert spec["build"] == {"context": ".", "dockerfile": "deploy/Dockerfile"}
+        assert spec["read_only"] is True
+        assert (ROOT / spec["build"]["dockerfile"]).is_file()
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_mounted_properties_file_passes_config_check(compose, service):
+    path = mounted(compose, service)
+    assert path.parent == DEPLOY / "compose"
+    checked = config_check(service, path)
+    assert checked.returncode == 0, checked.stderr
+    assert f"# effective configuration of {service}" in checked.stdout
+    # Its environment names keys of the service, and the two together load.
+    for name in environment(compose, service):
+        assert environment_key(name) is not None, name
+    config_of(compose, service)
+
+
+def test_each_service_checks_its_own_health_and_waits_for_the_others(compose):
+    services = compose["services"]
+    for service in SERVICES:
+        listen = port_of(config_of(compose, service).listen_address)
+        assert services[service]["healthcheck"]["test"] == [
+            "CMD",
+            "remotelog",
+            "health",
+            f"127.0.0.1:{listen}",
+            "--service",
+            service,
+        ]
+        assert f"{listen}:{listen}" in services[service]["ports"]
+        for dependency, condition in services[service]["depends_on"].items():
+            assert dependency in services
+            if "healthcheck" in services[dependency]:
+                assert condition == {"condition": "service_healthy"}, (service, dependency)
+    assert services["segment-store"]["depends_on"]["minio-bucket"] == {
+        "condition": "service_completed_successfully"
+    }
+
+
+def test_the_addresses_services_are_given_are_where_the_others_listen(compose):
+    listening = {
+        service: port_of(config_of(compose, service).listen_address) for service in SERVICES
+    }
+    for service in ("copy-scheduler", "remote-fetch", "partition-remover"):
+        config = config_of(compose, service)
+        for target, address in (
+            ("segment-store", config.segment_store_address),
+            ("metadata-manager", config.metadata_manager_address),
+        ):
+            assert address == f"{target}:{listening[target]}"
+            assert target in compose["services"][service]["depends_on"]
+        assert host_of(config.redis_url) == "redis"
+    kafka = compose["services"]["kafka"]["environment"]
+    internal = kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")[0].split("://", 1)[1]
+    for service in ("metadata-manager", "partition-remover"):
+        assert config_of(compose, service).bootstrap_servers == internal
+
+
+def test_the_copy_scheduler_only_reads_the_brokers_log_directory(compose):
+    config = config_of(compose, "copy-scheduler")
+    assert config.local_retention_enabled is False
+    log_dir = compose["services"]["kafka"]["environment"]["KAFKA_LOG_DIRS"]
+    (broker_volume,) = compose["services"]["kafka"]["volumes"]
+    volume = broker_volume.split(":")[0]
+    assert broker_volume == f"{volume}:{log_dir}"
+    assert compose["services"]["copy-scheduler"]["volumes"] == [f"{volume}:{log_dir}:ro"]
+
+
+def test_the_fetch_service_reads_s3_where_the_store_signs_urls_for(compose):
+    store = config_of(compose, "segment-store")
+    fetch = config_of(compose, "remote-fetch")
+    assert store.storage_backend == "s3"
+    assert store.s3_fetch_url_expiry_ms > 0
+    assert fetch.segment_store_fetch_urls is True
+    # The URLs name the store's endpoint: a compose service both reach by name.
+    assert host_of(store.s3_endpoint_url) == "minio" in compose["services"]
+    bucket = compose["services"]["minio-bucket"]["command"][0]
+    assert bucket.endswith(f"local/{store.s3_bucket_name}")
+    # The store alone holds the credentials, given by the environment.
+    assert store.aws_access_key_id
+    assert store.aws_secret_access_key
+    assert not fetch.aws_access_key_id
+
+
+def test_metrics_reach_prometheus_and_traces_reach_jaeger(compose):
+    services = compose["services"]
+    for service in SERVICES:
+        endpoint = config_of(compose, service).otlp_endpoint
+        assert (host_of(endpoint), port_of(endpoint)) == ("otel-collector", 4317)
+    collector = yaml.safe_load((ROOT / compose["configs"]["otel-collector"]["file"]).read_text())
+    pipelines = collector["service"]["pipelines"]
+    assert pipelines["metrics"]["exporters"] == ["prometheus"]
+    assert pipelines["traces"]["exporters"] == ["otlp/jaeger"]
+    assert host_of(collector["exporters"]["otlp/jaeger"]["endpoint"]) == "jaeger"
+    assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    metrics_port = port_of(collector["exporters"]["prometheus"]["endpoint"])
+    prometheus = yaml.safe_load((ROOT / compose["configs"]["prometheus"]["file"]).read_text())
+    (job,) = prometheus["scrape_configs"]
+    assert job["static_configs"] == [{"targets": [f"otel-collector:{metrics_port}"]}]
+
+
+def test_the_compose_configs_are_all_used_and_present(compose):
+    used = {c["source"] for s in compose["services"].values() for c in s.get("configs", [])}
+    assert used == set(compose["configs"])
+    for config in compose["configs"].values():
+        assert (ROOT / config["file"]).is_file()

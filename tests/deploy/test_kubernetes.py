@@ -1,0 +1,233 @@
+"""deploy/k8s, checked offline (no cluster here): `kubectl kustomize` renders the base,
+each component and the dev overlay; every object is valid by the Kubernetes API's
+schemas (kubernetes-validate, strict); every container has probes, runs as non-root
+on a read-only root filesystem; the services' probes, ports and properties agree."""
+
+import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from support.deploy import DEPLOY, SERVICES, config_check, effective, environment_key, port_of
+
+from remotelog.cli.health import HEALTH_NAMES
+
+K8S = DEPLOY / "k8s"
+KUBERNETES_VERSION = "1.32.0"
+# What is rendered: a kustomization's resources and components under deploy/k8s.
+RENDERS = {
+    "base": (["base"], []),
+    "base+otel": (["base"], ["components/otel"]),
+    "base+tls": (["base"], ["components/tls"]),
+    "dev": (["overlays/dev"], []),
+    "dev+tls": (["overlays/dev"], ["components/tls"]),
+}
+WORKLOADS = ("Deployment", "StatefulSet", "Job")
+TLS_DIR = "/etc/remotelog-tls"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not installed"
+)
+
+
+def kustomize(directory: Path) -> list[dict]:
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=120
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, list[dict]]:
+    """Each of RENDERS, through a kustomization of its own (kustomize takes relative paths)."""
+    out = {}
+    for name, (resources, components) in RENDERS.items():
+        directory = tmp_path_factory.mktemp(name.replace("+", "-"))
+        relative = Path(os.path.relpath(K8S, directory))
+        kustomization = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": [str(relative / r) for r in resources],
+            "components": [str(relative / c) for c in components],
+        }
+        (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        out[name] = kustomize(directory)
+    return out
+
+
+def workloads(objects: list[dict]):
+    for obj in objects:
+        if obj["kind"] in WORKLOADS:
+            yield obj, obj["spec"]["template"]["spec"]
+
+
+def containers(objects: list[dict]):
+    """(workload, pod spec, container) for every container of every pod template."""
+    for obj, pod in workloads(objects):
+        for container in pod["containers"] + pod.get("initContainers", []):
+            yield obj, pod, container
+
+
+def remotelog_containers(objects: list[dict]):
+    for obj, pod, container in containers(objects):
+        if container["image"].split(":")[0] == "remotelog":
+            yield obj, pod, container
+
+
+def find(objects: list[dict], kind: str, name: str) -> dict:
+    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+def properties_of(objects: list[dict], pod: dict, container: dict, tmp: Path) -> Path:
+    """The properties file the container is served with, from its ConfigMap."""
+    config = container["args"][container["args"].index("--config") + 1]
+    (mount,) = [m for m in container["volumeMounts"] if config.startswith(m["mountPath"] + "/")]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    config_map = find(objects, "ConfigMap", volume["configMap"]["name"])
+    path = tmp / f"{container['name']}.properties"
+    path.write_text(config_map["data"][Path(config).name])
+    return path
+
+
+def environment_of(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def test_everything_renders_with_every_service(rendered):
+    for name, objects in rendered.items():
+        served = {c["args"][1] for _, _, c in remotelog_containers(objects)}
+        expected = set(SERVICES) - (set() if name.startswith("dev") else {"copy-scheduler"})
+        assert served == expected, name
+
+
+@pytest.mark.parametrize("name", RENDERS)
+def test_every_object_is_valid_by_the_kubernetes_schemas(rendered, name):
+    for obj in rendered[name]:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_validation_can_fail(rendered):
+    deployment = copy.deepcopy(find(rendered["base"], "Deployment", "segment-store"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"]["port"] = (
+        "seven"
+    )
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("name", RENDERS)
+def test_every_container_is_probed_non_root_with_a_read_only_root(rendered, name):
+    for obj, pod, container in containers(rendered[name]):
+        where = f"{name}: {obj['metadata']['name']}/{container['name']}"
+        security = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
+        assert security.get("runAsNonRoot") is True, where
+        assert security.get("readOnlyRootFilesystem") is True, where
+        assert security.get("allowPrivilegeEscalation") is False, where
+        assert container["resources"]["requests"], where
+        assert container["resources"]["limits"]["memory"], where
+        if obj["kind"] != "Job":  # a run to completion has nothing to be ready for
+            assert container.get("readinessProbe"), where
+            assert container.get("livenessProbe"), where
+
+
+@pytest.mark.parametrize("name", ["base", "dev"])
+def test_services_are_probed_by_native_grpc_health_on_their_listen_port(rendered, name, tmp_path):
+    objects = rendered[name]
+    for _, pod, container in remotelog_containers(objects):
+        service = container["args"][1]
+        path = properties_of(objects, pod, container, tmp_path)
+        checked = config_check(service, path)
+        assert checked.returncode == 0, checked.stderr
+        environment = environment_of(container)
+        assert all(environment_key(variable) for variable in environment), environment
+        config = effective(service, path, environment)
+        port = port_of(config.listen_address)
+        assert [p["containerPort"] for p in container["ports"]] == [port]
+        assert container["readinessProbe"]["grpc"] == {
+            "port": port,
+            "service": HEALTH_NAMES[service],
+        }
+        assert container["livenessProbe"]["grpc"] == {"port": port}
+        assert container["startupProbe"]["grpc"] == {"port": port}
+
+
+def test_each_service_has_a_service_and_a_disruption_budget(rendered):
+    objects = rendered["base"]
+    for obj, _, container in remotelog_containers(objects):
+        name = obj["metadata"]["name"]
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        assert obj["spec"]["replicas"] >= 2
+        service = find(objects, "Service", name)
+        assert service["spec"]["selector"].items() <= labels.items()
+        assert service["spec"]["ports"][0]["port"] == container["ports"][0]["containerPort"]
+        budget = find(objects, "PodDisruptionBudget", name)
+        assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert budget["spec"]["minAvailable"] == 1
+
+
+def test_the_copy_scheduler_reads_the_brokers_log_volume_read_only(rendered, tmp_path):
+    objects = rendered["dev"]
+    kafka = find(objects, "StatefulSet", "kafka")
+    pod = kafka["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in pod["containers"]}
+    broker, scheduler = by_name["kafka"], by_name["copy-scheduler"]
+    log_dir = environment_of(broker)["KAFKA_LOG_DIRS"]
+    (written,) = [m for m in broker["volumeMounts"] if m["mountPath"] == log_dir]
+    (read,) = [m for m in scheduler["volumeMounts"] if m["name"] == written["name"]]
+    assert read == {"name": written["name"], "mountPath": log_dir, "readOnly": True}
+    config = effective(
+        "copy-scheduler",
+        properties_of(objects, pod, scheduler, tmp_path),
+        {"REMOTELOG_BROKER_ID": "0"},
+    )
+    assert config.local_retention_enabled is False
+    (broker_id,) = [e for e in scheduler["env"] if e["name"] == "REMOTELOG_BROKER_ID"]
+    assert "apps.kubernetes.io/pod-index" in broker_id["valueFrom"]["fieldRef"]["fieldPath"]
+    assert environment_of(broker)["KAFKA_NODE_ID"] == "0"
+
+
+def test_the_otel_component_points_every_service_at_the_collector(rendered):
+    for name in ("base+otel", "dev"):
+        objects = rendered[name]
+        collector = find(objects, "Service", "otel-collector")
+        (otlp,) = [p for p in collector["spec"]["ports"] if p["name"] == "otlp-grpc"]
+        for _, _, container in remotelog_containers(objects):
+            endpoint = environment_of(container)["REMOTELOG_OTEL_EXPORTER_OTLP_ENDPOINT"]
+            assert endpoint == f"http://otel-collector:{otlp['port']}"
+
+
+@pytest.mark.parametrize("name", ["base+tls", "dev+tls"])
+def test_the_tls_component_serves_and_calls_with_the_secrets_certificates(rendered, name):
+    expected = {
+        "REMOTELOG_TLS_CERT_FILE": f"{TLS_DIR}/tls.crt",
+        "REMOTELOG_TLS_KEY_FILE": f"{TLS_DIR}/tls.key",
+        "REMOTELOG_TLS_CLIENT_CA_FILE": f"{TLS_DIR}/ca.crt",
+        "REMOTELOG_CLIENT_TLS_CA_FILE": f"{TLS_DIR}/ca.crt",
+        "REMOTELOG_CLIENT_TLS_CERT_FILE": f"{TLS_DIR}/tls.crt",
+        "REMOTELOG_CLIENT_TLS_KEY_FILE": f"{TLS_DIR}/tls.key",
+    }
+    for _, pod, container in remotelog_containers(rendered[name]):
+        service = container["args"][1]
+        assert environment_of(container).items() >= expected.items(), service
+        (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == TLS_DIR]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert volume["secret"]["secretName"] == "remotelog-tls"
+        port = container["ports"][0]["containerPort"]
+        tls = ["--tls-ca-file", f"{TLS_DIR}/ca.crt", "--tls-cert-file", f"{TLS_DIR}/tls.crt"]
+        tls += ["--tls-key-file", f"{TLS_DIR}/tls.key"]
+        check = ["remotelog", "health", f"localhost:{port}", "--timeout", "4"]
+        # gRPC probes speak no TLS: `remotelog health` over TLS instead.
+        assert container["readinessProbe"] == {
+            "exec": {"command": [*check, "--service", service, *tls]},
+            "periodSeconds": 10,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
+        for probe in ("livenessProbe", "startupProbe"):
+            assert container[probe]["exec"]["command"] == [*check, *tls]
