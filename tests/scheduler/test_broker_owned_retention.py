@@ -3,6 +3,7 @@ segment the broker deletes under it (renamed to .deleted, then unlinked) is skip
 before anything is written, or copied whole once the copy has it open."""
 
 import itertools
+import time
 from pathlib import Path
 
 from support.services import new_partition
@@ -14,6 +15,7 @@ from remotelog.scheduler import copy_task
 
 from .conftest import FINISHED, Broker
 
+HOUR_MS = 3_600_000
 BROKER_OWNED = {"remote.log.manager.local.retention.enabled": "false"}
 
 
@@ -112,6 +114,38 @@ async def test_a_segment_the_broker_deletes_is_skipped_or_copied_whole(
     )
     state = await scheduler.state_of(tip)
     assert state.last_error_message == ""
+    assert state.segments_deleted_before_tiering == 1
+
+
+async def test_copy_lag_in_ms_is_the_age_of_the_oldest_segment_waiting(fs_stack, tmp_path):
+    """GetPartitionState's copy_lag_ms, to hold against the broker's local retention."""
+    tip = new_partition()
+    broker = Broker(tmp_path / "broker-0", tip)
+    hour_ago = int(time.time() * 1000) - HOUR_MS
+    broker.segments(1, timestamp_ms=hour_ago - HOUR_MS)
+    broker.segments(2, timestamp_ms=hour_ago)
+    first_end = broker.log.segments[1].base_offset - 1
+    # Only the first segment is below the high watermark: the next two wait.
+    broker.log.set_high_watermark(first_end + 1)
+    scheduler = await fs_stack.start_scheduler(**BROKER_OWNED)
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+    await eventually(lambda: scheduler.tiered_to(tip, first_end))
+
+    async def waiting_an_hour():
+        state = await scheduler.state_of(tip)
+        return state.copy_lag_segments == 2 and state.copy_lag_ms >= HOUR_MS
+
+    await eventually(waiting_an_hour)
+    state = await scheduler.state_of(tip)
+    assert state.copy_lag_ms < 2 * HOUR_MS  # the second segment's age, not the first's
+    assert state.segments_deleted_before_tiering == 0
+    broker.log.set_high_watermark(broker.log.log_end_offset)
+    await eventually(lambda: scheduler.tiered_to(tip, broker.rolled_end))
+
+    async def none_waiting():
+        return (await scheduler.state_of(tip)).copy_lag_ms == 0
+
+    await eventually(none_waiting)
 
 
 class _ThenDeleted:

@@ -148,6 +148,7 @@ async def run_copy(
     await ensure_log_start_offset(ctx, runtime, local)
     if runtime.copy_disabled is not None:
         runtime.update_lag(local)  # copying stopped for good; local retention still runs
+        await _note_oldest_pending(runtime, local)
         return
     try:
         candidates = pending(local, runtime)
@@ -163,6 +164,7 @@ async def run_copy(
                         await copy_segment(ctx, runtime, local, segment, guard)
                     )
                 except SegmentDeletedError as gone:
+                    runtime.segments_deleted_before_tiering += 1
                     metrics.SEGMENTS_DELETED_BEFORE_TIERING.add(1, {"topic": runtime.tip.topic})
                     log.warning(
                         "%s: offsets %d-%d were deleted by the broker before they were "
@@ -174,10 +176,24 @@ async def run_copy(
                     )
                 finally:
                     runtime.remote_segments_changed()
+        await _note_oldest_pending(runtime, local)
     finally:
         runtime.update_lag(local)
         if first_run:
             _warn_if_expired_at_once(ctx, runtime, copied_timestamps)
+
+
+async def _note_oldest_pending(runtime: PartitionRuntime, local: LocalLog) -> None:
+    """The timestamp copy_lag_ms counts from: the oldest rolled segment still to copy."""
+    waiting = pending(local, runtime)
+    if not waiting:
+        runtime.oldest_pending_timestamp = None
+        return
+    try:
+        timestamp = await asyncio.to_thread(runtime.largest_timestamp, waiting[0])
+    except OSError:
+        return  # deleted meanwhile: the next run looks again
+    runtime.oldest_pending_timestamp = timestamp if timestamp >= 0 else None
 
 
 def _warn_if_expired_at_once(

@@ -86,6 +86,9 @@ class PartitionRuntime:
     local_log_start_offset: int = 0
     copy_lag_bytes: int = 0
     copy_lag_segments: int = 0
+    # Largest record timestamp of the oldest rolled segment not yet copied (copy_lag_ms).
+    oldest_pending_timestamp: int | None = None
+    segments_deleted_before_tiering: int = 0
     remote_log_size_bytes: int = 0
     delete_lag_bytes: int = 0
     delete_lag_segments: int = 0

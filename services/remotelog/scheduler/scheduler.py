@@ -97,6 +97,13 @@ class PartitionStateView:
     last_error: RemoteLogError | None
     next_run_time_ms: int
     retention: Retention
+    segments_deleted_before_tiering: int
+    copy_lag_ms: int
+
+
+def _age_ms(timestamp: int | None, now_ms: int) -> int:
+    """How old a record timestamp is; 0 for none (or one from the future)."""
+    return 0 if timestamp is None else max(0, now_ms - timestamp)
 
 
 def validate_assignment(assignment: Assignment, field: str) -> None:
@@ -315,6 +322,8 @@ class CopyScheduler:
             runtime.last_error,
             int((time.time() + delay) * 1000),
             Retention.of(runtime.assignment, self.ctx.config),
+            runtime.segments_deleted_before_tiering,
+            _age_ms(runtime.oldest_pending_timestamp, self.ctx.now_ms()),
         )
 
     async def list_offsets(

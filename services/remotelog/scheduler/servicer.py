@@ -99,6 +99,8 @@ class CopySchedulerServicer(pb_grpc.CopySchedulerServiceServicer):
             effective_retention_bytes=view.retention.retention_bytes,
             effective_local_retention_ms=view.retention.local_retention_ms,
             effective_local_retention_bytes=view.retention.local_retention_bytes,
+            segments_deleted_before_tiering=view.segments_deleted_before_tiering,
+            copy_lag_ms=view.copy_lag_ms,
         )
         return pb.GetPartitionStateResponse(partition_state=state)
 

@@ -85,7 +85,7 @@ class GetPartitionStateRequest(_message.Message):
     def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ("topic_id_partition", "role", "highest_tiered_offset", "local_log_start_offset", "log_start_offset", "copy_lag_bytes", "copy_lag_segments", "last_error_reason", "last_error_message", "next_run_time_ms", "effective_retention_ms", "effective_retention_bytes", "effective_local_retention_ms", "effective_local_retention_bytes")
+    __slots__ = ("topic_id_partition", "role", "highest_tiered_offset", "local_log_start_offset", "log_start_offset", "copy_lag_bytes", "copy_lag_segments", "last_error_reason", "last_error_message", "next_run_time_ms", "effective_retention_ms", "effective_retention_bytes", "effective_local_retention_ms", "effective_local_retention_bytes", "segments_deleted_before_tiering", "copy_lag_ms")
     TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     HIGHEST_TIERED_OFFSET_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,8 @@ class PartitionState(_message.Message):
     EFFECTIVE_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_LOCAL_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_LOCAL_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENTS_DELETED_BEFORE_TIERING_FIELD_NUMBER: _ClassVar[int]
+    COPY_LAG_MS_FIELD_NUMBER: _ClassVar[int]
     topic_id_partition: _segment_pb2.TopicIdPartition
     role: PartitionRole
     highest_tiered_offset: int
@@ -114,7 +116,9 @@ class PartitionState(_message.Message):
     effective_retention_bytes: int
     effective_local_retention_ms: int
     effective_local_retention_bytes: int
-    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., role: _Optional[_Union[PartitionRole, str]] = ..., highest_tiered_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., copy_lag_bytes: _Optional[int] = ..., copy_lag_segments: _Optional[int] = ..., last_error_reason: _Optional[_Union[_error_pb2.ErrorReason, str]] = ..., last_error_message: _Optional[str] = ..., next_run_time_ms: _Optional[int] = ..., effective_retention_ms: _Optional[int] = ..., effective_retention_bytes: _Optional[int] = ..., effective_local_retention_ms: _Optional[int] = ..., effective_local_retention_bytes: _Optional[int] = ...) -> None: ...
+    segments_deleted_before_tiering: int
+    copy_lag_ms: int
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., role: _Optional[_Union[PartitionRole, str]] = ..., highest_tiered_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., copy_lag_bytes: _Optional[int] = ..., copy_lag_segments: _Optional[int] = ..., last_error_reason: _Optional[_Union[_error_pb2.ErrorReason, str]] = ..., last_error_message: _Optional[str] = ..., next_run_time_ms: _Optional[int] = ..., effective_retention_ms: _Optional[int] = ..., effective_retention_bytes: _Optional[int] = ..., effective_local_retention_ms: _Optional[int] = ..., effective_local_retention_bytes: _Optional[int] = ..., segments_deleted_before_tiering: _Optional[int] = ..., copy_lag_ms: _Optional[int] = ...) -> None: ...
 
 class GetPartitionStateResponse(_message.Message):
     __slots__ = ("partition_state",)
