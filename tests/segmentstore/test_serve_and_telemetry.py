@@ -98,7 +98,7 @@ def test_it_logs_its_effective_configuration_first_secrets_hidden(tmp_path):
     message = first["message"]
     assert message.startswith("starting segment-store ")
     assert f"storage.root={tmp_path / 'data'}" in message.split()
-    assert "storage.aws.secret.access.key=********" in message.split()
+    assert "storage.aws.secret.access.key=[hidden]" in message.split()
     assert "hunter2" not in message
 
 

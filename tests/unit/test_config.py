@@ -186,7 +186,7 @@ def test_secrets_are_masked_when_rendered(tmp_path):
     config, sources = load_config(SegmentStoreConfig, path)
     lines = render(config, sources)
     assert config.aws_secret_access_key == "hunter2"
-    assert f"storage.aws.secret.access.key=********  # {path}:1" in lines
+    assert f"storage.aws.secret.access.key=[hidden]  # {path}:1" in lines
     assert not any("hunter2" in line for line in lines)
 
 

@@ -25,6 +25,8 @@ from remotelog.cli.services import (
 )
 from remotelog.core.config import ConfigError, load_config, render, shown_settings
 from remotelog.core.errors import RemoteLogError
+from remotelog.core.kafka_client import kafka_client_config
+from remotelog.core.settings import MetadataTopicSettings
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.remover.config import ScrubConfig
@@ -45,6 +47,12 @@ def _config_check(args: argparse.Namespace) -> int:
         service=args.service,
         all_known_keys=all_config_keys(),
     )
+    if isinstance(config, MetadataTopicSettings):
+        # What the service would refuse at start: the Kafka security settings together.
+        try:
+            kafka_client_config(config)
+        except RemoteLogError as exc:
+            raise CliError(f"config check: {exc}") from None
     print(f"# effective configuration of {args.service}")
     print("\n".join(render(config, sources)))
     return 0

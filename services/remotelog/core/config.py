@@ -215,7 +215,7 @@ def shown_settings(config: object) -> list[tuple[str, str]]:
     for key, field in sorted(config_fields(type(config)).items()):
         value = getattr(config, field.name)
         if field.metadata["secret"] and value:
-            text = "********"
+            text = "[hidden]"  # as Kafka prints a password
         elif isinstance(value, bool):
             text = str(value).lower()
         else:

@@ -131,7 +131,53 @@ class RedisSettings:
 
 
 @dataclass(frozen=True)
-class MetadataTopicSettings:
+class KafkaSecuritySettings:
+    """How the Kafka clients join a secured cluster: Kafka's `security.protocol` and
+    `sasl.*`, and librdkafka's PEM `ssl.*` locations (Kafka's own clients read JKS)."""
+
+    security_protocol: str = setting(
+        "security.protocol",
+        "PLAINTEXT",
+        "Protocol to the brokers",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    )
+    ssl_ca_location: str = setting(
+        "ssl.ca.location", "", "PEM CA bundle of the brokers' certificates; empty = the system's"
+    )
+    ssl_certificate_location: str = setting(
+        "ssl.certificate.location", "", "PEM client certificate, for brokers that ask for one"
+    )
+    ssl_key_location: str = setting(
+        "ssl.key.location", "", "PEM private key of ssl.certificate.location"
+    )
+    ssl_key_password: str = setting(
+        "ssl.key.password", "", "Password of ssl.key.location, if encrypted", secret=True
+    )
+    ssl_endpoint_identification_algorithm: str = setting(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        "https: the broker's certificate must name its host; none (or empty): not checked",
+        form=(r"https|none|", "https, none or empty"),
+    )
+    sasl_mechanism: str = setting(
+        "sasl.mechanism",
+        "PLAIN",
+        "SASL mechanism with SASL_PLAINTEXT or SASL_SSL",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    )
+    sasl_username: str = setting("sasl.username", "", "SASL user (or sasl.jaas.config)")
+    sasl_password: str = setting("sasl.password", "", "Password of sasl.username", secret=True)
+    sasl_jaas_config: str = setting(
+        "sasl.jaas.config",
+        "",
+        "Kafka's JAAS line (PlainLoginModule or ScramLoginModule with username and password), "
+        "instead of sasl.username and sasl.password",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True)
+class MetadataTopicSettings(KafkaSecuritySettings):
     """The `__remote_log_metadata` topic (Kafka's TopicBasedRemoteLogMetadataManagerConfig)."""
 
     bootstrap_servers: str = setting(

@@ -49,6 +49,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
 )
 from remotelog.core.gauges import InstanceGauges
+from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.metadata_serde import serialize
 from remotelog.core.model import (
     RemoteLogMetadata,
@@ -116,7 +117,7 @@ class TopicBasedRemoteLogMetadataManager:
     def __init__(self, config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC) -> None:
         self.config = config
         self.topic_name = topic
-        self.client_config: dict[str, Any] = {"bootstrap.servers": config.bootstrap_servers}
+        self.client_config: dict[str, Any] = kafka_client_config(config)
         self.topic: TopicInfo | None = None
         # How the last start went with the snapshot: "none", "loaded", "discarded: <why>".
         self.snapshot_status = "none"

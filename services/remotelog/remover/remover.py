@@ -35,6 +35,7 @@ from remotelog.core.errors import (
     UnknownTopicOrPartitionError,
 )
 from remotelog.core.gauges import InstanceGauges
+from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
@@ -110,7 +111,7 @@ class PartitionRemover:
             self.tracker.start(part, self._committed.get(part, 0))
             self._wake[part] = asyncio.Event()
         self._consumer = MetadataConsumer(
-            {"bootstrap.servers": self.config.bootstrap_servers},
+            kafka_client_config(self.config),
             topic=self.topic,
             loop=asyncio.get_running_loop(),
             sink=self._on_records,

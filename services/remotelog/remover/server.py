@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.client import MetadataClient, SegmentStoreClient
 from remotelog.coordination.factory import open_leases
+from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.tasks import in_thread_until_cancelled
 from remotelog.metadata.topic import METADATA_TOPIC, await_metadata_topic
 from remotelog.remover.config import PartitionRemoverConfig
@@ -22,7 +23,7 @@ SERVICE_NAME = "remotelog.api.remover.v1.PartitionRemoverService"
 async def start_partition_remover(
     config: PartitionRemoverConfig, *, topic: str = METADATA_TOPIC
 ) -> RunningService[PartitionRemover]:
-    client_config = {"bootstrap.servers": config.bootstrap_servers}
+    client_config = kafka_client_config(config)
     # The metadata manager creates the topic; the remover only checks it is there.
     await in_thread_until_cancelled(
         await_metadata_topic,
