@@ -178,3 +178,23 @@ def test_the_compose_configs_are_all_used_and_present(compose):
     assert used == set(compose["configs"])
     for config in compose["configs"].values():
         assert (ROOT / config["file"]).is_file()
+
+
+def test_every_service_checks_roles_and_calls_the_others_as_a_broker(compose):
+    secrets = {name: ROOT / spec["file"] for name, spec in compose["secrets"].items()}
+    roles = {}
+    for line in secrets["tokens"].read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            role, token = line.split()
+            roles[token] = role
+    assert sorted(roles.values()) == ["broker", "operator", "reader"]
+    for role in ("reader", "operator"):  # what readers and operators on the host use
+        assert roles[(DEPLOY / "compose" / f"{role}.token").read_text().strip()] == role
+    for service in SERVICES:
+        config = config_of(compose, service)
+        assert config.authorization_enabled is True
+        assert config.authorization_tokens_file == "/run/secrets/tokens"
+        assert "tokens" in compose["services"][service]["secrets"]
+        if hasattr(config, "client_auth_token_file"):
+            assert config.client_auth_token_file == "/run/secrets/broker.token"
+            assert roles[secrets["broker.token"].read_text().strip()] == "broker"

@@ -211,6 +211,9 @@ def test_the_tls_component_serves_and_calls_with_the_secrets_certificates(render
         "REMOTELOG_CLIENT_TLS_CA_FILE": f"{TLS_DIR}/ca.crt",
         "REMOTELOG_CLIENT_TLS_CERT_FILE": f"{TLS_DIR}/tls.crt",
         "REMOTELOG_CLIENT_TLS_KEY_FILE": f"{TLS_DIR}/tls.key",
+        # Roles by certificate: the services' own is a broker's.
+        "REMOTELOG_AUTHORIZATION_ENABLED": "true",
+        "REMOTELOG_AUTHORIZATION_CERTIFICATE_ROLES": "remotelog=broker",
     }
     for _, pod, container in remotelog_containers(rendered[name]):
         service = container["args"][1]

@@ -18,6 +18,7 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
+from remotelog.client.bearer import bearer_interceptors
 from remotelog.client.errors import from_rpc_error
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError
@@ -42,6 +43,8 @@ class ClientOptions:
     tls_root_certs_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # Sent as `authorization: Bearer <token>` to services with authorization.enabled.
+    bearer_token: str = field(default="", repr=False)
 
 
 def _read(path: str) -> bytes | None:
@@ -56,14 +59,17 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
         ("grpc.min_reconnect_backoff_ms", min(100, options.reconnect_backoff_max_ms)),
         ("grpc.max_reconnect_backoff_ms", options.reconnect_backoff_max_ms),
     ]
+    interceptors = bearer_interceptors(options.bearer_token)
     if options.tls_root_certs_file or options.tls_cert_file:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=_read(options.tls_root_certs_file),
             private_key=_read(options.tls_key_file),
             certificate_chain=_read(options.tls_cert_file),
         )
-        return grpc.aio.secure_channel(target, credentials, options=channel_options)
-    return grpc.aio.insecure_channel(target, options=channel_options)
+        return grpc.aio.secure_channel(
+            target, credentials, options=channel_options, interceptors=interceptors
+        )
+    return grpc.aio.insecure_channel(target, options=channel_options, interceptors=interceptors)
 
 
 def bulk_method(

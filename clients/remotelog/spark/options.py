@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from remotelog.core.errors import InvalidArgumentError
 
@@ -27,6 +28,7 @@ KNOWN = frozenset(
         "remotelog.tls.root.certs.file",
         "remotelog.tls.cert.file",
         "remotelog.tls.key.file",
+        "remotelog.auth.token.file",
         "remotelog.pushfilters",
         "kafka.bootstrap.servers",
         "assign",
@@ -119,6 +121,8 @@ class ReadOptions:
     tls_root_certs_file: str = ""
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # A service with authorization.enabled gives the token's role (reader) to the reads.
+    bearer_token: str = field(default="", repr=False)
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     # No record at or after a starting timestamp: "error" fails the query, "latest"
@@ -176,6 +180,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         tls_root_certs_file=options.get("remotelog.tls.root.certs.file", ""),
         tls_cert_file=options.get("remotelog.tls.cert.file", ""),
         tls_key_file=options.get("remotelog.tls.key.file", ""),
+        bearer_token=_token(options.get("remotelog.auth.token.file", "")),
         min_partitions=_positive(options.get("minpartitions"), "minPartitions"),
         max_records_per_partition=_positive(
             options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
@@ -188,6 +193,20 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
             options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
         ),
     )
+
+
+def _token(path: str) -> str:
+    """The bearer token in the file `remotelog.auth.token.file` names ("" if unset)."""
+    if not path:
+        return ""
+    key = "remotelog.auth.token.file"
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as exc:
+        raise InvalidArgumentError(key, f"cannot read {path}: {exc.strerror or exc}") from None
+    if not token or any(c.isspace() for c in token):
+        raise InvalidArgumentError(key, f"{path} must hold one token, without whitespace")
+    return token
 
 
 def headers_included(raw: Mapping[str, str]) -> bool:

@@ -93,6 +93,7 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
             tls_root_certs_file=options.tls_root_certs_file,
             tls_cert_file=options.tls_cert_file,
             tls_key_file=options.tls_key_file,
+            bearer_token=options.bearer_token,
         ),
         bootstrap_servers=options.bootstrap_servers,
         isolation_level="read_committed" if options.read_committed else "read_uncommitted",

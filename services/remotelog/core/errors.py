@@ -125,6 +125,14 @@ class PermissionDeniedError(RemoteLogError):
     code = "PERMISSION_DENIED"
 
 
+class UnauthenticatedError(RemoteLogError):
+    """The call shows no identity the service knows: no known bearer token, and no
+    client certificate with a role."""
+
+    reason = "UNAUTHENTICATED"
+    code = "UNAUTHENTICATED"
+
+
 class RemoteStorageError(RemoteLogError):
     """The remote storage failed in a way retrying will not fix (Kafka's RemoteStorageException)."""
 

@@ -46,6 +46,23 @@ class ServerSettings:
     tls_client_ca_file: str = setting(
         "tls.client.ca.file", "", "PEM CA bundle; when set, clients must present a certificate"
     )
+    authorization_enabled: bool = setting(
+        "authorization.enabled",
+        False,
+        "Check each call against its caller's role (broker, reader, operator)",
+    )
+    authorization_tokens_file: str = setting(
+        "authorization.tokens.file",
+        "",
+        "File of '<role> <token>' lines: a call's 'authorization: Bearer <token>' gives its role",
+    )
+    authorization_certificate_roles: str = setting(
+        "authorization.certificate.roles",
+        "",
+        "name=role,...: a client certificate whose common name or a subject alternative name "
+        "is `name` has `role`",
+        form=(r"([^=,\s]+=\w+(,[^=,\s]+=\w+)*)?", "name=role[,name=role...]"),
+    )
     otlp_endpoint: str = setting(
         "otel.exporter.otlp.endpoint",
         "",
@@ -71,7 +88,15 @@ class ServerSettings:
 
 @dataclass(frozen=True)
 class ClientTlsSettings:
-    """How a service's own gRPC calls (to the store, the metadata manager) use TLS."""
+    """How a service's own gRPC calls (to the store, the metadata manager) use TLS and
+    which token they show where the called service checks roles."""
+
+    client_auth_token_file: str = setting(
+        "client.auth.token.file",
+        "",
+        "File holding the bearer token this service's calls show (authorization.enabled "
+        "on the services it calls); empty = none",
+    )
 
     client_tls_ca_file: str = setting(
         "client.tls.ca.file",

@@ -5,8 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from remotelog.client import ClientOptions
+from remotelog.core.setting_paths import read_file
 from remotelog.core.settings import ClientTlsSettings
 from remotelog.rpc.server import CERTIFICATE, pem_file
+
+
+def read_token(path: str, key: str) -> str:
+    """The bearer token in the file `key` names (surrounding whitespace dropped); "" if unset."""
+    if not path:
+        return ""
+    token = read_file(path, key).decode("utf-8", "replace").strip()
+    if not token or any(c.isspace() for c in token):
+        raise OSError(f"{key}: {path} must hold one token, without whitespace")
+    return token
 
 
 def service_client_options(settings: ClientTlsSettings, **policy: Any) -> ClientOptions:
@@ -24,6 +35,7 @@ def service_client_options(settings: ClientTlsSettings, **policy: Any) -> Client
         raise OSError("client.tls.cert.file and client.tls.key.file: set both or neither")
     return ClientOptions(
         **policy,
+        bearer_token=read_token(settings.client_auth_token_file, "client.auth.token.file"),
         tls_root_certs_file=settings.client_tls_ca_file,
         tls_cert_file=settings.client_tls_cert_file,
         tls_key_file=settings.client_tls_key_file,

@@ -21,6 +21,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from remotelog.core.errors import ERROR_DOMAIN, InvalidArgumentError, RemoteLogError
+from remotelog.rpc.handlers import Behavior, rewrapped
 
 log = logging.getLogger(__name__)
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -67,7 +68,6 @@ async def abort_with(
     )
 
 
-Behavior = Callable[..., Any]
 Deserializer = Callable[[bytes], Any]
 
 
@@ -168,19 +168,15 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         deserialize = _decoding(handler.request_deserializer, method)
         stream_of = _parsed_stream(deserialize)
-        codec = {"request_deserializer": None, "response_serializer": handler.response_serializer}
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(
-                _wrap_call(_converting(handler.unary_unary, deserialize), method), **codec
-            )
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(
-                _wrap_call(_converting(handler.stream_unary, stream_of), method), **codec
-            )
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(_converting(handler.unary_stream, deserialize), method), **codec
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            _wrap_stream(_converting(handler.stream_stream, stream_of), method), **codec
+
+        def wrap(behavior: Behavior, requests_stream: bool, responses_stream: bool) -> Behavior:
+            parsed = _converting(behavior, stream_of if requests_stream else deserialize)
+            return (_wrap_stream if responses_stream else _wrap_call)(parsed, method)
+
+        # Requests arrive as bytes: they are parsed inside the mapping (_decoding).
+        return rewrapped(
+            handler,
+            wrap,
+            request_deserializer=None,
+            response_serializer=handler.response_serializer,
         )

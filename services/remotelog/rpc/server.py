@@ -18,6 +18,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from remotelog.core.setting_paths import read_file
 from remotelog.core.settings import ServerSettings
+from remotelog.rpc.authorization import AuthorizationInterceptor, Policy
 from remotelog.rpc.errors import ErrorMappingInterceptor
 
 T = TypeVar("T")
@@ -129,8 +130,12 @@ async def start_server(
 
     The bound port is returned, so tests listen on port 0.
     """
+    # The error mapping is outermost: it also maps the authorization's refusals.
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorMappingInterceptor()]
+    if settings.authorization_enabled:
+        interceptors.append(AuthorizationInterceptor(Policy.of(settings)))
     server = grpc.aio.server(
-        interceptors=[ErrorMappingInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_send_message_length", settings.grpc_max_message_bytes),
             ("grpc.max_receive_message_length", settings.grpc_max_message_bytes),
