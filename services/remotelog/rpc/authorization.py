@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from remotelog.api.scheduler.v1 import copy_scheduler_pb2
 from remotelog.core.errors import PermissionDeniedError, UnauthenticatedError
 from remotelog.core.setting_paths import read_file
 from remotelog.core.settings import ServerSettings
-from remotelog.rpc.handlers import rewrapped
+from remotelog.rpc.handlers import RewrappingInterceptor, rewrapped
 
 ROLES = ("broker", "reader", "operator")
 _HEALTH = "/grpc.health.v1.Health/"
@@ -184,23 +184,14 @@ def _checked(behavior: Callable[..., Any], check: Callable[[Any], None]) -> Call
     return call
 
 
-class AuthorizationInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class AuthorizationInterceptor(RewrappingInterceptor):
     """Refuses a call its caller's role may not make; inside the error mapping, so a
     refusal is PERMISSION_DENIED (or UNAUTHENTICATED) with ErrorInfo like any error."""
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
-
+    def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         def check(context: Any) -> None:
             self.policy.check(method, context)
 

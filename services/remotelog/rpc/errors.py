@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -21,7 +21,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from remotelog.core.errors import ERROR_DOMAIN, InvalidArgumentError, RemoteLogError
-from remotelog.rpc.handlers import Behavior, rewrapped
+from remotelog.rpc.handlers import Behavior, RewrappingInterceptor, rewrapped
 
 log = logging.getLogger(__name__)
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -154,18 +154,10 @@ def _wrap_stream(behavior: Behavior, method: str) -> Behavior:
     return stream
 
 
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class ErrorMappingInterceptor(RewrappingInterceptor):
     """Maps exceptions raised by any servicer method to rich gRPC statuses."""
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method = handler_call_details.method
+    def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         deserialize = _decoding(handler.request_deserializer, method)
         stream_of = _parsed_stream(deserialize)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -35,3 +35,20 @@ def rewrapped(
                 response_serializer=response_serializer,
             )
     raise ValueError(f"{handler!r} has no behavior")
+
+
+class RewrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An interceptor that serves each method's handler rebuilt by `rewrap`."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        return self.rewrap(handler, handler_call_details.method)
+
+    def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
