@@ -20,6 +20,7 @@ from google.protobuf.descriptor import MethodDescriptor
 
 from remotelog.client.bearer import bearer_interceptors
 from remotelog.client.errors import from_rpc_error
+from remotelog.client.tracing import client_tracing
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError
 from remotelog.rpc import bulk_wire
@@ -59,7 +60,7 @@ def open_channel(target: str, options: ClientOptions) -> grpc.aio.Channel:
         ("grpc.min_reconnect_backoff_ms", min(100, options.reconnect_backoff_max_ms)),
         ("grpc.max_reconnect_backoff_ms", options.reconnect_backoff_max_ms),
     ]
-    interceptors = bearer_interceptors(options.bearer_token)
+    interceptors = [*client_tracing(), *bearer_interceptors(options.bearer_token)]
     if options.tls_root_certs_file or options.tls_cert_file:
         credentials = grpc.ssl_channel_credentials(
             root_certificates=_read(options.tls_root_certs_file),

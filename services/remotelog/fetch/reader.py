@@ -17,6 +17,8 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import (
     OffsetOutOfRangeError,
@@ -34,6 +36,9 @@ from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
 # Bytes read past the wanted size on the first ranged GET: the offset index
 # points up to `index.interval.bytes` (4 KiB by default) before the batch.
 INDEX_SLACK_BYTES = 64 * 1024
+
+
+_tracer = trace.get_tracer("remotelog.fetch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +98,19 @@ class RemoteLogReader:
         async def attempt() -> PartitionData:
             return await self._read_once(request, deadline)
 
-        return await retry_async(
-            attempt, backoff=self.backoff, is_retriable=_retriable, deadline=deadline.at
-        )
+        # Where the read was and what it found; never the records themselves.
+        attributes: dict[str, str | int] = {
+            "topic": request.partition.topic,
+            "partition": request.partition.partition,
+            "fetch_offset": request.fetch_offset,
+        }
+        with _tracer.start_as_current_span("RemoteLogReader.read", attributes=attributes) as span:
+            data = await retry_async(
+                attempt, backoff=self.backoff, is_retriable=_retriable, deadline=deadline.at
+            )
+            span.set_attribute("records_bytes", len(data.records))
+            span.set_attribute("last_offset", data.last_offset)
+            return data
 
     # -- locating --------------------------------------------------------------------
 

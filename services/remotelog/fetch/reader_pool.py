@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from typing import Any
 from remotelog.core.errors import ReaderQueueFullError
 from remotelog.core.tasks import cancel_and_wait
 
-Job = tuple[Callable[[], Awaitable[Any]], "asyncio.Future[Any]"]
+Job = tuple[Callable[[], Awaitable[Any]], "asyncio.Future[Any]", contextvars.Context]
 
 
 class ReaderPool:
@@ -45,7 +46,7 @@ class ReaderPool:
     async def close(self) -> None:
         self._closed = True
         while self._queue:
-            _, future = self._queue.popleft()
+            _, future, _ = self._queue.popleft()
             future.cancel()
         await cancel_and_wait(list(self._running))
 
@@ -75,9 +76,12 @@ class ReaderPool:
             )
         loop = asyncio.get_running_loop()
         futures = []
+        # Each read runs in its fetch's context (its trace span), not in that of
+        # whichever read's end starts it.
+        context = contextvars.copy_context()
         for read in reads:
             future: asyncio.Future[Any] = loop.create_future()
-            self._queue.append((read, future))
+            self._queue.append((read, future, context))
             futures.append(future)
         self._start_queued()
         return futures
@@ -92,10 +96,10 @@ class ReaderPool:
 
     def _start_queued(self) -> None:
         while self._queue and len(self._running) < self.threads and not self._closed:
-            read, future = self._queue.popleft()
+            read, future, context = self._queue.popleft()
             if future.done():
                 continue  # its fetch completed or expired while it waited
-            task = asyncio.ensure_future(self._run(read, future))
+            task = asyncio.get_running_loop().create_task(self._run(read, future), context=context)
             self._running.add(task)
             task.add_done_callback(functools.partial(self._finished, future))
             future.add_done_callback(_cancel_when_abandoned(task))

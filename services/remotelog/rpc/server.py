@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
+from remotelog.client.tracing import server_tracing
 from remotelog.core.setting_paths import read_file
 from remotelog.core.settings import ServerSettings
 from remotelog.rpc.authorization import AuthorizationInterceptor, Policy
@@ -130,8 +131,9 @@ async def start_server(
 
     The bound port is returned, so tests listen on port 0.
     """
-    # The error mapping is outermost: it also maps the authorization's refusals.
-    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorMappingInterceptor()]
+    # Tracing outermost (its span covers the rest), then the error mapping, which
+    # also maps the authorization's refusals.
+    interceptors: list[grpc.aio.ServerInterceptor] = [*server_tracing(), ErrorMappingInterceptor()]
     if settings.authorization_enabled:
         interceptors.append(AuthorizationInterceptor(Policy.of(settings)))
     server = grpc.aio.server(
