@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
+from remotelog.core.quota import ByteRateQuota
 from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.state_files import write_hw_checkpoint
 from remotelog.scheduler import local_log
 from remotelog.scheduler.local_log import HighWatermarkCheckpoints, LocalLog, largest_timestamp
-from remotelog.scheduler.quota import CopyQuota
 
 TOPIC_ID = uuid.UUID(int=11)
 
@@ -141,7 +141,7 @@ class Clock:
 
 def test_quota_throttles_above_the_rate_and_lets_the_first_copy_through():
     clock = Clock()
-    quota = CopyQuota(1000, window_num=11, window_seconds=1, clock=clock)
+    quota = ByteRateQuota(1000, window_num=11, window_seconds=1, clock=clock)
     assert quota.throttle_seconds() == 0
     quota.record(20_000)  # one big segment goes at once: 20 kB over 10 s is 2 kB/s
     assert quota.throttle_seconds() == 10  # (2000 - 1000) / 1000 x 10 s
@@ -153,7 +153,7 @@ def test_quota_throttles_above_the_rate_and_lets_the_first_copy_through():
 
 def test_quota_acquire_waits_until_the_rate_is_back_under_the_bound():
     async def scenario():
-        quota = CopyQuota(10_000_000, window_num=2, window_seconds=0.05)
+        quota = ByteRateQuota(10_000_000, window_num=2, window_seconds=0.05)
         await quota.acquire(2_000_000)
         await quota.acquire(1)
         return quota.throttled_seconds

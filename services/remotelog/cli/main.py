@@ -23,6 +23,7 @@ from remotelog.cli.services import (
     SERVICE_STARTERS,
     all_config_keys,
 )
+from remotelog.cli.stats import add_stats_command
 from remotelog.core.config import ConfigError, load_config, render, shown_settings
 from remotelog.core.errors import RemoteLogError
 from remotelog.core.kafka_client import kafka_client_config
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_dev_commands(commands)
     add_health_command(commands)
+    add_stats_command(commands)
 
     config = commands.add_parser("config", help="inspect service configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")

@@ -72,6 +72,12 @@ class ServerSettings:
     otlp_export_interval_ms: int = setting(
         "otel.metric.export.interval.ms", 60_000, "How often metrics are exported", min=100
     )
+    metrics_listen_address: str = setting(
+        "metrics.listen.address",
+        "",
+        "host:port of a Prometheus scrape endpoint (GET /metrics); empty = none",
+        form=(r"([^\s:]+|\[[0-9a-fA-F:]+\]):\d+|", "host:port (or empty)"),
+    )
     log_level: str = setting(
         "log.level",
         "INFO",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
+from remotelog.core.model import INT64_MAX
 from remotelog.core.settings import listen_address_setting
 from remotelog.segmentstore.config import TierClientSettings
 
@@ -90,4 +91,21 @@ class RemoteFetchConfig(TierClientSettings):
         "Read segment logs from the presigned URLs the segment store signs "
         "(its storage.s3.fetch.url.expiry.ms): S3 to this service in one hop; "
         "where it signs none, through FetchLogSegment",
+    )
+    # KIP-956's fetch quota over all remote reads of this service.
+    fetch_max_bytes_per_second: int = setting(
+        "remote.log.manager.fetch.max.bytes.per.second",
+        INT64_MAX,
+        "Rate of remote reads over all partitions; above it, Fetch answers empty until the "
+        "rate falls and ReadOffsetRange waits",
+        min=1,
+    )
+    fetch_quota_window_num: int = setting(
+        "remote.log.manager.fetch.quota.window.num", 11, "Samples of the fetch quota", min=1
+    )
+    fetch_quota_window_size_seconds: int = setting(
+        "remote.log.manager.fetch.quota.window.size.seconds",
+        1,
+        "Seconds per fetch quota sample",
+        min=1,
     )

@@ -20,9 +20,10 @@ from typing import Any
 from opentelemetry import metrics
 
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError
-from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.model import INT64_MAX, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentLookup, SegmentReader
 from remotelog.core.purgatory import DelayedOperationPurgatory
+from remotelog.core.quota import ByteRateQuota
 from remotelog.fetch.batch_file import BatchMessage, read_batch_message
 from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
 from remotelog.fetch.config import RemoteFetchConfig
@@ -38,6 +39,8 @@ _meter = metrics.get_meter("remotelog.fetch")
 FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
 FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec", unit="{request}")
 FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec", unit="{error}")
+# KIP-956: how long remote reads were held back by the fetch quota.
+FETCH_THROTTLE_TIME = _meter.create_histogram("RemoteFetchThrottleTime", unit="ms")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIERED_TIMESTAMP = -5
@@ -105,6 +108,15 @@ class RemoteFetch:
             store, metadata, self.index_cache, self.views, config.backoff()
         )
         self.pool = ReaderPool(config.reader_threads, config.reader_max_pending_tasks)
+        self.quota = (
+            ByteRateQuota(
+                config.fetch_max_bytes_per_second,
+                config.fetch_quota_window_num,
+                config.fetch_quota_window_size_seconds,
+            )
+            if config.fetch_max_bytes_per_second < INT64_MAX
+            else None
+        )
         self.purgatory: DelayedOperationPurgatory | None = None
 
     async def _list_segments(
@@ -165,6 +177,8 @@ class RemoteFetch:
             wait_ms = max(1, min(wait_ms, int(timeout_s * 1000)))
         deadline_s = wait_ms / 1000
         FETCH_REQUESTS.add(len(reads))
+        if not await self._within_quota(deadline_s):
+            return [FetchResult(read.partition, PartitionData()) for read in reads]
         futures = self.pool.submit_all([self._reading(read, deadline_s) for read in reads])
         answered: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
         operation = DelayedRemoteFetch(wait_ms, futures, answered.set_result)
@@ -179,7 +193,20 @@ class RemoteFetch:
             if not operation.is_completed:  # the caller went away: stop its reads
                 operation.force_complete()
                 operation.cancel_reads()
-        return self._assemble(reads, outcomes, max_bytes)
+        results = self._assemble(reads, outcomes, max_bytes)
+        if self.quota is not None:
+            self.quota.record(sum(len(result.data.records) for result in results))
+        return results
+
+    async def _within_quota(self, wait_s: float) -> bool:
+        """Whether remote reads may go: as Kafka skips them while the fetch quota is
+        exceeded, but after waiting up to the fetch's wait, so a consumer that asks
+        again at once is not answered empty in a loop."""
+        if self.quota is None or (throttle_s := self.quota.throttle_seconds()) <= 0:
+            return True
+        FETCH_THROTTLE_TIME.record(throttle_s * 1000)
+        await asyncio.sleep(min(throttle_s, wait_s))
+        return self.quota.throttle_seconds() <= 0
 
     def _reading(self, read: PartitionRead, deadline_s: float) -> Callable[[], Any]:
         return lambda: self.reader.read(read, Deadline(deadline_s))
@@ -245,6 +272,8 @@ class RemoteFetch:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):
                     raise item
+                if self.quota is not None and (waited := await self.quota.acquire(item.size)):
+                    FETCH_THROTTLE_TIME.record(waited * 1000)
                 FETCH_BYTES.add(item.size)
                 yield item
         finally:

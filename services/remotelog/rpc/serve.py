@@ -42,7 +42,7 @@ async def serve_until_signal(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     keep_freed_memory()
-    tracer_provider = configure_telemetry(name, settings)
+    telemetry = configure_telemetry(name, settings)
     try:
         service = await _started_unless_stopped(start, stop)
         if service is None:
@@ -52,6 +52,9 @@ async def serve_until_signal(
             freeze_startup_objects()
             address = served_address(settings.listen_address, service.port)
             print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+            if telemetry.metrics_port is not None:
+                metrics_at = served_address(settings.metrics_listen_address, telemetry.metrics_port)
+                print(f"remotelog {name} metrics on {metrics_at}", file=sys.stderr, flush=True)
             if ready_file is not None:
                 write_ready_file(ready_file, name, address)
             await stop.wait()
@@ -61,8 +64,7 @@ async def serve_until_signal(
                 ready_file.unlink(missing_ok=True)
             await service.stop(settings.shutdown_grace_ms / 1000)
     finally:
-        if tracer_provider is not None:
-            tracer_provider.shutdown()
+        telemetry.shutdown()
 
 
 async def _started_unless_stopped(

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
+from remotelog.core.model import INT64_MAX
 from remotelog.core.settings import listen_address_setting
 from remotelog.segmentstore.config import TierClientSettings
-
-INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,8 @@ async def run_copy(
                 if segment.next_offset is None or segment.next_offset > stable:
                     break  # not all of it is stable (or replicated) yet
                 guard()
-                await ctx.quota.acquire(segment.size)
+                if waited := await ctx.quota.acquire(segment.size):
+                    metrics.COPY_THROTTLE_TIME.record(waited * 1000)
                 try:
                     copied_timestamps.append(
                         await copy_segment(ctx, runtime, local, segment, guard)

@@ -17,6 +17,8 @@ COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec", unit="{request
 COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec", unit="{error}")
 DELETE_REQUESTS = _meter.create_counter("RemoteDeleteRequestsPerSec", unit="{request}")
 DELETE_ERRORS = _meter.create_counter("RemoteDeleteErrorsPerSec", unit="{error}")
+# KIP-956: how long copies waited for the copy quota.
+COPY_THROTTLE_TIME = _meter.create_histogram("RemoteCopyThrottleTime", unit="ms")
 # Rolled segments the broker's own retention deleted before they were tiered.
 SEGMENTS_DELETED_BEFORE_TIERING = _meter.create_counter(
     "SegmentsDeletedBeforeTiering", unit="{segment}"
@@ -36,6 +38,8 @@ _PARTITION_GAUGES = (
     ("RemoteDeleteLagBytes", "By"),
     ("RemoteDeleteLagSegments", "{segment}"),
     ("RemoteLogSizeBytes", "By"),
+    ("RemoteLogSizeComputationTime", "ms"),
+    ("RemoteLogMetadataCount", "{segment}"),
 )
 _IDLE = "RemoteLogManagerTasksAvgIdlePercent"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from remotelog.core.errors import RemoteLogError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
+from remotelog.core.quota import ByteRateQuota
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
-from remotelog.scheduler.quota import CopyQuota
 
 
 class Role(enum.Enum):
@@ -90,6 +90,8 @@ class PartitionRuntime:
     oldest_pending_timestamp: int | None = None
     segments_deleted_before_tiering: int = 0
     remote_log_size_bytes: int = 0
+    remote_log_size_computation_ms: float = 0.0
+    remote_log_metadata_count: int = 0
     delete_lag_bytes: int = 0
     delete_lag_segments: int = 0
     last_error: RemoteLogError | None = None
@@ -142,7 +144,7 @@ class TaskContext:
     config: CopySchedulerConfig
     store: SegmentDataCopier
     metadata: RemoteLogMetadataManager
-    quota: CopyQuota
+    quota: ByteRateQuota
     clock: Callable[[], float] = time.time
 
     @property

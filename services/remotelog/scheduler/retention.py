@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from remotelog.core.epochs import entries_in_range, filtered, within_lineage
@@ -249,6 +250,7 @@ async def remote_segments(
     another instance copied. A kept listing only ever decides that nothing is
     deleted: deletions are planned from a new one, under the lease.
     """
+    started = time.monotonic()
     live = None if fresh else kept_remote_segments(runtime)
     if live is None:
         generation = runtime.remote_segments_generation
@@ -257,6 +259,9 @@ async def remote_segments(
         if runtime.remote_segments_generation == generation:  # no write of ours while listing
             runtime.remote_segments, runtime.remote_segments_uses = live, 1
     runtime.remote_log_size_bytes = sum(s.segment_size_in_bytes for s in live)
+    # KIP-963: what working out the size took (a listing, or a kept one) and over how many.
+    runtime.remote_log_size_computation_ms = (time.monotonic() - started) * 1000
+    runtime.remote_log_metadata_count = len(live)
     return live
 
 

@@ -29,6 +29,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
+from remotelog.core.quota import ByteRateQuota
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.tasks import BatchedCalls, cancel_and_wait
 from remotelog.kafka.state_files import (
@@ -56,7 +57,6 @@ from remotelog.scheduler.partition import (
     StaleLeaderError,
     TaskContext,
 )
-from remotelog.scheduler.quota import CopyQuota
 from remotelog.scheduler.remote_delete import delete_remote_segment
 from remotelog.scheduler.retention import (
     expiration_due,
@@ -166,7 +166,7 @@ class CopyScheduler:
         self.metadata = metadata
         self.leases = leases
         self.owner = owner or f"broker-{config.broker_id}/{uuid.uuid4().hex[:12]}"
-        quota = CopyQuota(
+        quota = ByteRateQuota(
             config.copy_max_bytes_per_second,
             config.copy_quota_window_num,
             config.copy_quota_window_size_seconds,
@@ -500,6 +500,8 @@ class CopyScheduler:
                     "RemoteDeleteLagBytes": runtime.delete_lag_bytes,
                     "RemoteDeleteLagSegments": runtime.delete_lag_segments,
                     "RemoteLogSizeBytes": runtime.remote_log_size_bytes,
+                    "RemoteLogSizeComputationTime": runtime.remote_log_size_computation_ms,
+                    "RemoteLogMetadataCount": runtime.remote_log_metadata_count,
                 },
             )
 

@@ -58,6 +58,9 @@ COPY_BYTES = _meter.create_counter("RemoteCopyBytesPerSec", unit="By")
 COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec")
 COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec")
 FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
+AUX_STATE_REQUESTS = _meter.create_counter("BuildRemoteLogAuxStateRequestsPerSec")
+AUX_STATE_ERRORS = _meter.create_counter("BuildRemoteLogAuxStateErrorsPerSec")
+AUX_STATE_FILES = frozenset({SegmentFile.LEADER_EPOCH_CHECKPOINT, SegmentFile.PRODUCER_SNAPSHOT})
 FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec")
 FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec")
 
@@ -328,6 +331,12 @@ class SegmentStore:
             raise InvalidArgumentError("index_type", f"{index.value} is not an index")
         attributes = {"topic": metadata.topic_id_partition.topic}
         FETCH_REQUESTS.add(1, attributes)
+        # A follower builds its remote log aux state (Kafka's ReplicaFetcher) from a
+        # segment's leader-epoch checkpoint and producer snapshot; nothing else
+        # reads the first, so its reads count the builds.
+        aux_state = index in AUX_STATE_FILES
+        if index is SegmentFile.LEADER_EPOCH_CHECKPOINT:
+            AUX_STATE_REQUESTS.add(1, attributes)
         try:
             keys = self.keys(metadata)
             manifest = await self._manifest(keys)
@@ -349,6 +358,8 @@ class SegmentStore:
                         yield chunk
         except Exception:
             FETCH_ERRORS.add(1, attributes)
+            if aux_state:
+                AUX_STATE_ERRORS.add(1, attributes)
             raise
 
     async def _manifest(self, keys: SegmentKeys) -> Manifest:

@@ -1,10 +1,12 @@
-"""KIP-956's copy quota: `remote.log.manager.copy.max.bytes.per.second` over all partitions.
+"""KIP-956's quotas: `remote.log.manager.copy.max.bytes.per.second` over all copies,
+`remote.log.manager.fetch.max.bytes.per.second` over all remote reads.
 
-Kafka's RLMQuotaManager measures a rate over `...copy.quota.window.num`
-samples of `...copy.quota.window.size.seconds` each; before a segment is
-copied, copiers wait while the measured rate is above the bound, then the
-segment's size is recorded. The first segment always goes, so a quota below
-one segment's size slows copying down without stopping it.
+Kafka's RLMQuotaManager measures a rate over `...quota.window.num` samples of
+`...quota.window.size.seconds` each. Before a segment is copied, copiers wait
+while the measured rate is above the bound, then the segment's size is
+recorded; the first segment always goes, so a quota below one segment's size
+slows copying down without stopping it. Remote reads are skipped while the
+rate is above the bound (`throttle_seconds`), and what they read is recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 
 
-class CopyQuota:
+class ByteRateQuota:
     def __init__(
         self,
         bytes_per_second: float,
@@ -62,10 +64,14 @@ class CopyQuota:
             return 0.0
         return (rate - self.bound) / self.bound * elapsed
 
-    async def acquire(self, size: int) -> None:
-        """Wait until the quota allows a copy, then record `size` bytes for it."""
+    async def acquire(self, size: int) -> float:
+        """Wait until the quota allows `size` bytes, record them; the seconds waited."""
+        waited = 0.0
         async with self._lock:
             while (wait := self.throttle_seconds()) > 0:
                 self.throttled_seconds += wait
+                started = self._clock()
                 await asyncio.sleep(min(wait, self.window_seconds))
+                waited += self._clock() - started
             self.record(size)
+        return waited
