@@ -46,8 +46,46 @@ async def test_metrics_report_copies_deletes_lag_and_idle_time(telemetry, fs_sta
         p for p in metric_points(reader, "RemoteLogSizeBytes") if p.attributes["topic"] == "metered"
     ]
     assert len(size) == 1
+
+    async def counted():  # KIP-963: the segments left, and what sizing them took
+        [count] = partition_points(reader, "RemoteLogMetadataCount", "metered")
+        return count.value == 2
+
+    await eventually(counted)
+    [took] = partition_points(reader, "RemoteLogSizeComputationTime", "metered")
+    assert took.value >= 0
     [idle] = metric_points(reader, "RemoteLogManagerTasksAvgIdlePercent")
     assert 0 <= idle.value <= 100
+
+
+def partition_points(reader, name, topic):
+    return [p for p in metric_points(reader, name) if p.attributes.get("topic") == topic]
+
+
+async def test_the_copy_quota_holds_copies_back_and_says_for_how_long(
+    telemetry, fs_stack, tmp_path
+):
+    reader, _ = telemetry
+
+    def throttled_ms():
+        return sum(p.sum for p in metric_points(reader, "RemoteCopyThrottleTime"))
+
+    before = throttled_ms()
+    tip = new_partition("quota")
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(3)
+    size = broker.log.segments[0].size
+    scheduler = await fs_stack.start_scheduler(
+        **{
+            # Half a segment a second: each copy after the first waits.
+            "remote.log.manager.copy.max.bytes.per.second": str(size // 2),
+            "remote.log.manager.copy.quota.window.num": "2",
+        }
+    )
+    await scheduler.client.on_partition_leadership_changes([broker.assignment()])
+    await eventually(lambda: scheduler.tiered_to(tip, broker.rolled_end))
+    assert counter(reader, "RemoteCopyRequestsPerSec", "quota", SCOPE) == 3
+    assert throttled_ms() - before >= 1000  # two waits of at least half a second
 
 
 def test_serve_reports_health_and_stops_on_sigterm(fs_stack, tmp_path):

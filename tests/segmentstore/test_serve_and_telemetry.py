@@ -22,7 +22,8 @@ from support.telemetry import counter
 from support.tls import make_certificates, server_tls_settings
 
 from remotelog.client import ClientOptions, SegmentStoreClient
-from remotelog.core.errors import ServiceUnavailableError
+from remotelog.core.errors import RemoteResourceNotFoundError, ServiceUnavailableError
+from remotelog.core.model import IndexType
 from remotelog.rpc.serve import serve_command
 
 from .segments import segment_metadata, synthetic_files
@@ -56,6 +57,26 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
     names = [s.name for s in spans.get_finished_spans() if s.attributes.get("topic") == topic]
     assert "SegmentStore.copy_log_segment_data" in names
     assert "SegmentStore.fetch_log_segment" in names
+
+
+async def test_a_followers_aux_state_reads_are_counted(telemetry, tmp_path, s3_endpoint):
+    """BuildRemoteLogAuxState{Requests,Errors}PerSec: a follower reads a segment's
+    leader-epoch checkpoint, then its producer snapshot."""
+    reader, _ = telemetry
+    running = await start_store("filesystem", tmp_path, s3_endpoint)
+    topic = f"aux-{uuid.uuid4().hex[:8]}"
+    try:
+        metadata = segment_metadata(size=500, topic=topic)
+        await running.client.copy_log_segment_data(metadata, synthetic_files(os.urandom(500)))
+        for index in (IndexType.LEADER_EPOCH, IndexType.PRODUCER_SNAPSHOT, IndexType.OFFSET):
+            assert await running.client.fetch_index(metadata, index)
+        missing = segment_metadata(size=10, topic=topic)  # never copied
+        with pytest.raises(RemoteResourceNotFoundError):
+            await running.client.fetch_index(missing, IndexType.LEADER_EPOCH)
+    finally:
+        await running.stop()
+    assert counter(reader, "BuildRemoteLogAuxStateRequestsPerSec", topic) == 2
+    assert counter(reader, "BuildRemoteLogAuxStateErrorsPerSec", topic) == 1
 
 
 def store_properties(tmp_path, listen_address):

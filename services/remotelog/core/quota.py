@@ -29,7 +29,8 @@ class ByteRateQuota:
         self.window_num = window_num
         self.window_seconds = window_seconds
         self._clock = clock
-        self._samples: deque[tuple[float, int]] = deque()  # (window start, bytes)
+        # (window start, time of its first record, bytes)
+        self._samples: deque[tuple[float, float, int]] = deque()
         self._lock = asyncio.Lock()
         self.throttled_seconds = 0.0
 
@@ -43,9 +44,10 @@ class ByteRateQuota:
         self._expire(now)
         start = now - (now % self.window_seconds)
         if self._samples and self._samples[-1][0] == start:
-            self._samples[-1] = (start, self._samples[-1][1] + size)
+            _, first, total = self._samples[-1]
+            self._samples[-1] = (start, first, total + size)
         else:
-            self._samples.append((start, size))
+            self._samples.append((start, now, size))
 
     def throttle_seconds(self) -> float:
         """How long to wait before the measured rate is back under the bound (0 = go)."""
@@ -53,10 +55,13 @@ class ByteRateQuota:
         self._expire(now)
         if not self._samples:
             return 0.0
-        total = sum(size for _, size in self._samples)
-        # Kafka's elapsed time: the full windows kept, the current one partly.
+        total = sum(size for _, _, size in self._samples)
+        # Kafka's elapsed time (at least all windows but the current one), counted
+        # from the oldest sample's first record rather than its window's start:
+        # time before anything was recorded would let the rate run over the bound
+        # by up to a window's worth, more or less by the phase of the windows.
         elapsed = (
-            max(now - self._samples[0][0], (self.window_num - 1) * self.window_seconds)
+            max(now - self._samples[0][1], (self.window_num - 1) * self.window_seconds)
             or self.window_seconds
         )
         rate = total / elapsed
