@@ -1,0 +1,145 @@
+"""A whole stack with mutual TLS: every service serves TLS and asks for a client
+certificate, and calls the others with its own. The copy scheduler tiers a broker's
+partition, the remote fetch service reads it back; a client without a certificate,
+with one from another CA, or speaking plaintext is refused, cleanly."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from fetch.conftest import fetch_config
+from remover.conftest import remover_properties
+from scheduler.conftest import Broker, scheduler_config
+from support.services import (
+    load_properties,
+    metadata_config,
+    new_bucket,
+    new_partition,
+    start_metadata,
+    start_store,
+)
+from support.tls import make_certificates, server_tls_settings
+from support.waiting import eventually
+
+from remotelog.client import (
+    ClientOptions,
+    CopySchedulerClient,
+    FetchPartition,
+    PartitionRemoverClient,
+    RemoteFetchClient,
+)
+from remotelog.core.errors import ServiceUnavailableError
+from remotelog.fetch.server import start_remote_fetch
+from remotelog.remover.config import PartitionRemoverConfig
+from remotelog.remover.server import start_partition_remover
+from remotelog.scheduler.server import start_copy_scheduler
+
+
+def client_options(certificates, timeout_s: float = 20) -> ClientOptions:
+    return ClientOptions(
+        timeout_s=timeout_s,
+        tls_root_certs_file=str(certificates.ca),
+        tls_cert_file=str(certificates.client_cert),
+        tls_key_file=str(certificates.client_key),
+    )
+
+
+@pytest_asyncio.fixture
+async def tls_stack(tmp_path, broker, s3_endpoint):
+    (tmp_path / "certificates").mkdir()
+    certificates = make_certificates(tmp_path / "certificates")
+    serve = server_tls_settings(certificates)
+    call = {
+        "client.tls.ca.file": str(certificates.ca),
+        "client.tls.cert.file": str(certificates.client_cert),
+        "client.tls.key.file": str(certificates.client_key),
+    }
+    store = await start_store("filesystem", tmp_path, s3_endpoint, new_bucket(s3_endpoint), **serve)
+    metadata = await start_metadata(metadata_config(tmp_path, broker.bootstrap_servers, **serve))
+    ports = (store.service.port, metadata.service.port)
+    services = {
+        "scheduler": await start_copy_scheduler(
+            scheduler_config(tmp_path, *ports, "scheduler", **serve, **call)
+        ),
+        "fetch": await start_remote_fetch(fetch_config(tmp_path, *ports, **serve, **call)),
+    }
+
+    class Ports:  # what remover_properties asks of a stack
+        bootstrap = broker.bootstrap_servers
+        group_id = "mutual-tls-test"
+
+        @staticmethod
+        def service_properties(**extra):
+            return {
+                "listen.address": "127.0.0.1:0",
+                "segment.store.address": f"127.0.0.1:{ports[0]}",
+                "metadata.manager.address": f"127.0.0.1:{ports[1]}",
+                **extra,
+            }
+
+    remover_config = load_properties(
+        PartitionRemoverConfig,
+        tmp_path / "remover.properties",
+        remover_properties(Ports, **serve, **call),
+    )
+    services["remover"] = await start_partition_remover(remover_config)
+    try:
+        yield certificates, {name: s.port for name, s in services.items()}
+    finally:
+        for service in services.values():
+            await service.stop(1.0)
+        await metadata.stop()
+        await store.stop()
+
+
+async def test_the_stack_tiers_and_fetches_over_mutual_tls(tls_stack, tmp_path):
+    certificates, ports = tls_stack
+    options = client_options(certificates)
+    tip = new_partition("mtls")
+    broker = Broker(tmp_path / "broker-0", tip)
+    broker.segments(2)
+    scheduler = CopySchedulerClient(f"localhost:{ports['scheduler']}", options=options)
+    reader = RemoteFetchClient(f"localhost:{ports['fetch']}", options=options)
+    remover = PartitionRemoverClient(f"localhost:{ports['remover']}", options=options)
+    try:
+        await scheduler.on_partition_leadership_changes([broker.assignment(retention_ms=-1)])
+
+        async def tiered():
+            state = await scheduler.partition_state(tip)
+            return state.highest_tiered_offset == broker.rolled_end
+
+        await eventually(tiered)
+        (answer,) = await reader.fetch([FetchPartition(tip, 0, 1 << 20)])
+        assert answer.error is None
+        written = Path(broker.log.segments[0].path(".log")).read_bytes()
+        assert bytes(answer.records) == written
+        await remover.mark_partitions_for_deletion([tip])
+        assert (await remover.deletion_status(tip)).topic_id_partition == tip
+    finally:
+        for client in (scheduler, reader, remover):
+            await client.close()
+
+
+@pytest.mark.parametrize("caller", ["no certificate", "another CA", "plaintext"])
+async def test_a_client_the_stack_does_not_trust_is_refused(tls_stack, tmp_path, caller):
+    certificates, ports = tls_stack
+    quick = {"timeout_s": 3}
+    if caller == "no certificate":
+        options = ClientOptions(tls_root_certs_file=str(certificates.ca), **quick)
+    elif caller == "another CA":
+        (tmp_path / "stranger").mkdir()
+        stranger = make_certificates(tmp_path / "stranger")
+        options = dataclasses.replace(
+            client_options(certificates, **quick),
+            tls_cert_file=str(stranger.client_cert),
+            tls_key_file=str(stranger.client_key),
+        )
+    else:
+        options = ClientOptions(**quick)
+    reader = RemoteFetchClient(f"localhost:{ports['fetch']}", options=options)
+    try:
+        with pytest.raises(ServiceUnavailableError):
+            await reader.fetch([FetchPartition(new_partition("refused"), 0, 1024)])
+    finally:
+        await reader.close()
