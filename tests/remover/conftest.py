@@ -2,6 +2,7 @@
 
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest_asyncio
 from confluent_kafka import Consumer, Producer
@@ -12,6 +13,7 @@ from support.services import (
     BackendStack,
     ServiceRunning,
     load_properties,
+    service_properties,
     started,
 )
 from support.tiering import batch, tier_segment
@@ -31,20 +33,36 @@ from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.server import start_partition_remover
 
 
+def remover_settings(
+    bootstrap: str, group_id: str, reach: dict[str, str], **extra: str
+) -> dict[str, str]:
+    """A test remover's properties; `reach` says where the store and the manager are."""
+    return {
+        **reach,
+        "bootstrap.servers": bootstrap,
+        "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
+        "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
+        "remote.partition.remover.consumer.group.id": group_id,
+        "remote.partition.remover.lease.ms": "1000",
+        "remote.partition.remover.rpc.timeout.ms": "10000",
+        "remote.log.manager.task.retry.backoff.ms": "20",
+        "remote.log.manager.task.retry.backoff.max.ms": "200",
+        **extra,
+    }
+
+
 def remover_properties(stack, **extra: str) -> dict[str, str]:
-    return stack.service_properties(
-        **{
-            "bootstrap.servers": stack.bootstrap,
-            "remote.log.metadata.topic.num.partitions": str(PARTITIONS),
-            "remote.log.metadata.consumer.fetch.max.wait.ms": "10",
-            "remote.partition.remover.consumer.group.id": stack.group_id,
-            "remote.partition.remover.lease.ms": "1000",
-            "remote.partition.remover.rpc.timeout.ms": "10000",
-            "remote.log.manager.task.retry.backoff.ms": "20",
-            "remote.log.manager.task.retry.backoff.max.ms": "200",
-            **extra,
-        }
-    )
+    return remover_settings(stack.bootstrap, stack.group_id, stack.service_properties(), **extra)
+
+
+def remover_config_beside(
+    tmp: Path, bootstrap: str, store_port: int, metadata_port: int, **extra: str
+) -> PartitionRemoverConfig:
+    """A remover's config for a store and a metadata manager a test started itself."""
+    group_id = f"remover-{uuid.uuid4().hex[:8]}"
+    reach = service_properties(store_port, metadata_port)
+    properties = remover_settings(bootstrap, group_id, reach, **extra)
+    return load_properties(PartitionRemoverConfig, tmp / "remover.properties", properties)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import uuid
 import pytest
 import pytest_asyncio
 from fetch.conftest import fetch_config
-from remover.conftest import remover_properties
+from remover.conftest import remover_config_beside
 from segmentstore.segments import segment_metadata, synthetic_files
 from support.services import (
     CLIENT_OPTIONS,
@@ -36,7 +36,6 @@ from remotelog.client import (
 )
 from remotelog.core.errors import PermissionDeniedError, UnauthenticatedError
 from remotelog.fetch.server import start_remote_fetch
-from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.authorization import Policy
 from remotelog.segmentstore.config import SegmentStoreConfig
@@ -79,22 +78,8 @@ async def secured(tmp_path, broker, s3_endpoint):
     stores, metadatas = store.service.port, metadata.service.port
     fetch = await start_remote_fetch(fetch_config(tmp_path, stores, metadatas, **auth, **calls))
 
-    class Ports:  # what remover_properties asks of a stack
-        bootstrap = broker.bootstrap_servers
-        group_id = "authorization-test"
-
-        @staticmethod
-        def service_properties(**extra):
-            return {
-                "listen.address": "127.0.0.1:0",
-                "segment.store.address": f"127.0.0.1:{stores}",
-                "metadata.manager.address": f"127.0.0.1:{metadatas}",
-                **extra,
-            }
-
-    properties = remover_properties(Ports, **auth, **calls)
-    remover_config = load_properties(
-        PartitionRemoverConfig, tmp_path / "remover.properties", properties
+    remover_config = remover_config_beside(
+        tmp_path, broker.bootstrap_servers, stores, metadatas, **auth, **calls
     )
     remover = await start_partition_remover(remover_config)
     try:

@@ -6,26 +6,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import urllib.request
 
 import pytest
 from segmentstore.segments import segment_metadata, synthetic_files
+from support.cli import run_remotelog
 from support.serving import serving_line
 
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.rpc.serve import serve_command
 
 COPIED = "remotecopybytespersec_bytes_total"
-
-
-def remotelog(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "remotelog.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def scrape(address: str) -> dict[str, float]:
@@ -86,7 +77,7 @@ async def test_a_scrape_shows_the_copies_as_they_happen(served_store):
     assert sizes[0] > 7_000
     assert sizes[1] - sizes[0] == sizes[0]
 
-    shown = remotelog("stats", metrics, "--match", "copy")
+    shown = run_remotelog("stats", metrics, "--match", "copy")
     assert shown.returncode == 0, shown.stderr
     header, *rows = shown.stdout.splitlines()
     assert header.split() == ["ADDRESS", "SERVICE", "METRIC", "LABELS", "VALUE"]
@@ -102,10 +93,10 @@ async def test_a_scrape_shows_the_copies_as_they_happen(served_store):
 
 
 def test_stats_names_what_it_could_not_read():
-    unreachable = remotelog("stats", "127.0.0.1:1")
+    unreachable = run_remotelog("stats", "127.0.0.1:1")
     assert unreachable.returncode == 1
     assert unreachable.stderr.startswith("remotelog: stats: 127.0.0.1:1: no metrics (")
-    bad = remotelog("stats", "not an address")
+    bad = run_remotelog("stats", "not an address")
     assert bad.returncode == 2
     assert bad.stderr == "remotelog: stats: address 'not an address' is not host:port\n"
 
@@ -120,7 +111,7 @@ def test_a_metrics_address_in_use_stops_the_service_in_one_line(tmp_path):
             f"listen.address=127.0.0.1:0\nmetrics.listen.address=127.0.0.1:{port}\n"
             f"storage.root={tmp_path / 'segments'}\n"
         )
-        served = remotelog("serve", "segment-store", "--config", str(config))
+        served = run_remotelog("serve", "segment-store", "--config", str(config))
     assert served.returncode == 2
     last = served.stderr.strip().splitlines()[-1]
     assert last.startswith(

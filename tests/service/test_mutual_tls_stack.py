@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fetch.conftest import fetch_config
-from remover.conftest import remover_properties
+from remover.conftest import remover_config_beside
 from scheduler.conftest import Broker, scheduler_config
 from support.services import (
-    load_properties,
     metadata_config,
     new_bucket,
     new_partition,
@@ -31,7 +30,6 @@ from remotelog.client import (
 )
 from remotelog.core.errors import ServiceUnavailableError
 from remotelog.fetch.server import start_remote_fetch
-from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.server import start_partition_remover
 from remotelog.scheduler.server import start_copy_scheduler
 
@@ -65,23 +63,8 @@ async def tls_stack(tmp_path, broker, s3_endpoint):
         "fetch": await start_remote_fetch(fetch_config(tmp_path, *ports, **serve, **call)),
     }
 
-    class Ports:  # what remover_properties asks of a stack
-        bootstrap = broker.bootstrap_servers
-        group_id = "mutual-tls-test"
-
-        @staticmethod
-        def service_properties(**extra):
-            return {
-                "listen.address": "127.0.0.1:0",
-                "segment.store.address": f"127.0.0.1:{ports[0]}",
-                "metadata.manager.address": f"127.0.0.1:{ports[1]}",
-                **extra,
-            }
-
-    remover_config = load_properties(
-        PartitionRemoverConfig,
-        tmp_path / "remover.properties",
-        remover_properties(Ports, **serve, **call),
+    remover_config = remover_config_beside(
+        tmp_path, broker.bootstrap_servers, *ports, **serve, **call
     )
     services["remover"] = await start_partition_remover(remover_config)
     try:

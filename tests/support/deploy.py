@@ -2,8 +2,9 @@
 check` run as an operator runs it, and the environment variables the services read."""
 
 import subprocess
-import sys
 from pathlib import Path
+
+from support.cli import run_remotelog
 
 from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
 from remotelog.core.config import load_config
@@ -15,21 +16,7 @@ SERVICES = tuple(SERVICE_CONFIGS)
 
 def config_check(service: str, path: Path) -> subprocess.CompletedProcess[str]:
     """`remotelog config check --service SERVICE PATH`, as a separate process."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "remotelog.cli.main",
-            "config",
-            "check",
-            "--service",
-            service,
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_remotelog("config", "check", "--service", service, str(path))
 
 
 def effective(service: str, path: Path, environment: dict[str, str] | None = None):

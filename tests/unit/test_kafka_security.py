@@ -1,11 +1,9 @@
 """The Kafka clients' security settings (security.protocol, ssl.*, sasl.*): what reaches
 librdkafka, exactly; what is refused at start, naming the key; secrets never shown."""
 
-import subprocess
-import sys
-
 import pytest
 from confluent_kafka import Producer
+from support.cli import run_remotelog
 from support.services import load_properties
 
 from remotelog.core.config import ConfigError
@@ -208,24 +206,15 @@ def test_an_unknown_value_is_refused_when_read(tmp_path, key, value):
         config(tmp_path, **{key: value})
 
 
-def remotelog(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "remotelog.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_config_check_hides_the_secrets_and_refuses_what_the_service_would(tmp_path):
     path = tmp_path / "metadata.properties"
     path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.jaas.config={PLAIN_JAAS}\n")
-    checked = remotelog("config", "check", "--service", "metadata-manager", str(path))
+    checked = run_remotelog("config", "check", "--service", "metadata-manager", str(path))
     assert checked.returncode == 0, checked.stderr
     assert f"sasl.jaas.config=[hidden]  # {path}:2" in checked.stdout.splitlines()
     assert "alice-secret" not in checked.stdout + checked.stderr
     path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.username=alice\n")
-    refused = remotelog("config", "check", "--service", "partition-remover", str(path))
+    refused = run_remotelog("config", "check", "--service", "partition-remover", str(path))
     assert refused.returncode == 2
     assert refused.stderr == (
         "remotelog: config check: sasl.username: security.protocol=SASL_PLAINTEXT needs "
@@ -241,7 +230,7 @@ def test_a_service_with_a_wrong_setting_stops_at_start_in_one_line(tmp_path):
         "sasl.mechanism=SCRAM-SHA-256\n"
         f"sasl.jaas.config={PLAIN_JAAS}\n"
     )
-    served = remotelog("serve", "metadata-manager", "--config", str(path))
+    served = run_remotelog("serve", "metadata-manager", "--config", str(path))
     assert served.returncode == 2
     last = served.stderr.strip().splitlines()[-1]
     assert last == (
