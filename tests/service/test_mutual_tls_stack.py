@@ -12,12 +12,14 @@ from fetch.conftest import fetch_config
 from remover.conftest import remover_config_beside
 from scheduler.conftest import Broker, scheduler_config
 from support.services import (
+    load_properties,
     metadata_config,
     new_bucket,
     new_partition,
     start_metadata,
     start_store,
 )
+from support.tiering import batch, tier_segment
 from support.tls import make_certificates, server_tls_settings
 from support.waiting import eventually
 
@@ -25,11 +27,15 @@ from remotelog.client import (
     ClientOptions,
     CopySchedulerClient,
     FetchPartition,
+    MetadataClient,
     PartitionRemoverClient,
     RemoteFetchClient,
+    SegmentStoreClient,
 )
 from remotelog.core.errors import ServiceUnavailableError
 from remotelog.fetch.server import start_remote_fetch
+from remotelog.remover.config import ScrubConfig
+from remotelog.remover.scrub_command import run_scrub
 from remotelog.remover.server import start_partition_remover
 from remotelog.scheduler.server import start_copy_scheduler
 
@@ -68,7 +74,14 @@ async def tls_stack(tmp_path, broker, s3_endpoint):
     )
     services["remover"] = await start_partition_remover(remover_config)
     try:
-        yield certificates, {name: s.port for name, s in services.items()}
+        yield (
+            certificates,
+            {
+                "store": ports[0],
+                "metadata": ports[1],
+                **{name: s.port for name, s in services.items()},
+            },
+        )
     finally:
         for service in services.values():
             await service.stop(1.0)
@@ -126,3 +139,30 @@ async def test_a_client_the_stack_does_not_trust_is_refused(tls_stack, tmp_path,
             await reader.fetch([FetchPartition(new_partition("refused"), 0, 1024)])
     finally:
         await reader.close()
+
+
+async def test_a_scrub_reads_the_metadata_manager_over_mutual_tls(tls_stack, tmp_path):
+    certificates, ports = tls_stack
+    properties = {
+        "storage.backend": "filesystem",
+        "storage.root": str(tmp_path / "segments"),
+        "metadata.manager.address": f"localhost:{ports['metadata']}",
+        "client.tls.ca.file": str(certificates.ca),
+        "client.tls.cert.file": str(certificates.client_cert),
+        "client.tls.key.file": str(certificates.client_key),
+    }
+    store = SegmentStoreClient(f"localhost:{ports['store']}", options=client_options(certificates))
+    metadata = MetadataClient(
+        f"localhost:{ports['metadata']}", options=client_options(certificates)
+    )
+    try:
+        tip = new_partition("scrubbed")
+        await tier_segment(store, metadata, tip, batch(0, 5), {}, start_offset=0)
+    finally:
+        await store.close()
+        await metadata.close()
+    config = load_properties(ScrubConfig, tmp_path / "scrub.properties", properties)
+    report = await run_scrub(config, older_than_s=0, delete=False, out=lambda _: None)
+    # It asked the manager about the partition it found, over TLS: nothing is orphaned.
+    assert report.partitions_scanned == 1
+    assert report.orphans == []
