@@ -43,8 +43,11 @@ def s3_endpoint(s3_server):
     return s3_server.endpoint
 
 
+_SPANS = pytest.StashKey[InMemorySpanExporter]()
+
+
 @pytest.fixture(scope="session")
-def telemetry():
+def telemetry(pytestconfig):
     """In-memory SDK providers, installed once for the process (OpenTelemetry allows one)."""
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
@@ -52,7 +55,17 @@ def telemetry():
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
+    pytestconfig.stash[_SPANS] = spans
     return reader, spans
+
+
+@pytest.fixture(autouse=True)
+def _spans_of_this_test_only(pytestconfig):
+    """Once tracing is installed every call of every later test makes spans: kept for
+    the session they fill memory, and each full garbage collection walks them all."""
+    spans = pytestconfig.stash.get(_SPANS, None)
+    if spans is not None:
+        spans.clear()
 
 
 @pytest.fixture(scope="session")
