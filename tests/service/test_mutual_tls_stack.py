@@ -33,10 +33,12 @@ from remotelog.client import (
     SegmentStoreClient,
 )
 from remotelog.core.errors import ServiceUnavailableError
+from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub_command import run_scrub
 from remotelog.remover.server import start_partition_remover
+from remotelog.rpc.clients import service_client_options
 from remotelog.scheduler.server import start_copy_scheduler
 
 
@@ -166,3 +168,29 @@ async def test_a_scrub_reads_the_metadata_manager_over_mutual_tls(tls_stack, tmp
     # It asked the manager about the partition it found, over TLS: nothing is orphaned.
     assert report.partitions_scanned == 1
     assert report.orphans == []
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        (
+            {"client.tls.ca.file": "{tmp}/missing.pem"},
+            "client.tls.ca.file: cannot read {tmp}/missing.pem: No such file or directory",
+        ),
+        (
+            {"client.tls.ca.file": "{tmp}/client.key"},
+            "client.tls.ca.file: {tmp}/client.key holds no PEM certificate",
+        ),
+        (
+            {"client.tls.cert.file": "{tmp}/client.pem"},
+            "client.tls.cert.file and client.tls.key.file: set both or neither",
+        ),
+    ],
+)
+def test_client_tls_files_are_checked_at_start_naming_the_setting(tmp_path, properties, message):
+    make_certificates(tmp_path)
+    properties = {key: value.format(tmp=tmp_path) for key, value in properties.items()}
+    config = load_properties(RemoteFetchConfig, tmp_path / "fetch.properties", properties)
+    with pytest.raises(OSError, match=r"^client\.tls\.") as raised:
+        service_client_options(config, timeout_s=1)
+    assert str(raised.value) == message.format(tmp=tmp_path)
