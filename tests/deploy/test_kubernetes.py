@@ -108,8 +108,14 @@ def test_everything_renders_with_every_service(rendered):
 
 @pytest.mark.parametrize("name", RENDERS)
 def test_every_object_is_valid_by_the_kubernetes_schemas(rendered, name):
+    invalid = []
     for obj in rendered[name]:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            invalid.append(f"{obj['kind']}/{obj['metadata']['name']}: {error.message}")
+    assert invalid == []
+    assert len(rendered[name]) >= 12  # the four services' objects at least
 
 
 def test_the_validation_can_fail(rendered):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -50,5 +51,6 @@ class RewrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         return self.rewrap(handler, handler_call_details.method)
 
+    @abc.abstractmethod
     def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        raise NotImplementedError
+        """The handler to serve for `method` instead of `handler`."""
