@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from remotelog.dev.broker import EmbeddedBroker
@@ -294,3 +294,35 @@ def serve_fetch_short_circuit(
     )
     processes.append(fetch)
     return fetch, port
+
+
+async def interleaved_pair(
+    measured: Callable[[], Awaitable[object]],
+    baseline: Callable[[], Awaitable[object]],
+    *,
+    warmup_rounds: int = 1,
+    min_rounds: int = 7,
+    max_rounds: int = 15,
+    tolerance: float = 0.03,
+) -> list[tuple[float, float]]:
+    """(measured, baseline) wall seconds of each round, for `interleaved`'s median of
+    per-round ratios: the two alternate, first one then the other, so a slow spell
+    of the machine falls on both alike; rounds go on until the median ratio
+    (baseline / measured) moved by no more than `tolerance` over the last two."""
+    for _ in range(warmup_rounds):
+        await measured()
+        await baseline()
+    rounds: list[tuple[float, float]] = []
+    medians: list[float] = []
+    for round_ in range(max_rounds):
+        times = {}
+        order = [("measured", measured), ("baseline", baseline)]
+        for name, fn in order if round_ % 2 == 0 else order[::-1]:
+            began = time.perf_counter()
+            await fn()
+            times[name] = time.perf_counter() - began
+        rounds.append((times["measured"], times["baseline"]))
+        medians.append(statistics.median(b / m for m, b in rounds))
+        if round_ + 1 >= min_rounds and abs(medians[-1] - medians[-3]) <= tolerance * medians[-1]:
+            break
+    return rounds

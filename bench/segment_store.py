@@ -5,9 +5,11 @@ run: for filesystem, a file copy (with fsync, as the store does) and a file
 read; for S3, aioboto3 uploading (same part size, same concurrency) and
 downloading straight to the same moto server. Rounds of the service and of the
 bare transfer alternate, so both meet the same state of the backend (moto's
-memory, the disk's writeback queue) and the same noise of the machine; the
-best round of each is compared. The service runs in its own process
-(`remotelog serve segment-store`), as in production; moto in another.
+memory, the disk's writeback queue) and the same noise of the machine; each
+figure is the median of the per-round ratios, printed with their spread, over
+rounds that go on until that median settles (common.interleaved_pair). The
+service runs in its own process (`remotelog serve segment-store`), as in
+production; moto in another.
 Each backend is measured through the gRPC streams and through the store's
 short circuit (`short.circuit.socket.path`: descriptors over a unix socket,
 for a client on the store's host; S3 fetches take the stream); S3 fetches
@@ -26,6 +28,7 @@ import multiprocessing
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +40,7 @@ from pathlib import Path
 import aioboto3
 from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
-from common import Report, start
+from common import Report, interleaved_pair, start
 
 from remotelog.client import (
     ClientOptions,
@@ -79,19 +82,6 @@ async def best(rounds: int, fn: Callable[[], Awaitable[object]]) -> float:
         await fn()
         times.append(time.perf_counter() - began)
     return min(times)
-
-
-async def best_alternating(rounds: int, service: Round, bare: Round) -> tuple[float, float]:
-    """Best (service, bare) seconds, after a warm-up of each, one round of each in turn."""
-    await service()
-    await bare()
-    service_times, bare_times = [], []
-    for _ in range(rounds):
-        for fn, times in ((service, service_times), (bare, bare_times)):
-            began = time.perf_counter()
-            await fn()
-            times.append(time.perf_counter() - began)
-    return min(service_times), min(bare_times)
 
 
 def service_rounds(
@@ -232,8 +222,9 @@ def short_circuit_socket(work: Path, backend: str) -> Path:
     return work / f"{backend}.sock"
 
 
-# (backend, transport) -> ((service copy, bare copy), (service fetch, bare fetch)) seconds
-Results = dict[tuple[str, str], tuple[tuple[float, float], tuple[float, float]]]
+# (backend, transport) -> (copy rounds, fetch rounds), each round (service, bare) seconds
+Pairs = list[tuple[float, float]]
+Results = dict[tuple[str, str], tuple[Pairs, Pairs]]
 # The store's ways in: gRPC streams, descriptors over its unix socket (a client
 # on the store's host; S3 fetches take the stream), and for S3 fetches the URLs
 # it signs (copies take the stream: measured once, as grpc's).
@@ -266,8 +257,8 @@ async def measure(
                         await copy()  # a segment to read; its copy is grpc's
                         copies = results[backend, "grpc"][0]
                     else:
-                        copies = await best_alternating(ROUNDS, copy, bare_copy)
-                    fetches = await best_alternating(ROUNDS, fetch, bare_fetch)
+                        copies = await interleaved_pair(copy, bare_copy)
+                    fetches = await interleaved_pair(fetch, bare_fetch)
                 finally:
                     await client.close()
                 results[backend, transport] = (copies, fetches)
@@ -298,24 +289,28 @@ async def main() -> None:
             process.wait()
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
-    for (backend, transport), ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
+
+    def median_s(pairs: Pairs, side: int) -> float:
+        return statistics.median(pair[side] for pair in pairs)
+
+    for (backend, transport), (copies, fetches) in results.items():
         report.info(
             f"{backend}_{transport}_mb_per_s",
-            copy=round(mb / svc_copy),
-            bare_copy=round(mb / raw_copy),
-            fetch=round(mb / svc_fetch),
-            bare_fetch=round(mb / raw_fetch),
+            copy=round(mb / median_s(copies, 0)),
+            bare_copy=round(mb / median_s(copies, 1)),
+            fetch=round(mb / median_s(fetches, 0)),
+            bare_fetch=round(mb / median_s(fetches, 1)),
             segment_mib=size // MIB,
         )
     report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
-    for (backend, transport), ((svc_copy, raw_copy), (svc_fetch, raw_fetch)) in results.items():
+    for (backend, transport), (copies, fetches) in results.items():
         name = backend if transport == "grpc" else f"{backend}_{transport}"
         if transport != "fetch_url":  # its copies are grpc's
-            report.ratio(f"{name}_copy_vs_bare", raw_copy / svc_copy, 0.8)
+            report.ratio_rounds(f"{name}_copy_vs_bare", [b / s for s, b in copies], 0.8)
         if (backend, transport) != ("s3", "short_circuit"):  # the same stream as grpc's
-            report.ratio(f"{name}_fetch_vs_bare", raw_fetch / svc_fetch, 0.8)
+            report.ratio_rounds(f"{name}_fetch_vs_bare", [b / s for s, b in fetches], 0.8)
     # What the filesystem fetch reaches of the most any service could on this machine.
-    grpc_fetch = results["filesystem", "grpc"][1][0]
+    grpc_fetch = median_s(results["filesystem", "grpc"][1], 0)
     report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / grpc_fetch, None)
     for figure in report.figures[:5]:
         print(figure)
