@@ -125,6 +125,19 @@ def test_delete_removes_a_rolled_segments_files_and_never_the_active_one(tmp_pat
     assert (log.directory / "00000000000000000020.log").exists()
 
 
+def test_a_segment_deleted_after_the_scan_holds_the_stable_offset_below_it(tmp_path):
+    """Local retention of a concurrent run (or the broker's) may delete a rolled
+    segment between a scan and end_state: its end is known, its transactions not."""
+    log = write_log(tmp_path)
+    log.set_high_watermark(log.log_end_offset)
+    for snapshot in log.directory.glob("*.snapshot"):
+        snapshot.unlink()  # no producer snapshot: the transactions are read from offset 0
+    local = LocalLog.scan(log.directory)
+    local.segments[1].path(".log").unlink()
+    assert local.end_state() == (30, 10)
+    assert LocalLog.scan(log.directory).end_state() == (30, 30)  # the next scan: all stable
+
+
 def test_missing_directory_has_no_segments(tmp_path):
     local = LocalLog.scan(tmp_path / "gone-0")
     assert local.segments == ()

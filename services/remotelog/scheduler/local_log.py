@@ -216,23 +216,34 @@ class LocalLog:
             replay_from = offset
             break
         log_end = self.segments[-1].base_offset
+        # A rolled segment deleted since the scan (local retention of a concurrent
+        # run, or the broker's): its end is known, its transactions are not, so
+        # nothing from its start on counts as stable until the next scan.
+        vanished_at: int | None = None
         for segment in self.segments:
             if segment.next_offset is not None and segment.next_offset <= replay_from:
                 continue
-            for header in _headers(segment.path(".log")):
-                log_end = header.last_offset + 1
-                if header.base_offset < replay_from or header.producer_id < 0:
-                    continue
-                if header.is_control:
-                    open_txns.pop(header.producer_id, None)
-                elif header.is_transactional:
-                    open_txns.setdefault(header.producer_id, header.base_offset)
+            try:  # the file is opened before the first header: nothing half-read
+                for header in _headers(segment.path(".log")):
+                    log_end = header.last_offset + 1
+                    if header.base_offset < replay_from or header.producer_id < 0:
+                        continue
+                    if header.is_control:
+                        open_txns.pop(header.producer_id, None)
+                    elif header.is_transactional:
+                        open_txns.setdefault(header.producer_id, header.base_offset)
+            except FileNotFoundError:
+                if segment.next_offset is None:
+                    raise
+                vanished_at = segment.base_offset if vanished_at is None else vanished_at
             if segment.next_offset is not None:
                 log_end = max(log_end, segment.next_offset)
         high_watermark = log_end if self.high_watermark is None else self.high_watermark
         stable = min(high_watermark, log_end)
         if open_txns:
             stable = min(stable, min(open_txns.values()))
+        if vanished_at is not None:
+            stable = min(stable, vanished_at)
         return log_end, stable
 
     def delete(self, segment: LocalSegment) -> None:
