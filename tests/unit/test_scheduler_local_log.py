@@ -136,6 +136,9 @@ def test_a_segment_deleted_after_the_scan_holds_the_stable_offset_below_it(tmp_p
     local.segments[1].path(".log").unlink()
     assert local.end_state() == (30, 10)
     assert LocalLog.scan(log.directory).end_state() == (30, 30)  # the next scan: all stable
+    # The scan's active segment, rolled, tiered and deleted since: no error either.
+    local.segments[2].path(".log").unlink()
+    assert local.end_state() == (20, 10)
 
 
 def test_missing_directory_has_no_segments(tmp_path):

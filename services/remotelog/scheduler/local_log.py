@@ -216,9 +216,10 @@ class LocalLog:
             replay_from = offset
             break
         log_end = self.segments[-1].base_offset
-        # A rolled segment deleted since the scan (local retention of a concurrent
-        # run, or the broker's): its end is known, its transactions are not, so
-        # nothing from its start on counts as stable until the next scan.
+        # A segment deleted since the scan (local retention of a concurrent run, or
+        # the broker's): its transactions are unknown, and so is its end if it was
+        # the active one then, so nothing from its start on counts as stable, and
+        # the log ends no earlier than it began, until the next scan.
         vanished_at: int | None = None
         for segment in self.segments:
             if segment.next_offset is not None and segment.next_offset <= replay_from:
@@ -233,8 +234,7 @@ class LocalLog:
                     elif header.is_transactional:
                         open_txns.setdefault(header.producer_id, header.base_offset)
             except FileNotFoundError:
-                if segment.next_offset is None:
-                    raise
+                # Even the scan's active segment: rolled, tiered and deleted since.
                 vanished_at = segment.base_offset if vanished_at is None else vanished_at
             if segment.next_offset is not None:
                 log_end = max(log_end, segment.next_offset)
