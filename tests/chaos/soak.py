@@ -36,7 +36,7 @@ from support.waiting import eventually
 
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
-from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
+from remotelog.client.remote_fetch import EARLIEST, FetchPartition, RemoteFetchClient
 from remotelog.core.errors import (
     OffsetOutOfRangeError,
     RemoteLogError,
@@ -262,12 +262,19 @@ class Soak:
 
     async def _watch(self, scheduler: CopySchedulerClient) -> None:
         """The scheduler's word on each partition: what is acknowledged as tiered."""
+
+        async def learn(tip: TopicIdPartition, tiered: Tiered) -> None:
+            with contextlib.suppress(RemoteLogError):
+                state = await scheduler.partition_state(tip, timeout_s=2)
+                tiered.highest = max(tiered.highest, state.highest_tiered_offset)
+                tiered.log_start = max(tiered.log_start, state.log_start_offset)
+
         while not self.stopping.is_set():
-            for tip, tiered in zip(self.writer.tips, self.tiered, strict=True):
-                with contextlib.suppress(RemoteLogError):
-                    state = await scheduler.partition_state(tip, timeout_s=5)
-                    tiered.highest = max(tiered.highest, state.highest_tiered_offset)
-                    tiered.log_start = max(tiered.log_start, state.log_start_offset)
+            # All at once: in sequence, a scheduler down for its restart held the
+            # harness's log starts stale for 20 timeouts.
+            await asyncio.gather(
+                *(learn(tip, t) for tip, t in zip(self.writer.tips, self.tiered, strict=True))
+            )
             await self._pause(0.5)
 
     async def _read(self, fetch: RemoteFetchClient, number: int) -> None:
@@ -303,7 +310,7 @@ class Soak:
                 self.report.reads_expired += 1
                 error = ServiceUnavailableError("the remote read did not finish in time")
             out_of_range = isinstance(error, OffsetOutOfRangeError)
-            if out_of_range and offset < self.tiered[partition].log_start:
+            if out_of_range and await self._below_log_start(fetch, partition, offset):
                 self.report.reads_below_log_start += 1
                 return  # retention deleted it after it was chosen
             if not (error.retriable or out_of_range):
@@ -317,6 +324,15 @@ class Soak:
                 return
             self.report.reads_retried += 1
             await asyncio.sleep(0.2)
+
+    async def _below_log_start(self, fetch: RemoteFetchClient, partition: int, offset: int) -> bool:
+        """What a consumer does on OFFSET_OUT_OF_RANGE: ask the earliest remote offset."""
+        tiered = self.tiered[partition]
+        with contextlib.suppress(RemoteLogError):
+            earliest = await fetch.list_offsets(self.writer.tips[partition], EARLIEST, timeout_s=2)
+            if earliest is not None:
+                tiered.log_start = max(tiered.log_start, earliest.offset)
+        return offset < tiered.log_start
 
     def _check(self, partition: int, offset: int, records: bytes) -> None:
         where = f"{TOPIC}-{partition} Fetch at {offset}"
