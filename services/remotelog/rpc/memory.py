@@ -20,6 +20,12 @@ tens of thousands of objects (modules, protobuf descriptors, gRPC,
 OpenTelemetry) that live as long as the process, and each full collection
 walked them all, making the slowest Fetch of a run. After `gc.freeze()` a full
 collection walks only what was made since.
+
+Long-lived objects made later out of its reach too (`SurvivorFreezer`): what a
+service holds for a while, e.g. 100,000 delayed fetches in the purgatory, is
+walked by every full collection, and each of those stalled the event loop for
+30-60 ms on 2 cores, so every expiry due meanwhile fired that late. See the
+class for what it costs.
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import sys
+import time
+from types import TracebackType
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +45,12 @@ M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+# Growth of the small-object heap that alone never thaws the frozen objects: about
+# 100 MiB of them. Below it, a thaw would cost a full pause to reclaim little.
+THAW_FLOOR_BLOCKS = 2_000_000
+# A thaw at least this often all the same: a dead cycle may hold a socket or a file,
+# and descriptors run out long before the heap has doubled.
+THAW_INTERVAL_S = 600.0
 
 
 def keep_freed_memory() -> bool:
@@ -63,3 +79,69 @@ def freeze_startup_objects() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+class SurvivorFreezer:
+    """Freezes what survives two young collections, so that full collections skip it.
+
+    After each collection of the middle or oldest generation, everything left is
+    frozen (`gc.freeze()` only relinks lists: constant time), so a full collection
+    walks at most what was promoted since the last one. Objects still alive are
+    not the collector's job; what dies without a cycle is freed by its reference
+    count, frozen or not. The cost: a cycle among frozen objects that dies is not
+    reclaimed until the next thaw. A thaw (`gc.unfreeze()`, then one full
+    collection that walks the whole heap, then freezing again) comes when the
+    small-object heap (`sys.getallocatedblocks()`, a count over arenas, cheap)
+    has grown by `growth` (1.0: doubled) since the last one, and by at least
+    `floor_blocks`, or `interval_s` after the last one: the leak is bounded by
+    the live heap, as a collector with Go's GOGC=100 bounds its garbage, and in
+    time, for what a dead cycle holds besides memory. The full pause comes once
+    per doubling or interval, not several times a second.
+    """
+
+    def __init__(
+        self,
+        *,
+        growth: float = 1.0,
+        floor_blocks: int = THAW_FLOOR_BLOCKS,
+        interval_s: float = THAW_INTERVAL_S,
+    ) -> None:
+        self.growth = growth  # of the heap since the last thaw, as a fraction: 1.0 = doubled
+        self.floor_blocks = floor_blocks
+        self.interval_s = interval_s
+        self.thaws = 0
+        self._thawed = False
+        self._blocks_after_thaw = sys.getallocatedblocks()
+        self._thawed_at = time.monotonic()
+
+    def __enter__(self) -> SurvivorFreezer:
+        gc.callbacks.append(self._after_collection)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        gc.callbacks.remove(self._after_collection)
+
+    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
+        generation = info["generation"]
+        if phase != "stop" or generation == 0:
+            return
+        if self._thawed:
+            if generation < 2:
+                return  # keep the thawed objects where the full collection will see them
+            self._thawed = False
+            self._blocks_after_thaw = sys.getallocatedblocks()
+            self._thawed_at = time.monotonic()
+        gc.freeze()
+        grown = sys.getallocatedblocks() - self._blocks_after_thaw
+        if (
+            grown > max(self._blocks_after_thaw * self.growth, self.floor_blocks)
+            or time.monotonic() - self._thawed_at > self.interval_s
+        ):
+            gc.unfreeze()
+            self._thawed = True
+            self.thaws += 1  # no logging here: a callback may run inside logging's own lock

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from remotelog.core.settings import ServerSettings
-from remotelog.rpc.memory import freeze_startup_objects, keep_freed_memory
+from remotelog.rpc.memory import SurvivorFreezer, freeze_startup_objects, keep_freed_memory
 from remotelog.rpc.telemetry import configure_telemetry
 
 
@@ -50,15 +50,18 @@ async def serve_until_signal(
             return
         try:
             freeze_startup_objects()
-            address = served_address(settings.listen_address, service.port)
-            print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
-            if telemetry.metrics_port is not None:
-                metrics_at = served_address(settings.metrics_listen_address, telemetry.metrics_port)
-                print(f"remotelog {name} metrics on {metrics_at}", file=sys.stderr, flush=True)
-            if ready_file is not None:
-                write_ready_file(ready_file, name, address)
-            await stop.wait()
-            print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
+            with SurvivorFreezer():
+                address = served_address(settings.listen_address, service.port)
+                print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+                if telemetry.metrics_port is not None:
+                    metrics_at = served_address(
+                        settings.metrics_listen_address, telemetry.metrics_port
+                    )
+                    print(f"remotelog {name} metrics on {metrics_at}", file=sys.stderr, flush=True)
+                if ready_file is not None:
+                    write_ready_file(ready_file, name, address)
+                await stop.wait()
+                print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
         finally:
             if ready_file is not None:
                 ready_file.unlink(missing_ok=True)
