@@ -7,15 +7,19 @@ its delay passes; either way `on_complete` runs exactly once, and on expiry
 what it has, then cancels the reads still running). All of it happens on the
 event loop's thread, so "exactly once" is a flag, not a lock.
 
-The reaper task is Kafka's ExpiredOperationReaper: it sleeps until the
-earliest bucket of the timing wheel expires (or an earlier one is added),
-advances the wheel and expires what is due.
+The reaper is Kafka's ExpiredOperationReaper, as a timer of the event loop
+rather than a task: a callback due when the earliest bucket of the timing
+wheel expires (moved when an earlier one is added) advances the wheel and
+expires what is due, then sets itself for the next bucket. The loop runs a
+timer in the iteration it falls due. A task sleeping in `wait_for` took three
+or four iterations to resume (timeout, cancelled inner wait, outer future,
+task), and while other tasks each held the loop for a millisecond, as
+100,000 inserts do, expiries fired 3-6 ms late at p99.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from abc import abstractmethod
@@ -90,8 +94,8 @@ class DelayedOperationPurgatory:
         self._clock = clock or time.monotonic
         self._timer = TimingWheelTimer(tick_ms, wheel_size, start_ms=self._now_ms())
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
-        self._wakeup = asyncio.Event()
-        self._reaper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reaper: asyncio.TimerHandle | None = None
         self._sleeping_until: int | None = None
         self.expired = 0
 
@@ -99,16 +103,16 @@ class DelayedOperationPurgatory:
         return int(self._clock() * 1000)
 
     def start(self) -> None:
-        if self._reaper is None:
-            self._reaper = asyncio.create_task(self._reap(), name=f"{self.name}-reaper")
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._set_reaper()
 
     async def close(self) -> None:
         """Stop the reaper; pending operations are completed as expired."""
         if self._reaper is not None:
             self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
             self._reaper = None
+        self._loop = None
         for watched in list(self._watchers.values()):
             for operation in list(watched.values()):
                 operation.run()
@@ -139,7 +143,7 @@ class DelayedOperationPurgatory:
         operation.expiration_ms = expiration
         self._timer.schedule_task(operation)
         if self._sleeping_until is None or expiration < self._sleeping_until:
-            self._wakeup.set()
+            self._set_reaper()
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -167,16 +171,27 @@ class DelayedOperationPurgatory:
                 log.exception("%s: an expired operation failed", self.name)
         return len(expired)
 
-    async def _reap(self) -> None:
-        while True:
-            next_ms = self._timer.next_expiration_ms()
-            self._sleeping_until = next_ms
-            self._wakeup.clear()
-            if next_ms is None:
-                await self._wakeup.wait()
-            else:
-                delay_s = (next_ms - self._now_ms()) / 1000
-                if delay_s > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wakeup.wait(), delay_s)
+    def _set_reaper(self) -> None:
+        """Set the reaper's timer for the earliest bucket (none when nothing is pending)."""
+        loop = self._loop
+        if loop is None:
+            return  # not started: advance_clock() is called by hand
+        next_ms = self._timer.next_expiration_ms()
+        if self._reaper is not None:
+            if next_ms == self._sleeping_until:
+                return
+            self._reaper.cancel()
+            self._reaper = None
+        self._sleeping_until = next_ms
+        if next_ms is not None:
+            # In the loop's time: the purgatory's clock may be another.
+            when = loop.time() + next_ms / 1000 - self._clock()
+            self._reaper = loop.call_at(when, self._reap)
+
+    def _reap(self) -> None:
+        self._reaper = None
+        self._sleeping_until = None
+        try:
             self.advance_clock()
+        finally:
+            self._set_reaper()
