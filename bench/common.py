@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -130,6 +131,25 @@ def tree_cpu_seconds(pid: int) -> float:
     return total / tick
 
 
+def cpu_of(pid: int) -> Callable[[], float]:
+    """A reader of the CPU seconds of process `pid` and its descendants."""
+    return lambda: tree_cpu_seconds(pid)
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process alone (its threads, not its children)."""
+    return sum(os.times()[:2])
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed:
+    """What a contender of `interleaved_async` may return when part of its run is set-up
+    (fresh input, a process started): the seconds and CPU of the part measured."""
+
+    seconds: float
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
 @dataclasses.dataclass
 class Rounds:
     """What `interleaved` measured: each contender's wall times, each figure's
@@ -160,11 +180,43 @@ def interleaved(
     max_rounds: int = 15,
     tolerance: float = 0.03,
 ) -> Rounds:
+    """`interleaved_async` for contenders that are plain calls (the Spark jobs)."""
+
+    def awaitable(call: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+        async def run() -> object:
+            return call()
+
+        return run
+
+    return asyncio.run(
+        interleaved_async(
+            {name: awaitable(call) for name, call in contenders.items()},
+            ratios,
+            watch=watch,
+            warmup_rounds=warmup_rounds,
+            min_rounds=min_rounds,
+            max_rounds=max_rounds,
+            tolerance=tolerance,
+        )
+    )
+
+
+async def interleaved_async(
+    contenders: dict[str, Callable[[], Awaitable[object]]],
+    ratios: Callable[[dict[str, float]], dict[str, float]],
+    *,
+    watch: dict[str, Callable[[], float]] | None = None,
+    warmup_rounds: int = 2,
+    min_rounds: int = 7,
+    max_rounds: int = 15,
+    tolerance: float = 0.03,
+) -> Rounds:
     """Wall times of the contenders and the ratios `ratios` makes of each round's.
 
     A round runs every contender once, in an order rotated from round to round, so
     a slow spell of the machine falls on all of them alike rather than on whichever
-    ran then. Rounds go on until no ratio's median moved by more than `tolerance`
+    ran then. A contender that returns `Timed` says itself what counts of its run.
+    Rounds go on until no ratio's median moved by more than `tolerance`
     (relative) over the last two rounds, or `max_rounds` were run. `watch` names
     the processes whose CPU each run is measured, each by a reader of its CPU
     seconds (`tree_cpu_seconds`). First, `warmup_rounds` untimed rounds: a JVM's
@@ -174,7 +226,7 @@ def interleaved(
     names = list(contenders)
     for _ in range(warmup_rounds):
         for contender in contenders.values():
-            contender()
+            await contender()
     watch = watch or {}
     rounds = Rounds({name: [] for name in names}, {}, {name: {} for name in names})
     medians: list[dict[str, float]] = []
@@ -183,11 +235,14 @@ def interleaved(
         for name in names[shift:] + names[:shift]:
             cpu_before = {process: read() for process, read in watch.items()}
             began = time.perf_counter()
-            contenders[name]()
-            rounds.times[name].append(time.perf_counter() - began)
-            for process, read in watch.items():
-                used = read() - cpu_before[process]
-                rounds.cpu[name].setdefault(process, []).append(used)
+            result = await contenders[name]()
+            took = time.perf_counter() - began
+            used = {process: read() - cpu_before[process] for process, read in watch.items()}
+            if isinstance(result, Timed):
+                took, used = result.seconds, used | result.cpu
+            rounds.times[name].append(took)
+            for process, seconds in used.items():
+                rounds.cpu[name].setdefault(process, []).append(seconds)
         for figure, ratio in ratios({name: rounds.times[name][-1] for name in names}).items():
             rounds.ratios.setdefault(figure, []).append(ratio)
         medians.append({figure: statistics.median(r) for figure, r in rounds.ratios.items()})
@@ -300,29 +355,20 @@ async def interleaved_pair(
     measured: Callable[[], Awaitable[object]],
     baseline: Callable[[], Awaitable[object]],
     *,
+    watch: dict[str, Callable[[], float]] | None = None,
     warmup_rounds: int = 1,
     min_rounds: int = 7,
     max_rounds: int = 15,
     tolerance: float = 0.03,
-) -> list[tuple[float, float]]:
-    """(measured, baseline) wall seconds of each round, for `interleaved`'s median of
-    per-round ratios: the two alternate, first one then the other, so a slow spell
-    of the machine falls on both alike; rounds go on until the median ratio
-    (baseline / measured) moved by no more than `tolerance` over the last two."""
-    for _ in range(warmup_rounds):
-        await measured()
-        await baseline()
-    rounds: list[tuple[float, float]] = []
-    medians: list[float] = []
-    for round_ in range(max_rounds):
-        times = {}
-        order = [("measured", measured), ("baseline", baseline)]
-        for name, fn in order if round_ % 2 == 0 else order[::-1]:
-            began = time.perf_counter()
-            await fn()
-            times[name] = time.perf_counter() - began
-        rounds.append((times["measured"], times["baseline"]))
-        medians.append(statistics.median(b / m for m, b in rounds))
-        if round_ + 1 >= min_rounds and abs(medians[-1] - medians[-3]) <= tolerance * medians[-1]:
-            break
-    return rounds
+) -> Rounds:
+    """`interleaved_async` of two: "measured" and "baseline" alternate, first one then
+    the other; the figure "ratio" is baseline / measured (above 1: measured is faster)."""
+    return await interleaved_async(
+        {"measured": measured, "baseline": baseline},
+        lambda t: {"ratio": t["baseline"] / t["measured"]},
+        watch=watch,
+        warmup_rounds=warmup_rounds,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+        tolerance=tolerance,
+    )

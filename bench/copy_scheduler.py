@@ -7,14 +7,16 @@
   leadership call until every partition's highest tiered offset is its last
   rolled offset. Baseline in the same run: aioboto3 uploading the same files
   (log and indexes) to the same moto server, 10 at a time (the copier pool's
-  size), once before the service and once after, the faster counted. Target
-  (issue 6): >= 0.8x. Each side starts on an empty moto: one holding the
-  other side's 400 MiB spends half as much CPU again per PUT, so whichever
-  side went second lost a third. Measured three ways: through the segment
+  size). Target (issue 6): >= 0.8x. Measured three ways: through the segment
   store service, through its short circuit (the scheduler lends the segment
   files' descriptors over the store's unix socket), and with direct storage
-  writes (the store in the scheduler's process); each twice, on fresh
-  partitions, the faster counted, as for the baseline.
+  writes (the store in the scheduler's process). Rounds run the bare upload
+  and the three modes in an order rotated each round, each on fresh
+  partitions (new topic ids) onto an emptied bucket: moto holding the other
+  side's 400 MiB spent half as much CPU again per PUT. Each ratio is the
+  median of its per-round ratios, printed with their spread; beside it, each
+  process's CPU seconds per GB (the copy is bound by the CPU of four
+  processes on two cores).
 - Idle: 10,000 partitions with nothing to copy and nothing tiered, then 2,000
   with one tiered segment each (kept by retention); the scheduler's (and the
   metadata manager's) CPU seconds per `remote.log.manager.task.interval.ms`
@@ -27,17 +29,31 @@ Run: .venv/bin/python bench/copy_scheduler.py [MiB per segment, default 4]
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
-from common import Report, bench_stack, serve, serve_metadata_manager, start
+from common import (
+    Report,
+    Timed,
+    bench_stack,
+    cpu_of,
+    interleaved_async,
+    own_cpu,
+    serve,
+    serve_metadata_manager,
+    start,
+    tree_cpu_seconds,
+)
 
 from remotelog.client import ClientOptions, CopySchedulerClient, PartitionAssignment
 from remotelog.core.model import TopicIdPartition
@@ -53,7 +69,6 @@ IDLE_PARTITIONS = int(os.environ.get("IDLE_PARTITIONS", "10000"))
 IDLE_TIERED_PARTITIONS = int(os.environ.get("IDLE_TIERED_PARTITIONS", "2000"))
 IDLE_INTERVAL_S = 5
 COPIERS = 10
-TRIES = 2  # per mode, as the bare upload has two (before and after)
 
 
 def write_partitions(
@@ -76,11 +91,6 @@ def write_partitions(
         {("bench", number): log.log_end_offset for number, log in enumerate(logs)},
     )
     return logs
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def s3_session() -> aioboto3.Session:
@@ -111,7 +121,6 @@ async def bare_upload(endpoint: str, bucket: str, logs: list[PartitionLog]) -> f
     ]
     config = AioConfig(s3={"addressing_style": "path"}, max_pool_connections=COPIERS * 2)
     async with s3_session().client("s3", endpoint_url=endpoint, config=config) as s3:
-        await s3.create_bucket(Bucket=bucket)
         queue: asyncio.Queue[Path] = asyncio.Queue()
         for path in files:
             queue.put_nowait(path)
@@ -124,6 +133,20 @@ async def bare_upload(endpoint: str, bucket: str, logs: list[PartitionLog]) -> f
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(COPIERS)))
         return time.perf_counter() - began
+
+
+def cpu_readers(pids: dict[str, int]) -> dict[str, Callable[[], float]]:
+    """CPU seconds of each named process tree; "client" is this process alone."""
+    return {name: cpu_of(pid) for name, pid in pids.items()} | {"client": own_cpu}
+
+
+async def timed(
+    run: Callable[[], Awaitable[float]], readers: dict[str, Callable[[], float]]
+) -> Timed:
+    """`run`'s own seconds, and the CPU each reader's process spent meanwhile."""
+    before = {name: read() for name, read in readers.items()}
+    seconds = await run()
+    return Timed(seconds, {name: read() - before[name] for name, read in readers.items()})
 
 
 async def tier(port: int, logs: list[PartitionLog], epoch: int = 0) -> float:
@@ -159,11 +182,19 @@ async def tier(port: int, logs: list[PartitionLog], epoch: int = 0) -> float:
         await client.close()
 
 
-async def tier_once(path: Path, properties: dict[str, str], logs: list[PartitionLog]) -> float:
-    """Seconds a scheduler started with `properties` takes to tier `logs`; it is stopped after."""
+async def tier_once(
+    path: Path,
+    properties: dict[str, str],
+    logs: list[PartitionLog],
+    others: dict[str, int],
+) -> Timed:
+    """How long a scheduler started with `properties` takes to tier `logs`, and the CPU
+    of it and `others` meanwhile (not its start-up's); it is stopped after."""
     scheduler, port = serve("copy-scheduler", path, properties)
     try:
-        return await tier(port, logs)
+        return await timed(
+            lambda: tier(port, logs), cpu_readers({"copy-scheduler": scheduler.pid, **others})
+        )
     finally:
         scheduler.terminate()
         scheduler.wait()
@@ -187,11 +218,11 @@ async def idle_cpu(
     await asyncio.sleep(IDLE_INTERVAL_S)
     # Over LISTING_MAX_USES intervals: one round of the periodic listings is included.
     pids = {"scheduler": scheduler.pid, **others}
-    cpu_before = {process: cpu_seconds(pid) for process, pid in pids.items()}
+    cpu_before = {process: tree_cpu_seconds(pid) for process, pid in pids.items()}
     wall_before = time.perf_counter()
     await asyncio.sleep(LISTING_MAX_USES * IDLE_INTERVAL_S)
     intervals = (time.perf_counter() - wall_before) / IDLE_INTERVAL_S
-    cpu = {process: cpu_seconds(pid) - cpu_before[process] for process, pid in pids.items()}
+    cpu = {process: tree_cpu_seconds(pid) - cpu_before[process] for process, pid in pids.items()}
     report.info(
         f"{name}_{len(logs)}_partitions",
         cpu_s_per_interval=round(cpu["scheduler"] / intervals, 2),
@@ -215,9 +246,6 @@ async def main() -> None:
         endpoint = f"http://127.0.0.1:{line.split()[1]}"
         logs = write_partitions(work / "kafka-logs", PARTITIONS, SEGMENTS, segment_bytes)
         total = sum(s.size for log in logs for s in log.segments[:-1])
-        t_bare_before = await bare_upload(endpoint, "bench-bare-before", logs)
-        await empty_bucket(endpoint, "bench-bare-before")
-
         bucket = "bench-tiered"
         await empty_bucket(endpoint, bucket, create=True)
         storage = {
@@ -268,40 +296,61 @@ async def main() -> None:
             "short": short_properties,
             "direct": direct_properties,
         }
-        # Each mode has as many tries as the bare upload (before and after), the
-        # faster counted: with one try, a stall of the shared machine (up to a
-        # second of the three or four) fell on one side only, and the service's
-        # try also timed the store's and the manager's first copies. Rounds
-        # interleave the modes; each try tiers fresh partitions (new topic ids)
-        # onto an emptied bucket.
-        tries: dict[str, list[float]] = {mode: [] for mode in modes}
-        for attempt in range(TRIES):
-            for mode, properties in modes.items():
-                logs_dir = work / f"{mode}-logs-{attempt}"
+        others = {"segment-store": store.pid, "metadata-manager": metadata.pid, "s3": moto.pid}
+
+        await empty_bucket(endpoint, "bench-bare", create=True)
+
+        async def bare() -> Timed:
+            await empty_bucket(endpoint, "bench-bare")
+            return await timed(
+                lambda: bare_upload(endpoint, "bench-bare", logs), cpu_readers({"s3": moto.pid})
+            )
+
+        def tiering(mode: str, properties: dict[str, str]) -> Callable[[], Awaitable[Timed]]:
+            tries = itertools.count()
+
+            async def run() -> Timed:
+                # Fresh partitions (new topic ids) each time, onto an emptied bucket.
+                logs_dir = work / f"{mode}-logs-{next(tries)}"
                 fresh = write_partitions(logs_dir, PARTITIONS, SEGMENTS, segment_bytes)
-                took = await tier_once(work / f"{mode}.properties", properties, fresh)
-                tries[mode].append(took)
-                await empty_bucket(endpoint, bucket)
-                shutil.rmtree(logs_dir)
-        t_service, t_short, t_direct = (min(tries[mode]) for mode in modes)
-        t_bare_after = await bare_upload(endpoint, "bench-bare-after", logs)
-        await empty_bucket(endpoint, "bench-bare-after")
-        t_bare = min(t_bare_before, t_bare_after)
+                try:
+                    return await tier_once(work / f"{mode}.properties", properties, fresh, others)
+                finally:
+                    await empty_bucket(endpoint, bucket)
+                    shutil.rmtree(logs_dir)
+
+            return run
+
+        # Rounds interleave the bare upload and the three modes, in an order rotated
+        # each round; each figure is the median of its per-round ratios. (With the
+        # faster of two tries each, a stall of the shared machine, up to a second of
+        # the three or four, fell on one side only.)
+        rounds = await interleaved_async(
+            {"bare": bare, **{mode: tiering(mode, props) for mode, props in modes.items()}},
+            lambda t: {mode: t["bare"] / t[mode] for mode in modes},
+            warmup_rounds=1,
+            min_rounds=5,
+            max_rounds=11,
+        )
+        mb_per_s = {
+            name: round(total / 1e6 / statistics.median(times))
+            for name, times in rounds.times.items()
+        }
         report.info(
             "copy_mb_per_s",
-            service=round(total / 1e6 / t_service),
-            short_circuit=round(total / 1e6 / t_short),
-            direct_storage_write=round(total / 1e6 / t_direct),
-            bare=round(total / 1e6 / t_bare),
-            bare_before=round(total / 1e6 / t_bare_before),
-            bare_after=round(total / 1e6 / t_bare_after),
-            **{f"{mode}_tries": [round(total / 1e6 / t) for t in tries[mode]] for mode in modes},
+            **mb_per_s,
             partitions=PARTITIONS,
             segment_mib=segment_bytes // MIB,
         )
-        report.ratio("copy_50_partitions", round(t_bare / t_service, 2), 0.8)
-        report.ratio("copy_50_partitions_short_circuit", round(t_bare / t_short, 2), 0.8)
-        report.ratio("copy_50_partitions_direct_storage_write", round(t_bare / t_direct, 2), 0.8)
+        print(f"copy MB/s (median rounds of {len(rounds.ratios['service'])}): {mb_per_s}")
+        for name in rounds.times:
+            print(f"  {name}: " + rounds.cpu_line(name, "GB", total / 1e9))
+        for mode, figure in (
+            ("service", "copy_50_partitions"),
+            ("short", "copy_50_partitions_short_circuit"),
+            ("direct", "copy_50_partitions_direct_storage_write"),
+        ):
+            report.ratio_rounds(figure, rounds.ratios[mode], 0.8)
 
         scheduler_properties["remote.log.manager.task.interval.ms"] = str(IDLE_INTERVAL_S * 1000)
         scheduler_properties["log.retention.ms"] = str(7 * 86_400_000)  # nothing expires

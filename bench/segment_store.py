@@ -40,7 +40,7 @@ from pathlib import Path
 import aioboto3
 from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
-from common import Report, interleaved_pair, start
+from common import Report, Rounds, cpu_of, interleaved_pair, own_cpu, start
 
 from remotelog.client import (
     ClientOptions,
@@ -222,9 +222,9 @@ def short_circuit_socket(work: Path, backend: str) -> Path:
     return work / f"{backend}.sock"
 
 
-# (backend, transport) -> (copy rounds, fetch rounds), each round (service, bare) seconds
-Pairs = list[tuple[float, float]]
-Results = dict[tuple[str, str], tuple[Pairs, Pairs]]
+# (backend, transport) -> (copy rounds, fetch rounds): "measured" is the service, with
+# the CPU of the store ("segment-store"), this process ("client") and moto ("s3").
+Results = dict[tuple[str, str], tuple[Rounds, Rounds]]
 # The store's ways in: gRPC streams, descriptors over its unix socket (a client
 # on the store's host; S3 fetches take the stream), and for S3 fetches the URLs
 # it signs (copies take the stream: measured once, as grpc's).
@@ -232,7 +232,7 @@ TRANSPORTS = {"filesystem": ("grpc", "short_circuit"), "s3": ("grpc", "short_cir
 
 
 async def measure(
-    work: Path, endpoint: str, bucket: str, files: LogSegmentData, size: int
+    work: Path, endpoint: str, bucket: str, files: LogSegmentData, size: int, moto_pid: int
 ) -> tuple[Results, list[subprocess.Popen[str]]]:
     results: Results = {}
     processes: list[subprocess.Popen[str]] = []
@@ -242,6 +242,8 @@ async def measure(
         for backend in ("filesystem", "s3"):
             process, port = serve(store_config(work, backend, endpoint, bucket))
             processes.append(process)
+            store, s3 = cpu_of(process.pid), cpu_of(moto_pid)
+            watch = {"segment-store": store, "client": own_cpu, "s3": s3}
             for transport in TRANSPORTS[backend]:
                 socket_path = short_circuit_socket(work, backend)
                 client = SegmentStoreClient(
@@ -257,12 +259,19 @@ async def measure(
                         await copy()  # a segment to read; its copy is grpc's
                         copies = results[backend, "grpc"][0]
                     else:
-                        copies = await interleaved_pair(copy, bare_copy)
-                    fetches = await interleaved_pair(fetch, bare_fetch)
+                        copies = await interleaved_pair(copy, bare_copy, watch=watch)
+                    fetches = await interleaved_pair(fetch, bare_fetch, watch=watch)
                 finally:
                     await client.close()
                 results[backend, transport] = (copies, fetches)
     return results, processes
+
+
+def print_cpu(figure: str, rounds: Rounds, gigabytes: float) -> None:
+    """CPU seconds per GB of each process, the service's side and the bare one's: what
+    the path costs, whatever the two cores' scheduling made of the wall clock."""
+    print(f"{figure}: service " + rounds.cpu_line("measured", "GB", gigabytes))
+    print(f"{figure}: bare " + rounds.cpu_line("baseline", "GB", gigabytes))
 
 
 async def main() -> None:
@@ -280,7 +289,7 @@ async def main() -> None:
     report = Report("segment_store")
     try:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        results, started = await measure(work, endpoint, bucket, files, size)
+        results, started = await measure(work, endpoint, bucket, files, size, moto.pid)
         processes += started
         loopback = await loopback_ceiling(log, size)
     finally:
@@ -290,27 +299,29 @@ async def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
 
-    def median_s(pairs: Pairs, side: int) -> float:
-        return statistics.median(pair[side] for pair in pairs)
+    def median_s(rounds: Rounds, side: str) -> float:
+        return statistics.median(rounds.times[side])
 
     for (backend, transport), (copies, fetches) in results.items():
         report.info(
             f"{backend}_{transport}_mb_per_s",
-            copy=round(mb / median_s(copies, 0)),
-            bare_copy=round(mb / median_s(copies, 1)),
-            fetch=round(mb / median_s(fetches, 0)),
-            bare_fetch=round(mb / median_s(fetches, 1)),
+            copy=round(mb / median_s(copies, "measured")),
+            bare_copy=round(mb / median_s(copies, "baseline")),
+            fetch=round(mb / median_s(fetches, "measured")),
+            bare_fetch=round(mb / median_s(fetches, "baseline")),
             segment_mib=size // MIB,
         )
     report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
     for (backend, transport), (copies, fetches) in results.items():
         name = backend if transport == "grpc" else f"{backend}_{transport}"
         if transport != "fetch_url":  # its copies are grpc's
-            report.ratio_rounds(f"{name}_copy_vs_bare", [b / s for s, b in copies], 0.8)
+            report.ratio_rounds(f"{name}_copy_vs_bare", copies.ratios["ratio"], 0.8)
+            print_cpu(f"{name} copy", copies, size / 1e9)
         if (backend, transport) != ("s3", "short_circuit"):  # the same stream as grpc's
-            report.ratio_rounds(f"{name}_fetch_vs_bare", [b / s for s, b in fetches], 0.8)
+            report.ratio_rounds(f"{name}_fetch_vs_bare", fetches.ratios["ratio"], 0.8)
+            print_cpu(f"{name} fetch", fetches, size / 1e9)
     # What the filesystem fetch reaches of the most any service could on this machine.
-    grpc_fetch = median_s(results["filesystem", "grpc"][1], 0)
+    grpc_fetch = median_s(results["filesystem", "grpc"][1], "measured")
     report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / grpc_fetch, None)
     for figure in report.figures[:5]:
         print(figure)
