@@ -105,21 +105,22 @@ def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
-def thread_cpu_seconds(pid: int) -> float:
-    """CPU seconds of a live process's threads, to the nanosecond: the scheduler's own
-    accounting (/proc/<pid>/task/*/schedstat). /proc/<pid>/stat counts in 10 ms
-    ticks, too coarse for a 64 MiB transfer of 30-100 ms."""
-    total = 0
-    with contextlib.suppress(FileNotFoundError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-                total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process, all its threads, ended ones too, to the
+    nanosecond: its process-wide CPU clock (Linux's CPUCLOCK_SCHED of a pid, what
+    clock_getcpuclockid(3) returns). /proc/<pid>/stat counts in 10 ms ticks, too
+    coarse for a 64 MiB transfer of 30-100 ms, and summing each live thread's
+    /proc/<pid>/task/*/schedstat misses the threads that have ended (moto's, one
+    a request). 0 once the process is gone."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except OSError:
+        return 0.0
 
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and all its descendants, the exited ones included:
-    each live process's threads (thread_cpu_seconds) and its reaped children's
+    each live process's own (process_cpu_seconds) and its reaped children's
     ticks, so every process is counted once."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
@@ -138,7 +139,8 @@ def tree_cpu_seconds(pid: int) -> float:
         current = todo.pop()
         if current in stats:
             # cutime, cstime: fields 16-17 of /proc/<pid>/stat.
-            total += thread_cpu_seconds(current) + sum(int(v) for v in stats[current][13:15]) / tick
+            reaped = sum(int(v) for v in stats[current][13:15]) / tick
+            total += process_cpu_seconds(current) + reaped
         todo.extend(children.get(current, []))
     return total
 
