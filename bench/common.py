@@ -156,6 +156,22 @@ def own_cpu() -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class RoundPlan:
+    """How many rounds `interleaved_async` runs: `warmup_rounds` untimed first, then
+    from `min_rounds` to `max_rounds`, stopping once no median ratio moved by more
+    than `tolerance` (relative) over the last two."""
+
+    warmup_rounds: int = 2
+    min_rounds: int = 7
+    max_rounds: int = 15
+    tolerance: float = 0.03
+
+
+ROUNDS = RoundPlan()
+PAIR_ROUNDS = RoundPlan(warmup_rounds=1)
+
+
+@dataclasses.dataclass(frozen=True)
 class Timed:
     """What a contender of `interleaved_async` may return when part of its run is set-up
     (fresh input, a process started): the seconds and CPU of the part measured."""
@@ -189,10 +205,7 @@ def interleaved(
     ratios: Callable[[dict[str, float]], dict[str, float]],
     *,
     watch: dict[str, Callable[[], float]] | None = None,
-    warmup_rounds: int = 2,
-    min_rounds: int = 7,
-    max_rounds: int = 15,
-    tolerance: float = 0.03,
+    plan: RoundPlan = ROUNDS,
 ) -> Rounds:
     """`interleaved_async` for contenders that are plain calls (the Spark jobs)."""
 
@@ -207,10 +220,7 @@ def interleaved(
             {name: awaitable(call) for name, call in contenders.items()},
             ratios,
             watch=watch,
-            warmup_rounds=warmup_rounds,
-            min_rounds=min_rounds,
-            max_rounds=max_rounds,
-            tolerance=tolerance,
+            plan=plan,
         )
     )
 
@@ -220,10 +230,7 @@ async def interleaved_async(
     ratios: Callable[[dict[str, float]], dict[str, float]],
     *,
     watch: dict[str, Callable[[], float]] | None = None,
-    warmup_rounds: int = 2,
-    min_rounds: int = 7,
-    max_rounds: int = 15,
-    tolerance: float = 0.03,
+    plan: RoundPlan = ROUNDS,
 ) -> Rounds:
     """Wall times of the contenders and the ratios `ratios` makes of each round's.
 
@@ -231,20 +238,20 @@ async def interleaved_async(
     a slow spell of the machine falls on all of them alike rather than on whichever
     ran then. A contender that returns `Timed` says itself what counts of its run.
     Rounds go on until no ratio's median moved by more than `tolerance`
-    (relative) over the last two rounds, or `max_rounds` were run. `watch` names
+    (relative) over the last two rounds, or `plan.max_rounds` were run. `watch` names
     the processes whose CPU each run is measured, each by a reader of its CPU
     seconds (`tree_cpu_seconds`). First, `warmup_rounds` untimed rounds: a JVM's
     compiler and a process's allocator take a few runs to settle, and a figure is
     of the steady state a long job sees.
     """
     names = list(contenders)
-    for _ in range(warmup_rounds):
+    for _ in range(plan.warmup_rounds):
         for contender in contenders.values():
             await contender()
     watch = watch or {}
     rounds = Rounds({name: [] for name in names}, {}, {name: {} for name in names})
     medians: list[dict[str, float]] = []
-    for round_ in range(max_rounds):
+    for round_ in range(plan.max_rounds):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
             cpu_before = {process: read() for process, read in watch.items()}
@@ -260,8 +267,8 @@ async def interleaved_async(
         for figure, ratio in ratios({name: rounds.times[name][-1] for name in names}).items():
             rounds.ratios.setdefault(figure, []).append(ratio)
         medians.append({figure: statistics.median(r) for figure, r in rounds.ratios.items()})
-        if round_ + 1 >= min_rounds and all(
-            abs(medians[-1][figure] - medians[-3][figure]) <= tolerance * medians[-1][figure]
+        if round_ + 1 >= plan.min_rounds and all(
+            abs(medians[-1][figure] - medians[-3][figure]) <= plan.tolerance * medians[-1][figure]
             for figure in rounds.ratios
         ):
             break
@@ -370,10 +377,7 @@ async def interleaved_pair(
     baseline: Callable[[], Awaitable[object]],
     *,
     watch: dict[str, Callable[[], float]] | None = None,
-    warmup_rounds: int = 1,
-    min_rounds: int = 7,
-    max_rounds: int = 15,
-    tolerance: float = 0.03,
+    plan: RoundPlan = PAIR_ROUNDS,
 ) -> Rounds:
     """`interleaved_async` of two: "measured" and "baseline" alternate, first one then
     the other; the figure "ratio" is baseline / measured (above 1: measured is faster)."""
@@ -381,8 +385,5 @@ async def interleaved_pair(
         {"measured": measured, "baseline": baseline},
         lambda t: {"ratio": t["baseline"] / t["measured"]},
         watch=watch,
-        warmup_rounds=warmup_rounds,
-        min_rounds=min_rounds,
-        max_rounds=max_rounds,
-        tolerance=tolerance,
+        plan=plan,
     )

@@ -44,6 +44,7 @@ import aioboto3
 from aiobotocore.config import AioConfig
 from common import (
     Report,
+    RoundPlan,
     Timed,
     bench_stack,
     cpu_of,
@@ -328,9 +329,7 @@ async def main() -> None:
         rounds = await interleaved_async(
             {"bare": bare, **{mode: tiering(mode, props) for mode, props in modes.items()}},
             lambda t: {mode: t["bare"] / t[mode] for mode in modes},
-            warmup_rounds=1,
-            min_rounds=5,
-            max_rounds=11,
+            plan=RoundPlan(warmup_rounds=1, min_rounds=5, max_rounds=11),
         )
         mb_per_s = {
             name: round(total / 1e6 / statistics.median(times))

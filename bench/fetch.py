@@ -31,6 +31,7 @@ from pathlib import Path
 import grpc
 from common import (
     Report,
+    RoundPlan,
     bench_stack,
     cpu_of,
     interleaved_pair,
@@ -56,8 +57,6 @@ FETCHES = 5_000
 # ratio of best rounds swung with the baseline's luck (0.66-1.1x). Reported now:
 # the median of per-round ratios, rounds interleaved until it settles (about
 # 0.15 s a round).
-BULK_MIN_ROUNDS = 11
-BULK_MAX_ROUNDS = 41
 PURGATORY_OPERATIONS = 100_000
 BARE_METHOD = "/bench.Bare/Stream"
 
@@ -231,8 +230,7 @@ async def measure(
             lambda: bulk_read(client, tip),
             lambda: bare_read(bare_port),
             watch=watch,
-            min_rounds=BULK_MIN_ROUNDS,
-            max_rounds=BULK_MAX_ROUNDS,
+            plan=RoundPlan(warmup_rounds=1, min_rounds=11, max_rounds=41),
         )
         ours = total / statistics.median(rounds.times["measured"]) / 1e6
         base = total / statistics.median(rounds.times["baseline"]) / 1e6
