@@ -353,19 +353,35 @@ def serve_tiering(
     return addresses, scheduler_port
 
 
-def serve_fetch_short_circuit(
-    work: Path, addresses: dict[str, str], processes: list[subprocess.Popen[str]]
+# The fetch service's ways to serve_tiering's segments: through the store's gRPC
+# stream, reading the files itself, or by the store's short circuit.
+FETCH_WAYS: dict[str, Callable[[Path], dict[str, str]]] = {
+    "store": lambda work: {},
+    "direct": lambda work: {
+        "remote.fetch.direct.storage.read.enabled": "true",
+        "storage.root": str(work / "segments"),
+    },
+    "short": lambda work: {"segment.store.short.circuit.socket.path": str(work / "store.sock")},
+}
+
+
+def serve_fetch(
+    work: Path,
+    addresses: dict[str, str],
+    processes: list[subprocess.Popen[str]],
+    way: str = "short",
 ) -> tuple[subprocess.Popen[str], int]:
-    """A remote-fetch process beside serve_tiering's services, reading the store's files
-    through its short circuit; the process (also in `processes`) and its port."""
+    """A remote-fetch process beside serve_tiering's services, reading the segments
+    `way` (FETCH_WAYS), with an index cache of its own; the process (also in
+    `processes`) and its port."""
     fetch, port = serve(
         "remote-fetch",
-        work / "fetch.properties",
+        work / f"fetch-{way}.properties",
         {
             "listen.address": "127.0.0.1:0",
-            "remote.log.index.file.cache.dir": str(work / "index-cache"),
-            "segment.store.short.circuit.socket.path": str(work / "store.sock"),
+            "remote.log.index.file.cache.dir": str(work / f"index-cache-{way}"),
             **addresses,
+            **FETCH_WAYS[way](work),
         },
     )
     processes.append(fetch)

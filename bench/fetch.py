@@ -36,7 +36,7 @@ from common import (
     cpu_of,
     interleaved_pair,
     own_cpu,
-    serve,
+    serve_fetch,
     serve_tiering,
     start,
 )
@@ -110,21 +110,30 @@ async def bulk_read(client: RemoteFetchClient, tip: TopicIdPartition) -> int:
     return sum([len(c.records) async for c in client.read_offset_range(tip, 0, timeout_s=300)])
 
 
+# What a probe reads before and after each Fetch; fetch_latencies gives the differences.
+Probe = Callable[[], tuple[float, ...]]
+
+
 async def fetch_latencies(
-    client: RemoteFetchClient, tip: TopicIdPartition, end: int
-) -> list[float]:
+    client: RemoteFetchClient, tip: TopicIdPartition, end: int, probe: Probe = tuple
+) -> list[tuple[float, tuple[float, ...]]]:
+    """Each random 1 MiB Fetch after the warm-up: its latency in ms, and how much what
+    `probe` reads changed over it."""
     rng = random.Random(7)
-    latencies = []
+    samples = []
     for number in range(FETCHES + 100):
         offset = rng.randrange(0, end)
+        before = probe()
         began = time.perf_counter()
         (result,) = await client.fetch([FetchPartition(tip, offset, MIB)], max_bytes=MIB)
         elapsed = time.perf_counter() - began
+        after = probe()
         assert result.error is None, result.error
         assert result.records
         if number >= 100:  # the first hundred warm the index cache and the page cache
-            latencies.append(elapsed * 1000)
-    return latencies
+            changes = tuple(b - a for a, b in zip(before, after, strict=True))
+            samples.append((elapsed * 1000, changes))
+    return samples
 
 
 # -- purgatory -----------------------------------------------------------------------------
@@ -248,7 +257,8 @@ async def measure(
             ours_mb_s=round(ours),
             bare_mb_s=round(base),
         )
-        latencies = sorted(await fetch_latencies(client, tip, log.log_end_offset))
+        samples = await fetch_latencies(client, tip, log.log_end_offset)
+        latencies = sorted(latency for latency, _ in samples)
         p50 = statistics.median(latencies)
         p99 = latencies[int(len(latencies) * 0.99)]
         print(f"random 1 MiB Fetch, warm cache, {mode}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
@@ -276,34 +286,9 @@ async def main() -> None:
 
         addresses, scheduler_port = serve_tiering(work, broker.bootstrap_servers, processes)
         await tier(scheduler_port, [log])
-        fetch_properties = {
-            "listen.address": "127.0.0.1:0",
-            "remote.log.index.file.cache.dir": str(work / "index-cache"),
-            **addresses,
-        }
-        fetch, fetch_port = serve("remote-fetch", work / "fetch.properties", fetch_properties)
-        processes.append(fetch)
-        direct, direct_port = serve(
-            "remote-fetch",
-            work / "direct.properties",
-            {
-                **fetch_properties,
-                "remote.log.index.file.cache.dir": str(work / "direct-index-cache"),
-                "remote.fetch.direct.storage.read.enabled": "true",
-                "storage.root": str(work / "segments"),
-            },
-        )
-        processes.append(direct)
-        short, short_port = serve(
-            "remote-fetch",
-            work / "short.properties",
-            {
-                **fetch_properties,
-                "remote.log.index.file.cache.dir": str(work / "short-index-cache"),
-                "segment.store.short.circuit.socket.path": str(work / "store.sock"),
-            },
-        )
-        processes.append(short)
+        fetch, fetch_port = serve_fetch(work, addresses, processes, "store")
+        direct, direct_port = serve_fetch(work, addresses, processes, "direct")
+        short, short_port = serve_fetch(work, addresses, processes, "short")
         bare, line = start([sys.executable, __file__, "--bare-server", *files], "bare serving on")
         processes.append(bare)
         bare_port = int(line.rsplit(":", 1)[1])

@@ -11,7 +11,7 @@ there. Beside each Fetch's latency, over the same interval:
 - the fetch service's page faults (major and minor, /proc/<pid>/stat).
 It prints the mean of each for the slowest 1% and for the middle tenth
 (45th-55th percentile): where the two differ is what the tail waits on.
-Run: .venv/bin/python bench/fetch_tail.py [direct|short] [MiB per segment, default 64]
+Run: .venv/bin/python bench/fetch_tail.py [direct|short|store] [MiB per segment, default 64]
 """
 
 from __future__ import annotations
@@ -20,18 +20,17 @@ import asyncio
 import contextlib
 import gc
 import os
-import random
 import statistics
 import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from common import bench_stack, serve, serve_tiering
+from common import FETCH_WAYS, bench_stack, serve_fetch, serve_tiering
 from copy_scheduler import tier
-from fetch import FETCHES, MIB, write_partition
+from fetch import MIB, fetch_latencies, write_partition
 
-from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient, keep_freed_memory
+from remotelog.client import ClientOptions, RemoteFetchClient, keep_freed_memory
 from remotelog.core.model import TopicIdPartition
 
 
@@ -89,24 +88,6 @@ class Probe:
         )
 
 
-async def probe_fetches(
-    client: RemoteFetchClient, tip: TopicIdPartition, end: int, probe: Probe
-) -> list[Sample]:
-    rng = random.Random(7)
-    samples = []
-    for number in range(FETCHES + 100):
-        offset = rng.randrange(0, end)
-        before = probe.read()
-        began = time.perf_counter()
-        (result,) = await client.fetch([FetchPartition(tip, offset, MIB)], max_bytes=MIB)
-        latency = (time.perf_counter() - began) * 1000
-        after = probe.read()
-        assert result.error is None, result.error
-        if number >= 100:  # the first hundred warm the caches, as in bench/fetch.py
-            samples.append(Sample(latency, *(b - a for a, b in zip(before, after, strict=True))))
-    return samples
-
-
 def summary(label: str, band: list[Sample]) -> str:
     means = {f.name: statistics.fmean(getattr(s, f.name) for s in band) for f in fields(Sample)}
     return f"{label} ({len(band)}): " + ", ".join(f"{k} {v:.2f}" for k, v in means.items())
@@ -115,34 +96,25 @@ def summary(label: str, band: list[Sample]) -> str:
 async def main() -> None:
     keep_freed_memory()
     mode = sys.argv[1] if len(sys.argv) > 1 else "direct"
+    if mode not in FETCH_WAYS:
+        sys.exit(f"fetch_tail.py: the way must be one of {', '.join(FETCH_WAYS)}, not {mode!r}")
     segment_bytes = int(sys.argv[2]) * MIB if len(sys.argv) > 2 else 64 * MIB
     with bench_stack("fetch-tail") as (work, processes, broker):
         log = write_partition(work / "kafka-logs", segment_bytes)
         tip = TopicIdPartition(log.topic_id, "bench", 0)
         addresses, scheduler_port = serve_tiering(work, broker.bootstrap_servers, processes)
         await tier(scheduler_port, [log])
-        ways = {
-            "direct": {
-                "remote.fetch.direct.storage.read.enabled": "true",
-                "storage.root": str(work / "segments"),
-            },
-            "short": {"segment.store.short.circuit.socket.path": str(work / "store.sock")},
-        }
-        fetch, port = serve(
-            "remote-fetch",
-            work / "fetch.properties",
-            {
-                "listen.address": "127.0.0.1:0",
-                "remote.log.index.file.cache.dir": str(work / "index-cache"),
-                **addresses,
-                **ways[mode],
-            },
-        )
         others = [p.pid for p in processes] + ([broker.pid] if broker.pid else [])
-        processes.append(fetch)
+        fetch, port = serve_fetch(work, addresses, processes, mode)
         client = RemoteFetchClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=60))
         try:
-            samples = await probe_fetches(client, tip, log.log_end_offset, Probe(fetch.pid, others))
+            probe = Probe(fetch.pid, others)
+            samples = [
+                Sample(latency, *changes)
+                for latency, changes in await fetch_latencies(
+                    client, tip, log.log_end_offset, probe.read
+                )
+            ]
         finally:
             await client.close()
     samples.sort(key=lambda s: s.latency)

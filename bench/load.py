@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import grpc
-from common import Report, bench_stack, serve_fetch_short_circuit, serve_tiering
+from common import Report, bench_stack, serve_fetch, serve_tiering
 from copy_scheduler import tier
 from fetch import MIB, write_partition
 
@@ -135,7 +135,7 @@ async def main() -> None:
         tip = TopicIdPartition(log.topic_id, "bench", 0)
         addresses, scheduler_port = serve_tiering(work, broker.bootstrap_servers, processes)
         await tier(scheduler_port, [log])
-        fetch, port = serve_fetch_short_circuit(work, addresses, processes)
+        fetch, port = serve_fetch(work, addresses, processes)
         memory_before = rss_anon_mib(fetch.pid)
         memory = [memory_before]
         end = log.segments[-1].base_offset

@@ -35,7 +35,7 @@ from common import (
     Report,
     bench_stack,
     interleaved,
-    serve_fetch_short_circuit,
+    serve_fetch,
     serve_tiering,
     tree_cpu_seconds,
 )
@@ -198,7 +198,7 @@ async def start_services(
     """The services with `log` tiered: the fetch service's and metadata manager's ports."""
     addresses, scheduler_port = serve_tiering(work, bootstrap_servers, processes)
     await tier(scheduler_port, [log])
-    _, fetch_port = serve_fetch_short_circuit(work, addresses, processes)
+    _, fetch_port = serve_fetch(work, addresses, processes)
     return fetch_port, int(addresses["metadata.manager.address"].rsplit(":", 1)[1])
 
 
