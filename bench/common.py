@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import platform
 import shutil
@@ -158,13 +159,48 @@ def own_cpu() -> float:
 @dataclasses.dataclass(frozen=True)
 class RoundPlan:
     """How many rounds `interleaved_async` runs: `warmup_rounds` untimed first, then
-    from `min_rounds` to `max_rounds`, stopping once no median ratio moved by more
-    than `tolerance` (relative) over the last two."""
+    from `min_rounds` to `max_rounds`, stopping once every median ratio is known to
+    within `tolerance` (relative): its 95% confidence interval (`median_interval`)
+    is no wider than the median times 1 +- `tolerance`."""
 
     warmup_rounds: int = 2
     min_rounds: int = 7
     max_rounds: int = 15
-    tolerance: float = 0.03
+    tolerance: float = 0.05
+    # A contender faster than this runs as many times in a row as make it up, and
+    # counts per run: a page-cached 64 MiB read takes 3 ms, a timer's noise.
+    min_round_s: float = 0.0
+
+
+def median_interval(values: list[float]) -> tuple[float, float] | None:
+    """A 95% confidence interval of the median of the distribution `values` are drawn
+    from, whatever that distribution: the order statistics j and n + 1 - j, j the
+    largest rank with P(Binomial(n, 1/2) < j) <= 2.5%. None below 6 values, when
+    even (min, max) covers the median with less than 95%.
+
+    A stopping rule on this, unlike one on how far the median moved over the last
+    rounds, does not stop early by luck: a median that held still for two rounds
+    of seven, drawn from rounds spread 0.9-2.3, came out at 1.26 in one run and
+    1.00 in the next two.
+    """
+    n = len(values)
+    below, rank = 0, 0
+    while (below + math.comb(n, rank)) / 2**n <= 0.025:
+        below += math.comb(n, rank)
+        rank += 1
+    if rank == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[rank - 1], ordered[n - rank]
+
+
+def settled(values: list[float], tolerance: float) -> bool:
+    """Whether the median of `values` is known to within `tolerance` (relative)."""
+    interval = median_interval(values)
+    if interval is None:
+        return False
+    median = statistics.median(values)
+    return median * (1 - tolerance) <= interval[0] and interval[1] <= median * (1 + tolerance)
 
 
 ROUNDS = RoundPlan()
@@ -231,45 +267,54 @@ async def interleaved_async(
     *,
     watch: dict[str, Callable[[], float]] | None = None,
     plan: RoundPlan = ROUNDS,
+    tidy: Callable[[], Awaitable[object]] | None = None,
 ) -> Rounds:
     """Wall times of the contenders and the ratios `ratios` makes of each round's.
 
     A round runs every contender once, in an order rotated from round to round, so
     a slow spell of the machine falls on all of them alike rather than on whichever
     ran then. A contender that returns `Timed` says itself what counts of its run.
-    Rounds go on until no ratio's median moved by more than `tolerance`
-    (relative) over the last two rounds, or `plan.max_rounds` were run. `watch` names
-    the processes whose CPU each run is measured, each by a reader of its CPU
-    seconds (`tree_cpu_seconds`). First, `warmup_rounds` untimed rounds: a JVM's
+    Rounds go on until every ratio's median is known to within `plan.tolerance`
+    (`settled`), or `plan.max_rounds` were run. `watch` names the processes whose
+    CPU each run is measured, each by a reader of its CPU seconds
+    (`tree_cpu_seconds`). First, `warmup_rounds` untimed rounds: a JVM's
     compiler and a process's allocator take a few runs to settle, and a figure is
-    of the steady state a long job sees.
+    of the steady state a long job sees. `tidy`, untimed, after each round: what
+    the rounds leave behind (copies) would otherwise grow the state each meets.
     """
     names = list(contenders)
+    repeats = dict.fromkeys(names, 1)
     for _ in range(plan.warmup_rounds):
-        for contender in contenders.values():
+        for name, contender in contenders.items():
+            began = time.perf_counter()
             await contender()
+            took = time.perf_counter() - began
+            repeats[name] = max(1, math.ceil(plan.min_round_s / max(took, 1e-6)))
     watch = watch or {}
     rounds = Rounds({name: [] for name in names}, {}, {name: {} for name in names})
-    medians: list[dict[str, float]] = []
     for round_ in range(plan.max_rounds):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
             cpu_before = {process: read() for process, read in watch.items()}
             began = time.perf_counter()
-            result = await contenders[name]()
-            took = time.perf_counter() - began
-            used = {process: read() - cpu_before[process] for process, read in watch.items()}
-            if isinstance(result, Timed):
+            for _ in range(repeats[name]):
+                result = await contenders[name]()
+            took = (time.perf_counter() - began) / repeats[name]
+            used = {
+                process: (read() - cpu_before[process]) / repeats[name]
+                for process, read in watch.items()
+            }
+            if isinstance(result, Timed):  # with set-up to leave out: never repeated
                 took, used = result.seconds, used | result.cpu
             rounds.times[name].append(took)
             for process, seconds in used.items():
                 rounds.cpu[name].setdefault(process, []).append(seconds)
         for figure, ratio in ratios({name: rounds.times[name][-1] for name in names}).items():
             rounds.ratios.setdefault(figure, []).append(ratio)
-        medians.append({figure: statistics.median(r) for figure, r in rounds.ratios.items()})
+        if tidy is not None:
+            await tidy()
         if round_ + 1 >= plan.min_rounds and all(
-            abs(medians[-1][figure] - medians[-3][figure]) <= plan.tolerance * medians[-1][figure]
-            for figure in rounds.ratios
+            settled(r, plan.tolerance) for r in rounds.ratios.values()
         ):
             break
     return rounds
@@ -394,6 +439,7 @@ async def interleaved_pair(
     *,
     watch: dict[str, Callable[[], float]] | None = None,
     plan: RoundPlan = PAIR_ROUNDS,
+    tidy: Callable[[], Awaitable[object]] | None = None,
 ) -> Rounds:
     """`interleaved_async` of two: "measured" and "baseline" alternate, first one then
     the other; the figure "ratio" is baseline / measured (above 1: measured is faster)."""
@@ -402,4 +448,5 @@ async def interleaved_pair(
         lambda t: {"ratio": t["baseline"] / t["measured"]},
         watch=watch,
         plan=plan,
+        tidy=tidy,
     )

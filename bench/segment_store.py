@@ -1,15 +1,17 @@
 """Segment store: copy and sequential fetch MB/s through the service vs the bare backend.
 
 Each backend is measured against a bare transfer of the same bytes in the same
-run: for filesystem, a file copy (with fsync, as the store does) and a file
-read; for S3, aioboto3 uploading (same part size, same concurrency) and
-downloading straight to the same moto server. Rounds of the service and of the
-bare transfer alternate, so both meet the same state of the backend (moto's
-memory, the disk's writeback queue) and the same noise of the machine; each
-figure is the median of the per-round ratios, printed with their spread, over
-rounds that go on until that median settles (common.interleaved_pair). The
-service runs in its own process (`remotelog serve segment-store`), as in
-production; moto in another.
+run: for filesystem, a file copy (in-kernel, its disk writes started as it
+goes and an fsync at the end, as the store does) and a file read; for S3,
+aioboto3 uploading (same part size, same concurrency) and downloading straight
+to the same moto server. Rounds of the service and of the bare transfer
+alternate, so both meet the same state of the backend (moto's memory, the
+disk's writeback queue) and the same noise of the machine; each figure is the
+median of the per-round ratios, printed with their spread, over rounds that go
+on until that median is known within +-5% (common.interleaved_pair, `settled`);
+copies older than the last are removed between rounds. The service runs in its
+own process (`remotelog serve segment-store`), as in production; moto in
+another.
 Each backend is measured through the gRPC streams and through the store's
 short circuit (`short.circuit.socket.path`: descriptors over a unix socket,
 for a client on the store's host; S3 fetches take the stream); S3 fetches
@@ -32,15 +34,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import aioboto3
 from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
-from common import Report, Rounds, cpu_of, interleaved_pair, own_cpu, start
+from common import Report, RoundPlan, Rounds, cpu_of, interleaved_pair, own_cpu, start
 
 from remotelog.client import (
     ClientOptions,
@@ -50,15 +51,31 @@ from remotelog.client import (
 )
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.rpc.serve import serve_command
+from remotelog.segmentstore.writeback import start_writeback
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 PART = 8 * MIB
+BYTES_PER_SYNC = 4 * MIB  # the store's default storage.filesystem.bytes.per.sync
 CONCURRENCY = 4
-ROUNDS = 5
 
 # One timed transfer of the whole segment.
 Round = Callable[[], Awaitable[None]]
+# (copy, fetch of the last copy, removal of all copies but the last): each copy is of
+# a new segment, as the copy scheduler's are, and removing the older ones between
+# rounds keeps the state every round meets the same (moto held them all in memory).
+Rounds3 = tuple[Round, Round, Round]
+# Rounds go on until each median is known within +-5%, or 31; page-cached reads of
+# 3-30 ms are repeated to 50 ms a round.
+PLAN = RoundPlan(warmup_rounds=1, min_rounds=9, max_rounds=31, min_round_s=0.05)
+
+
+def in_turn(*calls: Round) -> Round:
+    async def run() -> None:
+        for call in calls:
+            await call()
+
+    return run
 
 
 def metadata(size: int) -> RemoteLogSegmentMetadata:
@@ -75,19 +92,8 @@ def metadata(size: int) -> RemoteLogSegmentMetadata:
     )
 
 
-async def best(rounds: int, fn: Callable[[], Awaitable[object]]) -> float:
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - began)
-    return min(times)
-
-
-def service_rounds(
-    client: SegmentStoreClient, files: LogSegmentData, size: int
-) -> tuple[Round, Round]:
-    """(copy, fetch) through the service: each copy a new segment, fetches read the last."""
+def service_rounds(client: SegmentStoreClient, files: LogSegmentData, size: int) -> Rounds3:
+    """(copy, fetch, tidy) through the service."""
     copied: list[RemoteLogSegmentMetadata] = []
 
     async def copy() -> None:
@@ -101,19 +107,30 @@ def service_rounds(
             n += len(chunk)
         assert n == size
 
-    return copy, fetch
+    async def tidy() -> None:
+        while len(copied) > 1:
+            await client.delete_log_segment_data(copied.pop(0))
+
+    return copy, fetch, tidy
 
 
-def filesystem_rounds(log: Path, work: Path, size: int) -> tuple[Round, Round]:
-    """(copy, read) of plain files in a thread, as the store's pool does them."""
+def filesystem_rounds(log: Path, work: Path, size: int) -> Rounds3:
+    """(copy, read, tidy) of plain files in a thread, as the store's pool does them."""
     copies: list[Path] = []
 
     def copy() -> None:
-        target = work / f"bare-{len(copies)}.log"
-        shutil.copyfile(log, target)
-        fd = os.open(target, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
+        # The best a plain copy does with the store's durability: in-kernel, each
+        # 4 MiB's disk write started as it is copied, then the fsync. (copyfile and
+        # one fsync at the end left the disk idle while copying: the store's early
+        # writeback made the short circuit 1.3-1.7x that, by how fast the disk was.)
+        target = work / f"bare-{uuid.uuid4().hex}.log"
+        with log.open("rb") as source, target.open("wb") as copied:
+            position = 0
+            while position < size:
+                n = os.copy_file_range(source.fileno(), copied.fileno(), BYTES_PER_SYNC)
+                start_writeback(copied.fileno(), position, n)
+                position += n
+            os.fsync(copied.fileno())
         copies.append(target)
 
     def read() -> None:
@@ -123,17 +140,19 @@ def filesystem_rounds(log: Path, work: Path, size: int) -> tuple[Round, Round]:
                 n += len(chunk)
         assert n == size
 
+    def tidy() -> None:
+        while len(copies) > 1:
+            copies.pop(0).unlink()
+
     async def in_thread(fn: Callable[[], None]) -> None:
         await asyncio.to_thread(fn)
 
-    return lambda: in_thread(copy), lambda: in_thread(read)
+    return lambda: in_thread(copy), lambda: in_thread(read), lambda: in_thread(tidy)
 
 
 @contextlib.asynccontextmanager
-async def s3_rounds(
-    endpoint: str, bucket: str, log: Path, size: int
-) -> AsyncIterator[tuple[Round, Round]]:
-    """(upload, download) with aioboto3 straight to the server: each upload a new key, as a copy."""
+async def s3_rounds(endpoint: str, bucket: str, log: Path, size: int) -> AsyncIterator[Rounds3]:
+    """(upload, download, tidy) with aioboto3 straight to the server."""
     session = aioboto3.Session(
         aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
     )
@@ -146,7 +165,7 @@ async def s3_rounds(
         keys: list[str] = []
 
         async def upload() -> None:
-            key = f"bare/{len(keys)}.log"
+            key = f"bare/{uuid.uuid4().hex}.log"
             await s3.upload_file(str(log), bucket, key, Config=transfer)
             keys.append(key)
 
@@ -158,20 +177,25 @@ async def s3_rounds(
                     n += len(chunk)
             assert n == size
 
-        yield upload, download
+        async def tidy() -> None:
+            while len(keys) > 1:
+                await s3.delete_object(Bucket=bucket, Key=keys.pop(0))
+
+        yield upload, download, tidy
 
 
 def _send_file(listener: socket.socket, log: Path) -> None:
-    """Child process: send `log` to each of ROUNDS + 1 connections."""
+    """Child process: send `log` to each connection, until stopped."""
     data = log.read_bytes()
-    for _ in range(ROUNDS + 1):
+    while True:
         connection, _ = listener.accept()
         with connection:
             connection.sendall(data)
 
 
-async def loopback_ceiling(log: Path, size: int) -> float:
-    """Seconds to move the segment over loopback TCP between two processes, no framing.
+@contextlib.contextmanager
+def loopback_rounds(log: Path, size: int) -> Iterator[Round]:
+    """Moving the segment over loopback TCP between two processes, no framing.
 
     Any network service's fetch is bounded by this on the machine; it puts the
     filesystem baseline (a page-cache read) in proportion.
@@ -189,11 +213,14 @@ async def loopback_ceiling(log: Path, size: int) -> float:
                 n += received
         assert n == size
 
+    async def transfer() -> None:
+        await asyncio.to_thread(receive)
+
     try:
-        await asyncio.to_thread(receive)  # warm
-        return await best(ROUNDS, lambda: asyncio.to_thread(receive))
+        yield transfer
     finally:
-        sender.join(timeout=30)
+        sender.terminate()
+        sender.join()
         listener.close()
 
 
@@ -233,12 +260,15 @@ TRANSPORTS = {"filesystem": ("grpc", "short_circuit"), "s3": ("grpc", "short_cir
 
 async def measure(
     work: Path, endpoint: str, bucket: str, files: LogSegmentData, size: int, moto_pid: int
-) -> tuple[Results, list[subprocess.Popen[str]]]:
+) -> tuple[Results, Rounds, list[subprocess.Popen[str]]]:
+    """Every pair of rounds; and, of the filesystem store's gRPC fetch, the pair against
+    loopback TCP between two processes ("baseline": the TCP transfer)."""
     results: Results = {}
+    ceiling: Rounds | None = None
     processes: list[subprocess.Popen[str]] = []
-    async with s3_rounds(endpoint, bucket, Path(str(files.log_segment)), size) as s3_bare:
-        bare = {"filesystem": filesystem_rounds(Path(str(files.log_segment)), work, size)}
-        bare["s3"] = s3_bare
+    log = Path(str(files.log_segment))
+    async with s3_rounds(endpoint, bucket, log, size) as s3_bare:
+        bare = {"filesystem": filesystem_rounds(log, work, size), "s3": s3_bare}
         for backend in ("filesystem", "s3"):
             process, port = serve(store_config(work, backend, endpoint, bucket))
             processes.append(process)
@@ -253,18 +283,24 @@ async def measure(
                     fetch_urls=transport == "fetch_url",
                 )
                 try:
-                    copy, fetch = service_rounds(client, files, size)
-                    bare_copy, bare_fetch = bare[backend]
+                    copy, fetch, tidy = service_rounds(client, files, size)
+                    bare_copy, bare_fetch, bare_tidy = bare[backend]
                     if transport == "fetch_url":
                         await copy()  # a segment to read; its copy is grpc's
                         copies = results[backend, "grpc"][0]
                     else:
-                        copies = await interleaved_pair(copy, bare_copy, watch=watch)
-                    fetches = await interleaved_pair(fetch, bare_fetch, watch=watch)
+                        copies = await interleaved_pair(
+                            copy, bare_copy, watch=watch, tidy=in_turn(tidy, bare_tidy), plan=PLAN
+                        )
+                    fetches = await interleaved_pair(fetch, bare_fetch, watch=watch, plan=PLAN)
+                    if (backend, transport) == ("filesystem", "grpc"):
+                        with loopback_rounds(log, size) as loopback:
+                            ceiling = await interleaved_pair(fetch, loopback, plan=PLAN)
                 finally:
                     await client.close()
                 results[backend, transport] = (copies, fetches)
-    return results, processes
+    assert ceiling is not None
+    return results, ceiling, processes
 
 
 def print_cpu(figure: str, rounds: Rounds, gigabytes: float) -> None:
@@ -289,9 +325,8 @@ async def main() -> None:
     report = Report("segment_store")
     try:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        results, started = await measure(work, endpoint, bucket, files, size, moto.pid)
+        results, ceiling, started = await measure(work, endpoint, bucket, files, size, moto.pid)
         processes += started
-        loopback = await loopback_ceiling(log, size)
     finally:
         for process in processes:
             process.terminate()
@@ -311,7 +346,7 @@ async def main() -> None:
             bare_fetch=round(mb / median_s(fetches, "baseline")),
             segment_mib=size // MIB,
         )
-    report.info("loopback_tcp_mb_per_s", fetch=round(mb / loopback))
+    report.info("loopback_tcp_mb_per_s", fetch=round(mb / median_s(ceiling, "baseline")))
     for (backend, transport), (copies, fetches) in results.items():
         name = backend if transport == "grpc" else f"{backend}_{transport}"
         if transport != "fetch_url":  # its copies are grpc's
@@ -321,8 +356,7 @@ async def main() -> None:
             report.ratio_rounds(f"{name}_fetch_vs_bare", fetches.ratios["ratio"], 0.8)
             print_cpu(f"{name} fetch", fetches, size / 1e9)
     # What the filesystem fetch reaches of the most any service could on this machine.
-    grpc_fetch = median_s(results["filesystem", "grpc"][1], "measured")
-    report.ratio("filesystem_fetch_vs_loopback_tcp", loopback / grpc_fetch, None)
+    report.ratio_rounds("filesystem_fetch_vs_loopback_tcp", ceiling.ratios["ratio"], None)
     for figure in report.figures[:5]:
         print(figure)
     report.finish()
