@@ -33,6 +33,7 @@ from remotelog.core.errors import (
     RetriableRemoteStorageError,
 )
 from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
+from remotelog.segmentstore.s3_endpoints import resolve_endpoints_per_bucket
 
 T = TypeVar("T")
 
@@ -133,6 +134,7 @@ class S3Store:
             client.meta.events.unregister(
                 f"before-parameter-build.s3.{operation}", convert_body_to_file_like_object
             )
+        resolve_endpoints_per_bucket(client)
         return cls(settings, client, client_cm)
 
     async def close(self) -> None:
