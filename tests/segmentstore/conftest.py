@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from support.services import start_store
+from support.services import new_bucket, start_store, store_config
+
+from remotelog.segmentstore.factory import open_segment_store
 
 # Stores that sign fetch URLs (S3 only; the filesystem backend ignores it).
 URLS_ON = {"storage.s3.fetch.url.expiry.ms": "600000"}
@@ -27,6 +29,15 @@ async def s3_store(tmp_path, s3_endpoint, s3_faults):
     yield running
     s3_faults(None)
     await running.stop()
+
+
+@pytest_asyncio.fixture
+async def s3_objects(tmp_path, s3_endpoint):
+    """The store's S3 backend alone, on a new bucket (`.bucket`), without the service."""
+    config = store_config("s3", tmp_path, s3_endpoint, new_bucket(s3_endpoint))
+    objects = (await open_segment_store(config, config.backoff())).objects
+    yield objects
+    await objects.close()
 
 
 @pytest.fixture

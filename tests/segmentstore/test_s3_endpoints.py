@@ -1,8 +1,7 @@
 """S3 endpoints resolved once per bucket: the rule set's unread parameters left out."""
 
-from support.services import new_bucket, store_config
+from support.s3 import sent_requests
 
-from remotelog.segmentstore.factory import open_segment_store
 from remotelog.segmentstore.s3_endpoints import unread_parameters
 
 RULESET = {
@@ -28,21 +27,14 @@ def test_a_rule_that_reads_a_key_keeps_it():
     assert unread_parameters(in_template) == {"Key"}
 
 
-async def test_puts_of_many_keys_resolve_the_endpoint_once(tmp_path, s3_endpoint):
-    bucket = new_bucket(s3_endpoint)
-    config = store_config("s3", tmp_path, s3_endpoint, bucket)
-    objects = (await open_segment_store(config, config.backoff())).objects
-    urls: list[str] = []
-    objects._client.meta.events.register(
-        "before-send.s3", lambda request, **_: urls.append(request.url)
-    )
+async def test_puts_of_many_keys_resolve_the_endpoint_once(s3_objects, s3_endpoint):
+    objects = s3_objects
+    sent = sent_requests(objects)
     resolve = objects._client._ruleset_resolver._provider.resolve_endpoint
-    try:
-        await objects.put("t/0/first", b"x")
-        resolved = resolve.cache_info().misses
-        for n in range(10):
-            await objects.put(f"t/0/{n}", b"x")
-        assert resolve.cache_info().misses == resolved
-    finally:
-        await objects.close()
-    assert urls == [f"{s3_endpoint}/{bucket}/t/0/{k}" for k in ["first", *range(10)]]
+    await objects.put("t/0/first", b"x")
+    resolved = resolve.cache_info().misses
+    for n in range(10):
+        await objects.put(f"t/0/{n}", b"x")
+    assert resolve.cache_info().misses == resolved
+    keys = ["first", *range(10)]
+    assert [r.url for r in sent] == [f"{s3_endpoint}/{objects.bucket}/t/0/{k}" for k in keys]

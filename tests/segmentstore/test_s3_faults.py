@@ -4,13 +4,11 @@ import os
 
 import grpc
 import pytest
-from support.s3 import s3_client
-from support.services import new_bucket, store_config
+from support.s3 import s3_client, sent_requests
 from support.waiting import eventually
 
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import RemoteStorageError, RetriableRemoteStorageError
-from remotelog.segmentstore.factory import open_segment_store
 
 from .segments import segment_metadata, synthetic_files
 
@@ -85,44 +83,34 @@ async def test_failed_multipart_copy_is_aborted(s3_store, s3_faults):
     assert s3_store.incomplete_uploads() == 0
 
 
-async def test_a_call_after_close_fails_and_opens_no_session(tmp_path, s3_endpoint):
+async def test_a_call_after_close_fails_and_opens_no_session(s3_objects, s3_endpoint):
     """A late call (a cancelled handler's abort) must not reopen the closed client: it
     would open an HTTP session nobody closes, reported by the loop at this test's end."""
-    bucket = new_bucket(s3_endpoint)
-    config = store_config("s3", tmp_path, s3_endpoint, bucket)
-    objects = (await open_segment_store(config, config.backoff())).objects
+    objects = s3_objects
     await objects.put("t/0/early", b"x")
     await objects.close()
     with pytest.raises(RemoteStorageError, match="the store is closed"):
         await objects.put("t/0/late", b"y")
     await objects.close()  # again: nothing to do
-    listed = s3_client(s3_endpoint).list_objects_v2(Bucket=bucket)
+    listed = s3_client(s3_endpoint).list_objects_v2(Bucket=objects.bucket)
     assert [o["Key"] for o in listed["Contents"]] == ["t/0/early"]
 
 
-async def test_uploaded_bodies_reach_the_wire_as_the_bytes_given(tmp_path, s3_endpoint):
+async def test_uploaded_bodies_reach_the_wire_as_the_bytes_given(s3_objects, s3_endpoint):
     """A PUT's and a part's body is sent as the bytes object itself, not wrapped in a
     file object that the checksum, the signature and aiohttp would each copy."""
-    bucket = new_bucket(s3_endpoint)
-    config = store_config("s3", tmp_path, s3_endpoint, bucket)
-    objects = (await open_segment_store(config, config.backoff())).objects
-    sent: list[object] = []
-    objects._client.meta.events.register(
-        "before-send.s3", lambda request, **_: sent.append(request.body)
-    )
-    try:
-        single = os.urandom(1000)
-        await objects.put("t/0/single", single)
-        upload = objects.open_upload("t/0/multi")
-        parts = os.urandom(objects.settings.part_size + 10)
-        await upload.write(parts)
-        await upload.complete()
-    finally:
-        await objects.close()
-    bodies = [body for body in sent if body]
-    assert sent[0] is single
+    objects = s3_objects
+    sent = sent_requests(objects)
+    single = os.urandom(1000)
+    await objects.put("t/0/single", single)
+    upload = objects.open_upload("t/0/multi")
+    parts = os.urandom(objects.settings.part_size + 10)
+    await upload.write(parts)
+    await upload.complete()
+    bodies = [request.body for request in sent if request.body]
+    assert sent[0].body is single
     assert [type(body) for body in bodies] == [bytes, bytes, bytes, bytes]
     assert b"".join(bodies[1:3]) == parts  # the two parts, in order
     client = s3_client(s3_endpoint)
-    assert client.get_object(Bucket=bucket, Key="t/0/single")["Body"].read() == single
-    assert client.get_object(Bucket=bucket, Key="t/0/multi")["Body"].read() == parts
+    assert client.get_object(Bucket=objects.bucket, Key="t/0/single")["Body"].read() == single
+    assert client.get_object(Bucket=objects.bucket, Key="t/0/multi")["Body"].read() == parts

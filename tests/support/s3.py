@@ -1,4 +1,5 @@
-"""A boto3 client for the test S3 server (moto's, started by the `s3_endpoint` fixture)."""
+"""A boto3 client for the test S3 server (moto's, started by the `s3_endpoint` fixture), and
+what the store's own S3 client sends it."""
 
 import boto3
 
@@ -11,3 +12,11 @@ def s3_client(endpoint: str):
         aws_access_key_id="test",
         aws_secret_access_key="test",
     )
+
+
+def sent_requests(objects) -> list:
+    """The HTTP requests `objects`' S3 client sends from now on, as botocore built them."""
+    sent: list = []
+    events = objects._client.meta.events
+    events.register("before-send.s3", lambda request, **_: sent.append(request))
+    return sent
