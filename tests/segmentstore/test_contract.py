@@ -13,7 +13,7 @@ from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.client import IndexType
+from remotelog.client import IndexType, LogSegmentData
 from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import kafka_uuid_str
@@ -129,6 +129,39 @@ async def test_multipart_sized_segment_round_trips(store, chunk_bytes):
         await fetch(store, metadata, 5 * MIB - 10, 5 * MIB + 10)
         == data[5 * MIB - 10 : 5 * MIB + 11]
     )
+
+
+def _evict(path: Path) -> None:
+    """Drop `path`'s pages from the page cache (written back first), as if never read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("in_page_cache", [True, False])
+async def test_files_on_disk_round_trip_in_or_out_of_the_page_cache(store, tmp_path, in_page_cache):
+    """A file's chunks are read on the event loop when the page cache holds them and by
+    a thread when they must come from a disk: the same bytes either way, at every cut."""
+    chunk = 64 * 1024
+    contents = {
+        "00000000000000000000.log": os.urandom(2 * chunk + 123),  # a short last chunk
+        "00000000000000000000.index": os.urandom(chunk),  # exactly one chunk
+        "00000000000000000000.timeindex": b"",  # no chunk but an empty one
+    }
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+        if not in_page_cache:
+            _evict(tmp_path / name)
+    log, offset_index, time_index = (tmp_path / name for name in contents)
+    files = LogSegmentData(log, offset_index, time_index, b"snap", b"0\n1\n0 0\n")
+    metadata = segment_metadata(size=log.stat().st_size)
+    await store.client.copy_log_segment_data(metadata, files, chunk_bytes=chunk)
+    assert await fetch(store, metadata) == log.read_bytes()
+    assert await store.client.fetch_index(metadata, IndexType.OFFSET) == offset_index.read_bytes()
+    assert await store.client.fetch_index(metadata, IndexType.TIMESTAMP) == b""
 
 
 async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(store):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from remotelog.core.model import (
     last_fetch_position,
 )
 from remotelog.fileio.descriptor_socket import close_all
+from remotelog.fileio.pagecache import pread_cached
 from remotelog.rpc import bulk_wire
 from remotelog.rpc.convert import segment_file_to_proto, segment_metadata_to_proto
 
@@ -45,20 +47,26 @@ _log = logging.getLogger(__name__)
 
 
 async def _read_chunks(source: Path | bytes, chunk_bytes: int) -> AsyncGenerator[bytes, None]:
-    """At least one chunk (empty for an empty file), never the whole file in memory."""
+    """At least one chunk (empty for an empty file), never the whole file in memory.
+
+    A segment just rolled is in the page cache: its chunks are copied on the
+    event loop, and only a chunk that must come from a disk takes a thread.
+    """
     if isinstance(source, bytes):
         for start in range(0, max(len(source), 1), chunk_bytes):
             yield source[start : start + chunk_bytes]
         return
     with source.open("rb") as handle:
-        first = True
+        fd, position = handle.fileno(), 0
         while True:
-            data = await asyncio.to_thread(handle.read, chunk_bytes)
-            if data or first:
+            data = pread_cached(fd, chunk_bytes, position)
+            if data is None:
+                data = await asyncio.to_thread(os.pread, fd, chunk_bytes, position)
+            if data or not position:
                 yield data
             if len(data) < chunk_bytes:
                 return
-            first = False
+            position += len(data)
 
 
 def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
