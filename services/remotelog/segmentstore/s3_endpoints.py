@@ -1,11 +1,9 @@
 """S3 endpoints resolved once per bucket, not once per object key.
 
-botocore resolves every request's endpoint by evaluating S3's endpoint rule
-set, and caches the answer by the parameters it passed in. The rule set
-declares `Key`, `Prefix` and `CopySource` as parameters, but no rule reads
-them (boto/botocore#3528), so each new object key missed the cache and ran
-the whole rule set again. botocore left them out in 2026 (boto/botocore#3692);
-aioboto3 still pins a botocore from before.
+botocore caches each request's endpoint by the parameters it gives S3's
+endpoint rule set. The rule set declares parameters that no rule reads
+(`Key`, `Prefix`, `CopySource`: boto/botocore#3528); passed in, they make
+every new object key a cache miss and a full evaluation of the rules.
 """
 
 from __future__ import annotations
