@@ -90,9 +90,11 @@ async def test_offsets_of_every_kind(tiered):
 
 
 async def test_a_partition_without_remote_data_is_unknown_topic_or_partition(tiered):
+    """Retriable, as Kafka's: retention may have emptied the tier until the next copy."""
     ghost = new_partition("ghost")
     (result,) = await tiered.running[0].client.fetch([FetchPartition(ghost, 0, 1024)])
     assert isinstance(result.error, UnknownTopicOrPartitionError)
+    assert result.error.retriable
     assert result.error.message == f"{ghost} has no data in the remote tier"
     assert result.records == b""
 

@@ -82,10 +82,13 @@ class RemoteResourceNotFoundError(RemoteLogError):
 
 
 class UnknownTopicOrPartitionError(RemoteLogError):
-    """The partition is not known to this service."""
+    """The partition is not known to this service (Kafka's
+    UnknownTopicOrPartitionException: retriable, its data may not be tiered yet, or
+    retention may have emptied its remote tier until the next segment is copied)."""
 
     reason = "UNKNOWN_TOPIC_OR_PARTITION"
     code = "NOT_FOUND"
+    retriable = True
 
 
 class OffsetOutOfRangeError(RemoteLogError):

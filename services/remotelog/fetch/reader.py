@@ -68,12 +68,12 @@ class Deadline:
 
 
 def _retriable(exc: BaseException) -> bool:
-    # An unknown leader epoch is the caller's to retry, as a Kafka broker answers it:
-    # retried here, it would hold a reader until the fetch's deadline.
+    # An unknown leader epoch or partition is the caller's to retry, as a Kafka broker
+    # answers them: retried here, it would hold a reader until the fetch's deadline.
     return (
         isinstance(exc, RemoteLogError)
         and exc.retriable
-        and not isinstance(exc, UnknownLeaderEpochError)
+        and not isinstance(exc, (UnknownLeaderEpochError, UnknownTopicOrPartitionError))
     )
 
 
