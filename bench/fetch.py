@@ -41,6 +41,7 @@ from common import (
     cpu_of,
     interleaved_pair,
     own_cpu,
+    p99,
     serve_fetch,
     serve_tiering,
     start,
@@ -191,10 +192,6 @@ def bare_ticks() -> Iterator[list[float]]:
         ours.send(None)
         lateness.extend(sorted(ours.recv()))
         sleeper.join()
-
-
-def p99(ordered: list[float]) -> float:
-    return ordered[int(len(ordered) * 0.99)]
 
 
 async def purgatory_figures(report: Report) -> None:

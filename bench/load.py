@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import grpc
-from common import Report, bench_stack, serve_fetch, serve_tiering
+from common import Report, bench_stack, p99, serve_fetch, serve_tiering
 from copy_scheduler import tier
 from fetch import MIB, write_partition
 
@@ -167,11 +167,11 @@ async def main() -> None:
     others = {why: n for why, n in tally.outcomes.items() if "READER_QUEUE_FULL" not in why}
     latencies = sorted(tally.latencies_ms)
     p50 = statistics.median(latencies) if latencies else float("nan")
-    p99 = latencies[int(len(latencies) * 0.99)] if latencies else float("nan")
+    tail = p99(latencies) if latencies else float("nan")
     print(
         f"{clients} clients for {elapsed:.0f} s: {answered / elapsed:,.0f} Fetches/s answered, "
         f"{queue_full / elapsed:,.0f}/s refused READER_QUEUE_FULL, {tally.expired} expired empty; "
-        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms; RssAnon {memory_before:.0f} MiB at start, "
+        f"p50 {p50:.1f} ms, p99 {tail:.1f} ms; RssAnon {memory_before:.0f} MiB at start, "
         f"at most {max(memory):.0f} MiB; service alive at the end: {alive}"
     )
     for why, count in sorted(others.items()):
@@ -185,7 +185,7 @@ async def main() -> None:
         expired=tally.expired,
         other_errors=sum(others.values()),
         p50_ms=round(p50, 2),
-        p99_ms=round(p99, 2),
+        p99_ms=round(tail, 2),
         rss_anon_max_mib=round(max(memory)),
     )
     report.latency("load: largest RssAnon of the fetch service, MiB", max(memory), MEMORY_BOUND_MIB)

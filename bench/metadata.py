@@ -27,7 +27,7 @@ import tracemalloc
 import uuid
 from pathlib import Path
 
-from common import Report
+from common import Report, p99
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -151,7 +151,7 @@ async def through_service(report: Report, directory: Path, bootstrap: str) -> No
             report.info(
                 "metadata_lookup_latency_ms",
                 p50=round(statistics.median(latencies), 3),
-                p99=round(latencies[int(len(latencies) * 0.99)], 3),
+                p99=round(p99(latencies), 3),
                 calls=LOOKUPS,
             )
     finally:

@@ -40,9 +40,9 @@ def unread_parameters(ruleset: dict[str, Any]) -> frozenset[str]:
     return frozenset(ruleset.get("parameters", {})) - read
 
 
-def resolve_endpoints_per_bucket(client: Any) -> frozenset[str]:
+def resolve_endpoints_per_bucket(client: Any) -> None:
     """Leave the parameters no rule reads out of `client`'s endpoint resolution, so that
-    requests for one bucket share one cached endpoint; returns the names left out.
+    requests for one bucket share one cached endpoint.
 
     A botocore without the resolver this reaches into is left as it is.
     """
@@ -50,7 +50,7 @@ def resolve_endpoints_per_bucket(client: Any) -> frozenset[str]:
     definitions = getattr(resolver, "_param_definitions", None)
     loader = getattr(client, "_loader", None)
     if not isinstance(definitions, dict) or loader is None:
-        return frozenset()
+        return
     model = client.meta.service_model
     ruleset = loader.load_service_model(
         model.service_name, "endpoint-rule-set-1", model.api_version
@@ -58,4 +58,3 @@ def resolve_endpoints_per_bucket(client: Any) -> frozenset[str]:
     unread = unread_parameters(ruleset) & definitions.keys()
     # A new dict for this client: the provider's rule set (which may be shared) keeps its own.
     resolver._param_definitions = {k: v for k, v in definitions.items() if k not in unread}
-    return unread
