@@ -26,23 +26,43 @@ $(BUF):
 
 # Debian packages the tests start as real servers; installed only if missing.
 SYSTEM_TOOLS := .tools/.system-packages
+# Apache Kafka's broker jars (the version is pinned in the pom), resolved from Maven Central.
+KAFKA_POM := jvm/kafka-broker/pom.xml
+KAFKA_LIBS := .tools/kafka/libs
+MVN := mvn -q -B -Dstyle.color=never
 
-# Redis for the lease tests, Java 17 for Spark (the demo's and the tests').
 define apt_install_missing
 	@command -v $(1) >/dev/null || { \
 		echo "installing $(2) (Debian package)"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get install -y -q --no-install-recommends $(2) >/dev/null \
 		|| { $$SUDO apt-get update -q >/dev/null && \
-		     $$SUDO apt-get install -y -q --no-install-recommends $(2) >/dev/null; }; }
+		     $$SUDO apt-get install -y -q --no-install-recommends $(2) >/dev/null; } \
+		|| echo "could not install $(2)"; }
 endef
 
+# One line naming what to install, in place of a stack trace further on.
+define require
+	@command -v $(1) >/dev/null || { echo "make setup: $(1) not found: install $(2)"; exit 1; }
+endef
+
+# Redis for the lease tests; Java 17 for Apache Kafka and Spark; Maven to resolve Kafka's jars.
 $(SYSTEM_TOOLS):
 	$(call apt_install_missing,redis-server,redis-server)
 	$(call apt_install_missing,java,openjdk-17-jre-headless)
+	$(call apt_install_missing,mvn,maven)
+	$(call require,redis-server,Debian's redis-server)
+	$(call require,java,Java 17 (Debian's openjdk-17-jre-headless))
+	$(call require,mvn,Maven (Debian's maven))
 	@mkdir -p .tools && touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS)
+$(KAFKA_LIBS)/.resolved: $(KAFKA_POM) | $(SYSTEM_TOOLS)
+	rm -rf $(KAFKA_LIBS)
+	$(MVN) -f $(KAFKA_POM) dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(abspath $(KAFKA_LIBS))
+	@touch $@
+
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved
 
 # The main job on embedded defaults: see README.md's quick start.
 demo: setup

@@ -11,9 +11,12 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.kafka_security import PLAIN_USERS, SCRAM_USERS, SecuredBroker
 from support.servers import RedisServer, S3Server
+from support.tls import make_certificates
 
-from remotelog.dev.broker import EmbeddedBroker
+from remotelog.dev.broker import BrokerError
+from remotelog.dev.kafka_broker import BrokerTls, KafkaBroker, SaslUsers
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -88,10 +91,33 @@ def s3_faults(s3_server) -> Callable[..., None]:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    """Tansu with its memory engine, on a free loopback port."""
-    log = tmp_path_factory.mktemp("tansu") / "broker.log"
-    with EmbeddedBroker(log_path=log) as running:
-        yield running
+    """Apache Kafka (KRaft, one node, jars from `make setup`) on free loopback ports,
+    shared by the run: its start-up (about 5 s here) is paid once."""
+    try:
+        running = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    except BrokerError as exc:
+        pytest.fail(str(exc))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_broker(tmp_path_factory) -> SecuredBroker:
+    """Apache Kafka with SASL_SSL (SCRAM-SHA-512 and PLAIN users) and SSL (client
+    certificates required) listeners beside PLAINTEXT, which the tests read through."""
+    directory = tmp_path_factory.mktemp("secured-kafka")
+    certificates = make_certificates(directory)
+    broker = KafkaBroker(
+        directory / "broker",
+        tls=BrokerTls(certificates.server_cert, certificates.server_key, certificates.ca),
+        sasl_users=SaslUsers(scram_sha_512=SCRAM_USERS, plain=PLAIN_USERS),
+    )
+    try:
+        broker.start()
+    except BrokerError as exc:
+        pytest.fail(str(exc))
+    yield SecuredBroker(broker, certificates)
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -81,9 +81,8 @@ class SoakConfig:
     @classmethod
     def for_seconds(cls, seconds: float) -> SoakConfig:
         """Segments grow with the run, so a partition rolls about a dozen whatever its
-        length: Tansu's S3 engine reads its topic ever slower as the topic grows (it
-        lists the S3 server's objects), and the final full replay of the metadata topic
-        must stay within minutes."""
+        length: the audit reads every tiered segment back and replays the whole
+        metadata topic, which must stay within minutes."""
         return cls(seconds, segment_bytes=int(16 * 1024 * max(1.0, seconds / 40)))
 
 
@@ -437,7 +436,7 @@ class Soak:
         """No service met an error it did not expect: every traceback in a log fails."""
         for child in self.stack.children:
             if child.process is None:
-                continue  # the broker's log is Tansu's
+                continue  # the broker's log is Kafka's own (a JVM's, no Python tracebacks)
             lines = child.log.read_text(errors="replace").splitlines()
             for number, line in enumerate(lines):
                 if line.startswith("Traceback (most recent call last)"):
@@ -523,7 +522,6 @@ class Soak:
                 for tip in self.writer.tips:
                     await eventually(
                         lambda tip=tip: replay.is_ready(tip),
-                        # Tansu's S3 engine reads a few hundred records a second.
                         timeout_s=60 + self.config.seconds,
                         why=lambda: loading_state(replay, self.stack.broker),
                     )

@@ -1,8 +1,7 @@
 """The chaos soak, short: about a minute here, `make chaos` for the long run.
 
-The broker is Tansu on its S3 engine (on the session's S3 server, never faulted),
-so what it acknowledged survives its restarts; the segment store has an S3 server
-of its own, which the killer makes fail.
+The broker is Apache Kafka, SIGKILLed and restarted from its own log dir like every
+other part; the segment store has an S3 server of its own, which the killer makes fail.
 """
 
 import os
@@ -11,9 +10,7 @@ import uuid
 import pytest
 from support.s3 import s3_client
 from support.servers import RedisServer, S3Server
-from support.services import S3_ENGINE_FETCH_WAIT
 
-from remotelog.dev.broker import EmbeddedBroker
 from remotelog.dev.stack import SERVICES, DevConfig, DevStack
 
 from .soak import Soak, SoakConfig, Writer
@@ -42,15 +39,7 @@ def bucket(endpoint: str, prefix: str) -> str:
     return name
 
 
-async def test_nothing_is_lost_when_any_part_is_killed(
-    tmp_path, s3_endpoint, store_s3, redis_server, capsys
-):
-    broker = EmbeddedBroker(
-        storage_engine=f"s3://{bucket(s3_endpoint, 'tansu')}/",
-        s3_endpoint=s3_endpoint,
-        s3_access_key_id="test",
-        s3_secret_access_key="test",
-    )
+async def test_nothing_is_lost_when_any_part_is_killed(tmp_path, store_s3, redis_server, capsys):
     segment_store = {
         "storage.backend": "s3",
         "storage.s3.bucket.name": bucket(store_s3.endpoint, "segments"),
@@ -67,17 +56,14 @@ async def test_nothing_is_lost_when_any_part_is_killed(
     overrides = {
         "segment-store": segment_store,
         # Snapshots often, so the final restart loads one and replays only a tail.
-        "metadata-manager": {
-            "remote.log.metadata.snapshot.interval.events": "200",
-            **S3_ENGINE_FETCH_WAIT,
-        },
+        "metadata-manager": {"remote.log.metadata.snapshot.interval.events": "200"},
         "copy-scheduler": backoff,
-        "partition-remover": {**backoff, **S3_ENGINE_FETCH_WAIT},
+        "partition-remover": backoff,
     }
     config = SoakConfig.for_seconds(CHAOS_SECONDS)
     data_dir = tmp_path / "data"
     with DevStack(
-        DevConfig(data_dir, redis_url=redis_server.url, overrides=overrides), broker=broker
+        DevConfig(data_dir, redis_url=redis_server.url, broker="kafka", overrides=overrides)
     ) as stack:
         writer = Writer(stack.data_dir, config)
         report = await Soak(stack, writer, redis_server, store_s3, config).run()

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,17 +11,38 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from remotelog.core.version import __version__
+from remotelog.dev.kafka_broker import kafka_libs, kafka_version
 from remotelog.dev.stack import SERVICES
 
 READY = "Ctrl-C stops every service"
 
 
-def start_dev(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, dict[str, str]]]:
-    """`remotelog dev` running, and its table by service: address, pid, files."""
+def table_rows(lines: list[str]) -> dict[str, dict[str, str]]:
+    """A table of `format_table` by its first column, cells cut where the rule's dashes are."""
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[1])]
+    headers = [lines[0][a:b].strip() for a, b in spans]
+    rows = {}
+    for line in lines[2:]:
+        if not line.strip():
+            break
+        cells = [
+            line[a : (b if i < len(spans) - 1 else None)].strip() for i, (a, b) in enumerate(spans)
+        ]
+        rows[cells[0]] = dict(zip(headers[1:], cells[1:], strict=True))
+    return rows
+
+
+def start_dev(
+    data_dir: Path, broker: str = "kafka"
+) -> tuple[subprocess.Popen[str], dict[str, dict[str, str]]]:
+    """`remotelog dev` running, and its table by service: what runs, address, pid, files."""
+    command = ["dev", "--data-dir", str(data_dir), "--broker", broker]
     process = subprocess.Popen(
-        [sys.executable, "-m", "remotelog.cli.main", "dev", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "remotelog.cli.main", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -33,14 +55,17 @@ def start_dev(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, dict[str
             break
     else:
         raise AssertionError(f"dev exited before it was ready: {process.stderr.read()}")
-    headers = lines[0].split()
-    assert headers == ["service", "address", "pid", "config", "file", "log", "file"]
-    rows = {}
-    for line in lines[2:]:
-        if not line.strip():
-            break
-        name, address, pid, config, log = line.split()
-        rows[name] = {"address": address, "pid": pid, "config": config, "log": log}
+    assert lines[0].split()[:3] == ["service", "runs", "address"]
+    rows = {
+        name: {
+            "runs": row["runs"],
+            "address": row["address"],
+            "pid": row["pid"],
+            "config": row["config file"],
+            "log": row["log file"],
+        }
+        for name, row in table_rows(lines).items()
+    }
     return process, rows
 
 
@@ -82,11 +107,20 @@ def wait_gone(pids: list[int], timeout_s: float = 30) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
-def test_dev_serves_every_service_and_sigterm_stops_them_all(tmp_path):
+@pytest.mark.parametrize("broker", ["kafka", "tansu"])
+def test_dev_serves_every_service_and_sigterm_stops_them_all(tmp_path, broker):
     data_dir = tmp_path / "stack"
-    process, rows = start_dev(data_dir)
+    process, rows = start_dev(data_dir, broker)
     try:
         assert list(rows) == ["kafka", *SERVICES]
+        assert (
+            rows["kafka"]["runs"]
+            == {
+                "kafka": f"Apache Kafka {kafka_version(kafka_libs())}",
+                "tansu": "Tansu 0.6.0",
+            }[broker]
+        )
+        assert {rows[service]["runs"] for service in SERVICES} == {f"remotelog {__version__}"}
         for service in SERVICES:
             row = rows[service]
             assert health(row["address"]) == health_pb2.HealthCheckResponse.SERVING
@@ -103,6 +137,28 @@ def test_dev_serves_every_service_and_sigterm_stops_them_all(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
         assert wait_gone(pids) == []
+    finally:
+        stop_dev(process, rows)
+
+
+def test_dev_kafka_is_apache_kafka_answering_for_its_own_configuration(tmp_path):
+    data_dir = tmp_path / "stack"
+    process, rows = start_dev(data_dir, "kafka")
+    try:
+        kafka = rows["kafka"]
+        assert Path(kafka["config"]) == data_dir / "kafka" / "server.properties"
+        admin = AdminClient({"bootstrap.servers": kafka["address"]})
+        (broker_id,) = admin.list_topics(timeout=10).brokers
+        resource = ConfigResource("BROKER", str(broker_id))
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        # Kafka's own defaults, as only Apache Kafka answers them.
+        assert configs["log.retention.hours"].value == "168"
+        assert configs["process.roles"].value == "broker,controller"
+        # The metadata manager created its topic on this broker.
+        assert "__remote_log_metadata" in admin.list_topics(timeout=10).topics
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        assert wait_gone([int(row["pid"]) for row in rows.values()]) == []
     finally:
         stop_dev(process, rows)
 
@@ -127,6 +183,7 @@ def test_dev_reports_a_dead_child_and_stops_the_rest(tmp_path):
         (["--base-port", "80"], "--base-port 80: not in 1024..65530"),
         (["--redis", "http://localhost"], "--redis 'http://localhost': not a redis://"),
         (["--base-port", "x"], "argument --base-port: invalid int value: 'x'"),
+        (["--broker", "redpanda"], "argument --broker: invalid choice: 'redpanda'"),
     ],
 )
 def test_bad_dev_flags_are_one_line_naming_the_flag(flags, message):

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 from support.tiering import batch
-from support.topics import as_record, broker_records, produce
+from support.topics import OpenTransaction, as_record, broker_records, produce
 
 from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import build_batch
@@ -209,6 +209,24 @@ async def test_headers_and_the_broker_tail_with_kafka_bootstrap_servers(spark, t
     assert found[0][5] is None  # offset 0 has no headers: null, as Spark's Kafka source
 
 
+async def test_read_committed_with_a_broker_ends_at_its_last_stable_offset(spark, tiered, broker):
+    """0-4 tiered, 0-16 on the broker with a transaction still open over 14-16."""
+    topic = f"spark-open-txn-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 10)
+    transaction = await asyncio.to_thread(OpenTransaction, broker.bootstrap_servers, topic)
+    await tiered.tier_batches(topic, [[build_batch([as_record(o) for o in range(5)])]])
+    tail = {"kafka.bootstrap.servers": broker.bootstrap_servers, "subscribe": topic}
+    try:
+        committed = source(spark, tiered, **tail, **{"kafka.isolation.level": "read_committed"})
+        assert [r[0] for r in await rows(committed, "offset")] == OpenTransaction.COMMITTED
+        # endingOffsets latest is the broker's log end, not a batch's base offset + 1.
+        uncommitted = source(spark, tiered, **tail, endingOffsets="latest")
+        expected = [o for o in range(OpenTransaction.HIGH_WATERMARK) if o != 13]
+        assert [r[0] for r in await rows(uncommitted, "offset")] == expected
+    finally:
+        await asyncio.to_thread(transaction.abort)
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [
@@ -252,7 +270,7 @@ async def test_a_stream_with_a_broker_reads_history_and_tail_once_across_restart
 ):
     """Records 0-29 on the broker, 0-19 tiered; then 30-39 arrive on the broker only."""
     topic = f"spark-stream-hybrid-{uuid.uuid4().hex[:6]}"
-    each = functools.partial(produce, broker.bootstrap_servers, topic, batch_per_record=True)
+    each = functools.partial(produce, broker.bootstrap_servers, topic)
     await asyncio.to_thread(each, 30)
     await tiered.tier_batches(topic, [[build_batch([as_record(o)]) for o in range(20)]])
     frame = stream_of(spark, tiered, topic, **{"kafka.bootstrap.servers": broker.bootstrap_servers})

@@ -1,10 +1,11 @@
 """TieredConsumer over the remote tier: the records a direct decode of the segments gives."""
 
 import asyncio
+import functools
 import uuid
 
 import pytest
-from support.topics import as_record, broker_records, produce
+from support.topics import OpenTransaction, as_record, broker_records, produce
 
 from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
@@ -156,3 +157,30 @@ async def test_history_from_the_remote_tier_and_the_tail_from_the_broker_meet_ex
     # Without a broker the read ends at the last tiered offset.
     async with TieredConsumer.connect(*addresses(tiered)) as remote_only:
         assert fields(await read_all(remote_only, tip)) == on_broker[:40]
+
+
+async def test_read_committed_ends_at_the_brokers_last_stable_offset(tiered, broker):
+    """0-4 tiered, 0-16 on the broker with a transaction still open over 14-16."""
+    topic = f"open-txn-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(produce, broker.bootstrap_servers, topic, 10)
+    transaction = await asyncio.to_thread(OpenTransaction, broker.bootstrap_servers, topic)
+    tip = await tiered.tier_batches(topic, [[build_batch([as_record(o) for o in range(5)])]])
+    connect = functools.partial(
+        TieredConsumer.connect, *addresses(tiered), bootstrap_servers=broker.bootstrap_servers
+    )
+    try:
+        async with connect(isolation_level="read_committed") as committed:
+            assert await committed.end_offset(tip) == OpenTransaction.LAST_STABLE
+            assert [r.offset for r in await read_all(committed, tip)] == OpenTransaction.COMMITTED
+            assert await read_all(committed, tip, "latest") == []
+        async with connect() as uncommitted:
+            # ListOffsets(latest) is the log end: batches of several records each.
+            assert await uncommitted.end_offset(tip) == OpenTransaction.HIGH_WATERMARK
+            found = [r.offset for r in await read_all(uncommitted, tip)]
+            assert found == [o for o in range(17) if o != 13]  # 13: the commit marker
+    finally:
+        await asyncio.to_thread(transaction.abort)
+    async with connect(isolation_level="read_committed") as committed:
+        # The abort's marker (17) makes the log stable again; 14-16 stay hidden.
+        assert await committed.end_offset(tip) == OpenTransaction.HIGH_WATERMARK + 1
+        assert [r.offset for r in await read_all(committed, tip)] == OpenTransaction.COMMITTED

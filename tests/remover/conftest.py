@@ -1,4 +1,4 @@
-"""Partition remover fixtures: the real S3 store, metadata manager and removers over Tansu."""
+"""Partition remover fixtures: the real S3 store, metadata manager and removers over Kafka."""
 
 import uuid
 from dataclasses import dataclass, field
@@ -52,7 +52,8 @@ def remover_settings(
 
 
 def remover_properties(stack, **extra: str) -> dict[str, str]:
-    return remover_settings(stack.bootstrap, stack.group_id, stack.service_properties(), **extra)
+    reach = stack.service_properties()
+    return remover_settings(stack.bootstrap, stack.group_id, reach, **stack.kafka_settings, **extra)
 
 
 def remover_config_beside(

@@ -1,4 +1,4 @@
-"""The partition remover against a real Tansu, the real S3-backed store and metadata manager."""
+"""The partition remover against Apache Kafka, the real S3-backed store and metadata manager."""
 
 import asyncio
 import logging

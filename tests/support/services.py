@@ -112,12 +112,6 @@ async def start_store(backend, tmp_path, s3_endpoint, bucket=None, **extra) -> S
     return StoreRunning(backend, service, client, config, s3_endpoint)
 
 
-# Tansu's S3 engine answers a fetch when its wait ends with what it has read by
-# then: a wait shorter than its reads of the S3 server (10 ms, the tests' default
-# for the memory engine, on a loaded machine) brings empty fetches for ever.
-S3_ENGINE_FETCH_WAIT = {"remote.log.metadata.consumer.fetch.max.wait.ms": "1000"}
-
-
 def metadata_config(
     tmp: Path, bootstrap: str, name: str = "metadata", **extra: str
 ) -> MetadataManagerConfig:
@@ -200,6 +194,9 @@ class BackendStack:
     metadata: object = None
     running: list = field(default_factory=list)
     short_circuit_socket: str = ""
+    # How the services reach Kafka, over `bootstrap` (which the test's own clients use):
+    # e.g. a secured listener of the same broker.
+    kafka_settings: dict[str, str] = field(default_factory=dict)
 
     async def start(self):
         self.bucket = new_bucket(self.s3_endpoint)
@@ -228,7 +225,8 @@ class BackendStack:
         await store.stop(grace_s)
 
     async def start_metadata(self):
-        self.metadata = await start_metadata(metadata_config(self.tmp, self.bootstrap))
+        config = metadata_config(self.tmp, self.bootstrap, **self.kafka_settings)
+        self.metadata = await start_metadata(config)
 
     def storage_properties(self) -> dict[str, str]:
         """The `storage.*` keys that reach the store's backend directly."""

@@ -1,6 +1,7 @@
 """Topics on the test broker: produced with known records, read back by a plain consumer."""
 
 import uuid
+from typing import ClassVar
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -8,23 +9,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from remotelog.kafka.records import Record
 
 
-def produce(
-    bootstrap: str, topic: str, count: int, first: int = 0, *, batch_per_record: bool = False
-) -> None:
+def produce(bootstrap: str, topic: str, count: int, first: int = 0) -> None:
     """`count` records, each with its own timestamp: offsets from 0 on a new
-    one-partition topic, or from `first` on the topic already holding as many.
-
-    `batch_per_record` sends each record alone, for a test that reads the high
-    watermark: Tansu reports it as the last batch's base offset + 1, not the log
-    end offset, which is the same only when every batch holds one record."""
+    one-partition topic, or from `first` on the topic already holding as many."""
     if first == 0:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for offset in range(first, first + count):
         producer.produce(topic, **as_produced(offset))
-        if batch_per_record:
-            producer.flush(30)
     assert producer.flush(30) == 0
 
 
@@ -80,3 +73,29 @@ def broker_records(bootstrap: str, topic: str) -> list[tuple]:
         (m.offset(), m.key(), m.value(), m.timestamp()[1], tuple(m.headers() or ()))
         for m in read_to_end(bootstrap, topic)
     ]
+
+
+class OpenTransaction:
+    """On a topic holding offsets 0-9 (`produce`): a committed transaction (10-12,
+    its marker at 13), then one left open (14-16): the broker's last stable offset
+    is 14 and its high watermark 17 until `abort()`."""
+
+    COMMITTED: ClassVar[list[int]] = list(range(13))  # read_committed: below the marker
+    LAST_STABLE = 14
+    HIGH_WATERMARK = 17
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"}
+        )
+        self.producer.init_transactions(30)
+        for offsets, commit in ((range(10, 13), True), (range(14, 17), False)):
+            self.producer.begin_transaction()
+            for offset in offsets:
+                self.producer.produce(topic, **as_produced(offset))
+            assert self.producer.flush(30) == 0
+            if commit:
+                self.producer.commit_transaction(30)
+
+    def abort(self) -> None:
+        self.producer.abort_transaction(30)

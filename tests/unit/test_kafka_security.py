@@ -8,7 +8,7 @@ from support.services import load_properties
 
 from remotelog.core.config import ConfigError
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.kafka_client import kafka_client_config
+from remotelog.core.kafka_client import connection_problem, kafka_client_config
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.remover.config import PartitionRemoverConfig
 
@@ -240,3 +240,17 @@ def test_a_service_with_a_wrong_setting_stops_at_start_in_one_line(tmp_path):
     )
     assert "alice-secret" not in served.stderr
     assert "Traceback" not in served.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("_TRANSPORT", "127.0.0.1:9092/bootstrap: Connect to ipv4#127.0.0.1:9092 failed"),
+        ("_ALL_BROKERS_DOWN", "1/1 brokers are down"),
+        ("_TRANSPORT", "Disconnected: connection reset by peer (after 9ms in state UP)"),
+        ("_SSL", "SSL handshake failed: unexpected eof while reading"),
+    ],
+)
+def test_connection_errors_that_may_pass_name_no_setting(name, message):
+    """A broker still starting, or restarting: retried until the deadline."""
+    assert connection_problem(name, message, {"bootstrap.servers": "b:9092"}) is None

@@ -8,6 +8,7 @@ broker that never answers.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from remotelog.core.errors import InvalidArgumentError
@@ -133,3 +134,38 @@ def kafka_client_config(settings: MetadataTopicSettings) -> dict[str, str]:
     if uses_sasl:
         config.update(_sasl(settings))
     return config
+
+
+def connection_problem(
+    error_name: str, message: str, config: Mapping[str, str]
+) -> InvalidArgumentError | None:
+    """The setting a Kafka client's connection error (librdkafka's `error_cb`: its
+    code name and text) points at, when no retry can fix it: Kafka's own clients
+    treat a refused login or an untrusted certificate as fatal, so a service
+    starting with one fails at once, naming the key, rather than waiting out its
+    start-up deadline. None for errors that may pass (a broker still starting)."""
+    servers = config.get("bootstrap.servers", "")
+    if error_name == "_AUTHENTICATION":
+        user, mechanism = config.get("sasl.username", ""), config.get("sasl.mechanism", "")
+        return InvalidArgumentError(
+            "sasl.password",
+            f"the broker at {servers} refused user {user!r} with sasl.mechanism={mechanism}; "
+            f"check sasl.username and sasl.password (or sasl.jaas.config): {message}",
+        )
+    if error_name == "_SSL" and "certificate verify failed" in message:
+        trusted = config.get("ssl.ca.location") or "the system's CA certificates"
+        return InvalidArgumentError(
+            "ssl.ca.location",
+            f"{trusted} does not verify the certificate of the broker at {servers}: {message}",
+        )
+    if "alert bad certificate" in message or "alert certificate required" in message:
+        return InvalidArgumentError(
+            "ssl.certificate.location",
+            f"the broker at {servers} requires a client certificate it accepts: {message}",
+        )
+    if "alert certificate unknown" in message:
+        return InvalidArgumentError(
+            "ssl.certificate.location",
+            f"the broker at {servers} does not trust this client certificate: {message}",
+        )
+    return None

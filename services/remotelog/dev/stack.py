@@ -1,11 +1,12 @@
-"""`remotelog dev`: the embedded broker and the five services as child processes.
+"""`remotelog dev`: a broker and the five services as child processes.
 
 Each service runs `remotelog serve <service> --config <file>`, the same code and
 configuration keys as production, with its properties file and its log under the
-data dir. The broker is Tansu (memory storage) holding the metadata topic; the
-segment store keeps segments on the local filesystem; leases are in-process unless
-a Redis URL is given. Children get their own session, so a Ctrl-C in the terminal
-reaches only this process, which then stops them by pid in reverse order.
+data dir. The broker, holding the metadata topic, is Apache Kafka (KRaft, its log
+dir under the data dir) or Tansu (memory storage); the segment store keeps
+segments on the local filesystem; leases are in-process unless a Redis URL is
+given. Children get their own session, so a Ctrl-C in the terminal reaches only
+this process, which then stops them by pid in reverse order.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from remotelog.dev.broker import EmbeddedBroker
+from remotelog.core.version import __version__
+from remotelog.dev.broker import Broker, EmbeddedBroker
+from remotelog.dev.kafka_broker import KafkaBroker
 from remotelog.rpc.serve import serve_command
 
 # Start order: each service needs those before it (stop order is the reverse).
@@ -40,6 +43,8 @@ METADATA_TOPIC_PARTITIONS = 5
 TASK_INTERVAL_MS = 1_000
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+# What `--broker` takes: Apache Kafka from `make setup`'s jars, or Tansu.
+BROKERS = ("kafka", "tansu")
 # Unix sockets take paths of at most 107 bytes.
 MAX_SOCKET_PATH = 100
 
@@ -52,6 +57,7 @@ class DevStackError(RuntimeError):
 class DevConfig:
     data_dir: Path
     redis_url: str = ""
+    broker: str = "kafka"  # one of BROKERS
     # 0: free loopback ports. Else the broker on base_port and the services on
     # base_port+1.. in SERVICES order (7300 gives the services their default ports).
     base_port: int = 0
@@ -68,6 +74,8 @@ class Child:
     address: str
     config: Path | None
     log: Path
+    # What runs there, with its version.
+    runs: str = f"remotelog {__version__}"
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     # The broker's, for the broker's row.
@@ -81,13 +89,12 @@ class Child:
 class DevStack:
     """Start with `start()` (or as a context manager), stop with `stop()`."""
 
-    def __init__(self, config: DevConfig, broker: EmbeddedBroker | None = None) -> None:
-        """`broker`: one not yet started, in place of the memory-storage default (for one
-        whose records survive a restart)."""
+    def __init__(self, config: DevConfig, broker: Broker | None = None) -> None:
+        """`broker`: one not yet started, in place of the one `config.broker` names."""
         self.config = config
         self.data_dir = config.data_dir.resolve()
         self.children: list[Child] = []
-        self.broker = broker or EmbeddedBroker(port=config.base_port)
+        self.broker = broker or _new_broker(config, self.data_dir)
         if self.broker.log_path is None:
             self.broker.log_path = self.data_dir / "logs" / "broker.log"
 
@@ -116,8 +123,9 @@ class DevStack:
                 Child(
                     "kafka",
                     self.broker.bootstrap_servers,
-                    None,
+                    self.broker.config_path,
                     self.broker.log_path,
+                    runs=self.broker.version,
                     broker_pid=self.broker.pid,
                 )
             )
@@ -232,6 +240,14 @@ class DevStack:
             if child.process is not None:
                 _terminate(child.process)
         self.broker.stop()
+
+
+def _new_broker(config: DevConfig, data_dir: Path) -> Broker:
+    if config.broker == "kafka":
+        return KafkaBroker(data_dir / "kafka", port=config.base_port)
+    if config.broker == "tansu":
+        return EmbeddedBroker(port=config.base_port)
+    raise DevStackError(f"broker {config.broker!r}: not one of {', '.join(BROKERS)}")
 
 
 def _served_address(child: Child, start_at: int) -> str:

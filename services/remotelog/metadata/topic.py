@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from remotelog.core.errors import InvalidArgumentError, MetadataTopicUnavailableError
+from remotelog.core.kafka_client import connection_problem
 from remotelog.core.metadata_serde import deserialize
 from remotelog.core.model import RemoteLogMetadata
 
@@ -114,18 +115,34 @@ def _describe(
 ) -> TopicInfo:
     stopped = stopped or threading.Event()
 
+    connection_errors: list[KafkaError] = []
+    admin_config: dict[str, Any] = {
+        **client_config,
+        "logger": _LIBRDKAFKA_LOG,
+        "error_cb": connection_errors.append,
+    }
+    admin = AdminClient(admin_config)
+
+    def refuse_misconfiguration() -> None:
+        """Raise at once for a connection error no retry fixes (a refused login...)."""
+        admin.poll(0)  # serves error_cb
+        for error in connection_errors:
+            problem = connection_problem(error.name(), error.str(), client_config)
+            if problem is not None:
+                raise problem from None
+
     def result(future: Future[Any]) -> Any:
-        # A request may take up to its timeout; a stop is seen within a fraction of it.
+        # A request may take up to its timeout; a stop, or a connection error that
+        # names a setting, is seen within a fraction of it.
         while True:
             if stopped.is_set():
                 raise TopicWaitStopped(topic)
+            refuse_misconfiguration()
             with contextlib.suppress(FutureTimeout):
                 return future.result(timeout=_STOP_POLL_S)
 
-    admin_config: dict[str, Any] = {**client_config, "logger": _LIBRDKAFKA_LOG}
-    admin = AdminClient(admin_config)
     deadline = time.monotonic() + max_timeout_ms / 1000
-    last_error: Exception | None = None
+    last_error: object = None
     while time.monotonic() < deadline:
         timeout = max(0.1, min(10.0, deadline - time.monotonic()))
         try:
@@ -142,6 +159,10 @@ def _describe(
             )
         except KafkaException as exc:
             last_error = exc
+            refuse_misconfiguration()
+            if connection_errors:
+                last_error = connection_errors[-1].str()
+                connection_errors.clear()
             if stopped.wait(retry_interval_ms / 1000):
                 raise TopicWaitStopped(topic) from None
             continue
@@ -155,7 +176,8 @@ def _describe(
         return TopicInfo(_uuid_of(description.topic_id), found)
     verb = "create or describe" if create is not None else "find"
     raise MetadataTopicUnavailableError(
-        f"could not {verb} {topic} within {max_timeout_ms} ms: {last_error}"
+        f"could not {verb} {topic} through bootstrap.servers="
+        f"{client_config.get('bootstrap.servers')} within {max_timeout_ms} ms: {last_error}"
     )
 
 

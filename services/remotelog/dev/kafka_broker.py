@@ -1,0 +1,300 @@
+"""A single-node Apache Kafka broker (KRaft, combined broker and controller) from jars.
+
+`make setup` resolves `org.apache.kafka:kafka_2.13` with its runtime dependencies
+into `.tools/kafka/libs` of the checkout (`jvm/kafka-broker/pom.xml` pins the
+version); `REMOTELOG_KAFKA_LIBS` names another folder. The broker keeps its
+configuration, its log and its data under one directory, so `start()` after
+`stop()` or `kill()` is a restart from its own log dir on the same ports.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remotelog.dev.broker import BrokerError, BrokerProcess, free_port
+
+LIBS_ENV = "REMOTELOG_KAFKA_LIBS"
+# The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
+_CHECKOUT_LIBS = Path(__file__).resolve().parents[3] / ".tools" / "kafka" / "libs"
+# Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
+DEFAULT_HEAP = "512m"
+LOG_TAIL_LINES = 30
+
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+def kafka_libs() -> Path:
+    """The folder of Apache Kafka's jars, or a BrokerError saying how to get them."""
+    configured = os.environ.get(LIBS_ENV)
+    libs = Path(configured) if configured else _CHECKOUT_LIBS
+    if not any(libs.glob("kafka_2.13-*.jar")):
+        where = f"{LIBS_ENV}={configured}" if configured else str(libs)
+        raise BrokerError(
+            f"Apache Kafka's jars are not in {where}: run `make setup` in the remotelog "
+            f"checkout, or set {LIBS_ENV} to a folder of kafka_2.13 and its dependencies"
+        )
+    return libs
+
+
+def kafka_version(libs: Path) -> str:
+    """The version of the broker jar in `libs` (kafka_2.13-4.4.0.jar: 4.4.0)."""
+    jar = min(libs.glob("kafka_2.13-*.jar"))
+    return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+
+
+def java_binary() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).is_file():
+        raise BrokerError(
+            "Apache Kafka needs Java 17 or newer: apt-get install openjdk-17-jre-headless"
+        )
+    return java
+
+
+def random_cluster_id() -> str:
+    """A cluster id as Kafka makes one: a random UUID, base64url without padding, never
+    starting with "-" (Kafka's Uuid.randomUuid: a command line would read it as a flag)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
+
+
+@dataclass(frozen=True)
+class BrokerTls:
+    """PEM files for the SSL and SASL_SSL listeners: the broker's certificate and
+    PKCS#8 key, and the CA that signs client certificates (the SSL listener
+    requires one; SASL_SSL authenticates by SASL instead)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass(frozen=True)
+class SaslUsers:
+    """Users of the SASL_SSL listener, by mechanism."""
+
+    scram_sha_512: Mapping[str, str] = field(default_factory=dict)
+    plain: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class KafkaBroker(BrokerProcess):
+    """One KRaft broker on loopback ports; `start()` again after `stop()` restarts it."""
+
+    # A controlled shutdown moves leadership and flushes; give it time before SIGKILL.
+    stop_grace_s = 30.0
+
+    directory: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    heap: str = DEFAULT_HEAP
+    # With TLS: an SSL listener (client certificates required) and a SASL_SSL one.
+    tls: BrokerTls | None = None
+    sasl_users: SaslUsers = field(default_factory=SaslUsers)
+    # Broker properties over the defaults below (e.g. log.retention.hours).
+    properties: Mapping[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    ssl_port: int = 0
+    sasl_ssl_port: int = 0
+    controller_port: int = 0
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # Where this run's lines begin in the log: a failure shows only those.
+    _log_start: int = field(default=0, repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.sasl_ssl_port}"
+
+    @property
+    def version(self) -> str:
+        return f"Apache Kafka {kafka_version(kafka_libs())}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    def start(self, timeout_s: float = 60.0) -> KafkaBroker:
+        if self._process is not None:
+            raise BrokerError(f"broker already running (pid {self._process.pid})")
+        java, libs = java_binary(), kafka_libs()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.log_path is None:
+            self.log_path = self.directory / "broker.log"
+        self._choose_ports()
+        config = self.config_path
+        config.write_text("".join(f"{k}={v}\n" for k, v in self._server_properties().items()))
+        log4j = self.directory / "log4j2.properties"
+        log4j.write_text(_LOG4J2.format(log=self.log_path))
+        jvm = [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+        jvm += [f"-Dlog4j2.configurationFile={log4j}", "-cp", str(libs / "*")]
+        if not (self.data_dir / "meta.properties").exists():
+            self._format(jvm, config)
+        with self.log_path.open("ab") as out:
+            self._log_start = out.tell()
+            self._process = subprocess.Popen(
+                [*jvm, "kafka.Kafka", str(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            self._wait_until_ready(timeout_s)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _choose_ports(self) -> None:
+        """Free ports once; a restart keeps them, so clients find the broker where it was."""
+        self.port = self.port or free_port(self.host)
+        self.controller_port = self.controller_port or free_port(self.host)
+        if self.tls is not None:
+            self.ssl_port = self.ssl_port or free_port(self.host)
+            self.sasl_ssl_port = self.sasl_ssl_port or free_port(self.host)
+
+    def _server_properties(self) -> dict[str, str]:
+        listeners = {"PLAINTEXT": self.port}
+        if self.tls is not None:
+            listeners |= {"SSL": self.ssl_port, "SASL_SSL": self.sasl_ssl_port}
+        advertised = ",".join(f"{name}://{self.host}:{port}" for name, port in listeners.items())
+        protocols = {name: name for name in listeners} | {"CONTROLLER": "PLAINTEXT"}
+        properties = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": advertised,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+            "log.dirs": str(self.data_dir),
+            # One node: every internal topic has one replica.
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # A group's first member need not wait 3 s for others (tests, the demo).
+            "group.initial.rebalance.delay.ms": "0",
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "log.flush.offset.checkpoint.interval.ms": "1000",
+            **(self._tls_properties() if self.tls is not None else {}),
+        }
+        return {**properties, **self.properties}
+
+    def _tls_properties(self) -> dict[str, str]:
+        assert self.tls is not None
+        # Kafka reads a PEM keystore as one file: the private key, then the certificate.
+        keystore = self.directory / "keystore.pem"
+        keystore.write_bytes(self.tls.key.read_bytes() + self.tls.cert.read_bytes())
+        keystore.chmod(0o600)
+        users = self.sasl_users
+        plain_users = " ".join(f'user_{name}="{secret}"' for name, secret in users.plain.items())
+        return {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls.ca),
+            "ssl.endpoint.identification.algorithm": "",
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+            ),
+        }
+
+    def _format(self, jvm: list[str], config: Path) -> None:
+        """Format the log dir with a random cluster id, SCRAM users included."""
+        command = [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={random_cluster_id()}"]
+        command += ["-c", str(config)]
+        for name, secret in self.sasl_users.scram_sha_512.items():
+            command += ["--add-scram", f'SCRAM-SHA-512=[name="{name}",password="{secret}"]']
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).strip().splitlines()[-LOG_TAIL_LINES:]
+            raise BrokerError(
+                f"formatting {self.data_dir} failed (status {done.returncode}):"
+                + "".join(f"\n  | {line}" for line in output)
+            )
+
+    def _wait_until_ready(self, timeout_s: float) -> None:
+        """Until the broker lists itself in a metadata answer on its PLAINTEXT listener."""
+        from confluent_kafka.admin import AdminClient
+
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "logger": logging.getLogger(__name__),
+            "socket.connection.setup.timeout.ms": 1000,
+            "reconnect.backoff.max.ms": 200,
+        }
+        admin = AdminClient(config)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.poll()
+            if code is not None:
+                raise BrokerError(f"kafka exited with status {code}{self.log_tail()}")
+            try:
+                if admin.list_topics(timeout=1).brokers:
+                    return
+            except Exception:
+                time.sleep(0.1)
+        raise BrokerError(
+            f"kafka did not answer metadata on {self.bootstrap_servers} within "
+            f"{timeout_s:.0f} s{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The end of this run's log, indented, for an error message."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            tail = log.read().decode(errors="replace").splitlines()[-lines:]
+        return f"; the end of {self.log_path}:" + "".join(f"\n  | {line}" for line in tail)
