@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos pytest clean
+.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ $(BUF):
 
 # Debian packages the tests start as real servers; installed only if missing.
 SYSTEM_TOOLS := .tools/.system-packages
-# Apache Kafka's broker jars (the version is pinned in the pom), resolved from Maven Central.
+# Apache Kafka's broker jars (jvm/pom.xml pins the version), resolved from Maven Central.
 KAFKA_POM := jvm/kafka-broker/pom.xml
 KAFKA_LIBS := .tools/kafka/libs
 MVN := mvn -q -B -Dstyle.color=never
@@ -56,13 +56,22 @@ $(SYSTEM_TOOLS):
 	$(call require,mvn,Maven (Debian's maven))
 	@mkdir -p .tools && touch $@
 
-$(KAFKA_LIBS)/.resolved: $(KAFKA_POM) | $(SYSTEM_TOOLS)
+$(KAFKA_LIBS)/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
 	rm -rf $(KAFKA_LIBS)
 	$(MVN) -f $(KAFKA_POM) dependency:copy-dependencies -DincludeScope=runtime \
 		-DoutputDirectory=$(abspath $(KAFKA_LIBS))
 	@touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved
+# The remotelog plugin for Apache Kafka: one shaded jar, its stubs generated from protos/.
+PLUGIN := clients/kafka-plugin
+PLUGIN_JAR := $(PLUGIN)/target/remotelog-kafka-plugin-0.1.0.jar
+PLUGIN_INPUTS := $(PLUGIN)/pom.xml jvm/pom.xml $(shell find $(PLUGIN)/src/main protos -type f)
+
+$(PLUGIN_JAR): $(PLUGIN_INPUTS) | $(SYSTEM_TOOLS)
+	$(MVN) -f $(PLUGIN)/pom.xml package -DskipTests
+	@touch $@
+
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(PLUGIN_JAR)
 
 # The main job on embedded defaults: see README.md's quick start.
 demo: setup
@@ -97,10 +106,14 @@ protos: setup
 drift: setup
 	$(PY) scripts/gen_protos.py --check
 
+# The plugin's JUnit tests (conversions, errors, settings, against in-process gRPC services).
+plugin-test: setup
+	$(MVN) -f $(PLUGIN)/pom.xml test
+
 pytest: setup
 	$(VENV)/bin/pytest
 
-test: lint typecheck buf-check drift pytest
+test: lint typecheck buf-check drift plugin-test pytest
 
 # Every method of every service, fuzzed at length (make test runs a few examples each).
 FUZZ_EXAMPLES ?= 10000
@@ -113,4 +126,4 @@ chaos: setup
 	CHAOS_SECONDS=$(CHAOS_SECONDS) $(VENV)/bin/pytest --timeout=0 -p no:cacheprovider tests/chaos
 
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache dist build $(PLUGIN)/target

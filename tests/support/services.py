@@ -197,6 +197,9 @@ class BackendStack:
     # How the services reach Kafka, over `bootstrap` (which the test's own clients use):
     # e.g. a secured listener of the same broker.
     kafka_settings: dict[str, str] = field(default_factory=dict)
+    # Where the store and the manager listen: fixed for a broker told before they start.
+    store_listen: str = "127.0.0.1:0"
+    metadata_listen: str = "127.0.0.1:0"
 
     async def start(self):
         self.bucket = new_bucket(self.s3_endpoint)
@@ -213,6 +216,7 @@ class BackendStack:
             self.s3_endpoint,
             self.bucket,
             **{
+                "listen.address": self.store_listen,
                 "short.circuit.socket.path": self.short_circuit_socket,
                 # Fetch URLs for services that take them (S3 only).
                 "storage.s3.fetch.url.expiry.ms": "600000",
@@ -225,7 +229,8 @@ class BackendStack:
         await store.stop(grace_s)
 
     async def start_metadata(self):
-        config = metadata_config(self.tmp, self.bootstrap, **self.kafka_settings)
+        listen = {"listen.address": self.metadata_listen}
+        config = metadata_config(self.tmp, self.bootstrap, **listen, **self.kafka_settings)
         self.metadata = await start_metadata(config)
 
     def storage_properties(self) -> dict[str, str]:

@@ -43,7 +43,9 @@ def as_record(offset: int) -> Record:
     )
 
 
-def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
+def read_to_end(
+    bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_uncommitted"
+) -> list:
     """Every message of the partition, read by a group-less consumer up to its end."""
     consumer = Consumer(
         {
@@ -51,6 +53,7 @@ def read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list:
             "group.id": f"plain-{uuid.uuid4().hex[:6]}",
             "enable.partition.eof": True,
             "enable.auto.commit": False,
+            "isolation.level": isolation,
         }
     )
     consumer.assign([TopicPartition(topic, partition, 0)])

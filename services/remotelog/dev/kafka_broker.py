@@ -1,10 +1,10 @@
 """A single-node Apache Kafka broker (KRaft, combined broker and controller) from jars.
 
 `make setup` resolves `org.apache.kafka:kafka_2.13` with its runtime dependencies
-into `.tools/kafka/libs` of the checkout (`jvm/kafka-broker/pom.xml` pins the
-version); `REMOTELOG_KAFKA_LIBS` names another folder. The broker keeps its
-configuration, its log and its data under one directory, so `start()` after
-`stop()` or `kill()` is a restart from its own log dir on the same ports.
+into `.tools/kafka/libs` of the checkout (`jvm/pom.xml` pins the version);
+`REMOTELOG_KAFKA_LIBS` names another folder. The broker keeps its configuration,
+its log and its data under one directory, so `start()` after `stop()` or
+`kill()` is a restart from its own log dir on the same ports.
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ from typing import Any
 from remotelog.dev.broker import BrokerError, BrokerProcess, free_port
 
 LIBS_ENV = "REMOTELOG_KAFKA_LIBS"
+PLUGIN_ENV = "REMOTELOG_KAFKA_PLUGIN"
+PLUGIN_PACKAGE = "dev.remotelog.kafka"
 # The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
-_CHECKOUT_LIBS = Path(__file__).resolve().parents[3] / ".tools" / "kafka" / "libs"
+_CHECKOUT = Path(__file__).resolve().parents[3]
+_CHECKOUT_LIBS = _CHECKOUT / ".tools" / "kafka" / "libs"
+_CHECKOUT_PLUGIN = _CHECKOUT / "clients" / "kafka-plugin" / "target"
 # Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
 DEFAULT_HEAP = "512m"
 LOG_TAIL_LINES = 30
@@ -64,6 +68,48 @@ def kafka_version(libs: Path) -> str:
     """The version of the broker jar in `libs` (kafka_2.13-4.4.0.jar: 4.4.0)."""
     jar = min(libs.glob("kafka_2.13-*.jar"))
     return jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+
+
+def plugin_jar() -> Path:
+    """The remotelog plugin's shaded jar, or a BrokerError saying how to build it."""
+    configured = os.environ.get(PLUGIN_ENV)
+    if configured:
+        jar = Path(configured)
+        if jar.is_file():
+            return jar
+        raise BrokerError(f"{PLUGIN_ENV}={configured}: no such file")
+    built = sorted(_CHECKOUT_PLUGIN.glob("remotelog-kafka-plugin-*.jar"))
+    if not built:
+        raise BrokerError(
+            f"the remotelog plugin for Apache Kafka is not built in {_CHECKOUT_PLUGIN}: run "
+            f"`make setup` in the remotelog checkout, or set {PLUGIN_ENV} to its jar"
+        )
+    return built[-1]
+
+
+def tiered_storage_properties(
+    jar: Path,
+    segment_store_address: str,
+    metadata_manager_address: str,
+    *,
+    task_interval_ms: int = 30_000,
+    **plugin_settings: str,
+) -> dict[str, str]:
+    """A broker's properties that make it tier through remotelog: Kafka's RemoteLogManager
+    with the plugin as its RemoteStorageManager and RemoteLogMetadataManager. Each of
+    `plugin_settings` (e.g. client.tls.ca.file, with dots) goes to both plugins."""
+    rsm = {"segment.store.address": segment_store_address, **plugin_settings}
+    rlmm = {"metadata.manager.address": metadata_manager_address, **plugin_settings}
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": f"{PLUGIN_PACKAGE}.RemotelogStorageManager",
+        "remote.log.storage.manager.class.path": str(jar),
+        "remote.log.metadata.manager.class.name": f"{PLUGIN_PACKAGE}.RemotelogMetadataManager",
+        "remote.log.metadata.manager.class.path": str(jar),
+        "remote.log.manager.task.interval.ms": str(task_interval_ms),
+        **{f"rsm.config.{key}": value for key, value in rsm.items()},
+        **{f"rlmm.config.{key}": value for key, value in rlmm.items()},
+    }
 
 
 def java_binary() -> str:
@@ -289,6 +335,22 @@ class KafkaBroker(BrokerProcess):
             f"kafka did not answer metadata on {self.bootstrap_servers} within "
             f"{timeout_s:.0f} s{self.log_tail()}"
         )
+
+    def list_offsets(self, topic: str, time: str) -> dict[int, int]:
+        """Each partition's offset for ListOffsets `time` (earliest, latest, earliest-local
+        (-4), latest-tiered (-5), ...), asked by Kafka's own GetOffsetShell: librdkafka
+        refuses to send the tiered-storage ones."""
+        command = [java_binary(), "-Xmx128m", "-cp", str(kafka_libs() / "*")]
+        command += ["org.apache.kafka.tools.GetOffsetShell"]
+        command += ["--bootstrap-server", self.bootstrap_servers, "--topic", topic, "--time", time]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise BrokerError(f"GetOffsetShell --time {time} failed: {done.stderr.strip()}")
+        found = {}
+        for line in done.stdout.split():  # topic:partition:offset
+            _, partition, offset = line.rsplit(":", 2)
+            found[int(partition)] = int(offset) if offset else -1
+        return found
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The end of this run's log, indented, for an error message."""

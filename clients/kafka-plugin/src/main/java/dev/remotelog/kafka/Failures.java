@@ -1,0 +1,116 @@
+package dev.remotelog.kafka;
+
+import com.google.protobuf.Any;
+import com.google.protobuf.InvalidProtocolBufferException;
+import com.google.rpc.ErrorInfo;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.protobuf.StatusProto;
+import java.util.Set;
+import java.util.function.Supplier;
+import org.apache.kafka.common.errors.ReplicaNotAvailableException;
+import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
+import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
+import org.apache.kafka.server.log.remote.storage.RetriableRemoteStorageException;
+
+/**
+ * A failed call's gRPC status, as the Kafka exception its caller in the broker expects.
+ * The rule is error.proto's: the code says what to do, the ErrorInfo reason why.
+ */
+final class Failures {
+    private Failures() {}
+
+    static final String DOMAIN = "remotelog";
+    // Reasons error.proto marks "retry": the same call may succeed later.
+    private static final Set<String> RETRIABLE_REASONS =
+            Set.of(
+                    "METADATA_NOT_READY",
+                    "METADATA_TOPIC_UNAVAILABLE",
+                    "REMOTE_STORAGE_UNAVAILABLE",
+                    "READER_QUEUE_FULL",
+                    "UNKNOWN_TOPIC_OR_PARTITION",
+                    "UNKNOWN_LEADER_EPOCH");
+    private static final Set<Status.Code> RETRIABLE_CODES =
+            Set.of(Status.Code.UNAVAILABLE, Status.Code.RESOURCE_EXHAUSTED, Status.Code.DEADLINE_EXCEEDED);
+
+    /** The ErrorInfo reason of a remotelog service's error, or "" where it has none. */
+    static String reason(Throwable failure) {
+        com.google.rpc.Status status = StatusProto.fromThrowable(failure);
+        if (status == null) {
+            return "";
+        }
+        for (Any detail : status.getDetailsList()) {
+            if (detail.is(ErrorInfo.class)) {
+                try {
+                    ErrorInfo info = detail.unpack(ErrorInfo.class);
+                    if (DOMAIN.equals(info.getDomain())) {
+                        return info.getReason();
+                    }
+                } catch (InvalidProtocolBufferException e) {
+                    return "";
+                }
+            }
+        }
+        return "";
+    }
+
+    /** One blocking call, its failure translated. */
+    static <T> T call(String what, Supplier<T> call) throws RemoteStorageException {
+        try {
+            return call.get();
+        } catch (StatusRuntimeException e) {
+            throw translate(what, e);
+        }
+    }
+
+    static boolean retriable(StatusRuntimeException failure) {
+        return RETRIABLE_CODES.contains(failure.getStatus().getCode())
+                || RETRIABLE_REASONS.contains(reason(failure));
+    }
+
+    /**
+     * The exception a broker expects of a method declaring RemoteStorageException. Kafka's
+     * own RLMM answers "not ready" with ReplicaNotAvailableException, bad input and refused
+     * transitions with IllegalArgumentException and IllegalStateException: those are
+     * unchecked and thrown as they are; the rest come back to be thrown.
+     */
+    static RemoteStorageException translate(String call, StatusRuntimeException failure) {
+        RuntimeException unchecked = unchecked(call, failure);
+        if (unchecked != null) {
+            throw unchecked;
+        }
+        String message = describe(call, failure);
+        if (failure.getStatus().getCode() == Status.Code.NOT_FOUND
+                && !"UNKNOWN_TOPIC_OR_PARTITION".equals(reason(failure))) {
+            return new RemoteResourceNotFoundException(message, failure);
+        }
+        if (retriable(failure)) {
+            return new RetriableRemoteStorageException(message, failure);
+        }
+        return new RemoteStorageException(message, failure);
+    }
+
+    /** The unchecked exception Kafka's own RLMM would throw for `failure`, or null. */
+    static RuntimeException unchecked(String call, StatusRuntimeException failure) {
+        String message = describe(call, failure);
+        String reason = reason(failure);
+        if ("METADATA_NOT_READY".equals(reason)) {
+            return new ReplicaNotAvailableException(message, failure);
+        }
+        return switch (failure.getStatus().getCode()) {
+            case INVALID_ARGUMENT -> new IllegalArgumentException(message, failure);
+            case FAILED_PRECONDITION -> new IllegalStateException(message, failure);
+            default -> null;
+        };
+    }
+
+    static String describe(String call, StatusRuntimeException failure) {
+        Status status = failure.getStatus();
+        String reason = reason(failure);
+        return call
+                + " failed: "
+                + status.getCode()
+                + (reason.isEmpty() ? "" : " " + reason)
+                + (status.getDescription() == null ? "" : ": " + status.getDescription());
+    }
+}

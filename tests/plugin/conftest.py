@@ -1,0 +1,63 @@
+"""Apache Kafka tiering through remotelog: a broker with the plugin as its
+RemoteStorageManager and RemoteLogMetadataManager, the segment store and the
+metadata manager it calls (their ports chosen before the broker starts), and a
+fetch service reading what Kafka tiered."""
+
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+from fetch.conftest import FetchStack
+from support.services import started
+
+from remotelog.dev.broker import BrokerError, free_port
+from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar, tiered_storage_properties
+
+# Kafka's floor for segment.bytes since 4.1: segments roll every MiB.
+SEGMENT_BYTES = 1024 * 1024
+
+
+@dataclass
+class KafkaTiering:
+    broker: KafkaBroker
+    stack: FetchStack
+
+    @property
+    def bootstrap(self) -> str:
+        return self.broker.bootstrap_servers
+
+
+def tiering_broker(tmp, store_address: str, metadata_address: str, **broker: str) -> KafkaBroker:
+    try:
+        jar = plugin_jar()
+    except BrokerError as exc:
+        pytest.fail(str(exc))
+    properties = {
+        **tiered_storage_properties(jar, store_address, metadata_address, task_interval_ms=500),
+        # Local retention is checked often, so tiered segments leave the disk soon.
+        "log.retention.check.interval.ms": "500",
+        "log.segment.bytes": str(SEGMENT_BYTES),
+        **broker,
+    }
+    return KafkaBroker(tmp / "kafka", properties=properties)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def kafka_tiering(tmp_path_factory, s3_endpoint):
+    tmp = tmp_path_factory.mktemp("kafka-tiering")
+    store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    broker = tiering_broker(tmp, store, metadata).start()
+    try:
+        stack = FetchStack(
+            tmp,
+            broker.bootstrap_servers,
+            s3_endpoint,
+            "filesystem",
+            store_listen=store,
+            metadata_listen=metadata,
+        )
+        async with started(stack):
+            await stack.start_fetch()
+            yield KafkaTiering(broker, stack)
+    finally:
+        broker.stop()

@@ -1,0 +1,174 @@
+"""Apache Kafka tiers a topic through the remotelog plugin, and serves it back.
+
+Kafka's own RemoteLogManager copies each rolled segment through the plugin into
+the segment store and records it in the metadata manager; local retention then
+deletes it from the broker's disk. A plain Kafka consumer reading from offset 0
+gets every record from Kafka, which fetches the history through the plugin; the
+TieredConsumer reads the same history straight from the remote tier.
+"""
+
+import asyncio
+import os
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.topics import read_to_end
+
+from remotelog.client import TieredConsumer
+from remotelog.core.model import TopicIdPartition
+from remotelog.core.states import RemoteLogSegmentState
+
+from .conftest import SEGMENT_BYTES
+
+PARTITIONS = 3
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+RECORDS_PER_CODEC = 800  # per partition: 600-byte values roll about two segments
+TXN_RECORDS = 40
+TIERING_TIMEOUT_S = 180
+
+
+@dataclass
+class Produced:
+    """What each partition was sent, in order: (key, value, headers, aborted)."""
+
+    records: dict[int, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+
+    def expected(self, partition: int, committed_only: bool) -> list[tuple]:
+        return [r[:3] for r in self.records[partition] if not (committed_only and r[3])]
+
+
+def create_tiered_topic(bootstrap: str, topic: str, **config: str) -> uuid.UUID:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    settings = {
+        "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT_BYTES),
+        "local.retention.ms": "1000",
+        "retention.ms": "-1",
+        **config,
+    }
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=settings)])[topic].result(30)
+    for _ in range(100):  # until the new topic's metadata reached the broker
+        try:
+            described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+            break
+        except KafkaException:
+            time.sleep(0.1)
+    high = described.topic_id.get_most_significant_bits() & (2**64 - 1)
+    low = described.topic_id.get_least_significant_bits() & (2**64 - 1)
+    return uuid.UUID(int=(high << 64) | low)
+
+
+def produce_every_kind(bootstrap: str, topic: str) -> Produced:
+    """Every codec through an idempotent producer, headers, then a committed and an
+    aborted transaction, then more plain records so both transactions are in rolled
+    segments."""
+    produced = Produced()
+
+    def send(producer: Producer, partition: int, number: int, codec: str, aborted=False):
+        key = f"{codec}-{partition}-{number}".encode()
+        value = os.urandom(600)
+        headers = [("codec", codec.encode()), ("n", str(number).encode())] if number % 2 else []
+        producer.produce(topic, value, key, partition=partition, headers=headers)
+        produced.records[partition].append((key, value, tuple(headers), aborted))
+
+    for codec in CODECS:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "compression.type": codec,
+                "linger.ms": 5,
+            }
+        )
+        for number in range(RECORDS_PER_CODEC):
+            for partition in range(PARTITIONS):
+                send(producer, partition, number, codec)
+        assert producer.flush(60) == 0
+    transactional = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"tiered-{topic}"}
+    )
+    transactional.init_transactions(30)
+    for commit in (True, False):
+        transactional.begin_transaction()
+        for number in range(TXN_RECORDS):
+            for partition in range(PARTITIONS):
+                send(transactional, partition, number, "txn", aborted=not commit)
+        assert transactional.flush(30) == 0
+        if commit:
+            transactional.commit_transaction(30)
+        else:
+            transactional.abort_transaction(30)
+    tail = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for number in range(RECORDS_PER_CODEC):
+        for partition in range(PARTITIONS):
+            send(tail, partition, number, "tail")
+    assert tail.flush(60) == 0
+    return produced
+
+
+def wait_until_tiered(broker, topic: str, past: int = 0) -> dict[int, int]:
+    """Until Kafka's earliest local offset (ListOffsets -4) of every partition has moved
+    past `past`: segments were tiered, then deleted locally. The offsets."""
+    deadline = time.monotonic() + TIERING_TIMEOUT_S
+    while True:
+        local = broker.list_offsets(topic, "earliest-local")
+        if len(local) == PARTITIONS and min(local.values()) > past:
+            return local
+        assert time.monotonic() < deadline, (
+            f"not tiered: earliest local {local}\n{broker.log_tail()}"
+        )
+        time.sleep(1)
+
+
+def as_read(messages) -> list[tuple]:
+    return [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages]
+
+
+async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_tiering):
+    broker, stack = kafka_tiering.broker, kafka_tiering.stack
+    topic = f"tiered-{uuid.uuid4().hex[:6]}"
+    topic_id = await asyncio.to_thread(create_tiered_topic, broker.bootstrap_servers, topic)
+    produced = await asyncio.to_thread(produce_every_kind, broker.bootstrap_servers, topic)
+    local = await asyncio.to_thread(wait_until_tiered, broker, topic)
+
+    # What Kafka tiered, as the metadata manager lists it.
+    tiered_ends = {}
+    for partition in range(PARTITIONS):
+        tip = TopicIdPartition(topic_id, topic, partition)
+        copied = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
+        assert copied, f"{topic}-{partition}: nothing tiered"
+        assert copied[0].start_offset == 0
+        tiered_ends[partition] = max(s.end_offset for s in copied)
+        # Local retention deleted only what was tiered.
+        assert local[partition] <= tiered_ends[partition] + 1
+        assert stack.objects_of(tip)
+    # ListOffsets -5 (latest tiered) and -2 (log start: the remote tier's first offset).
+    latest_tiered = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
+    assert latest_tiered == tiered_ends
+    earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
+    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
+
+    for partition in range(PARTITIONS):
+        # Through Kafka: the history comes from remotelog through the plugin.
+        for isolation, committed_only in (("read_uncommitted", False), ("read_committed", True)):
+            messages = await asyncio.to_thread(
+                read_to_end, broker.bootstrap_servers, topic, partition, isolation
+            )
+            assert messages[0].offset() == 0
+            assert as_read(messages) == produced.expected(partition, committed_only), isolation
+
+    # Around Kafka: the same history straight from the remote tier, the tail from Kafka.
+    async with TieredConsumer.connect(
+        f"127.0.0.1:{stack.running[0].service.port}",
+        f"127.0.0.1:{stack.metadata.service.port}",
+        bootstrap_servers=broker.bootstrap_servers,
+    ) as consumer:
+        for partition in range(PARTITIONS):
+            tip = TopicIdPartition(topic_id, topic, partition)
+            records = [r async for r in consumer.read(tip, "earliest")]
+            found = [(r.key, r.value, tuple(r.headers)) for r in records]
+            assert found == produced.expected(partition, committed_only=False)
