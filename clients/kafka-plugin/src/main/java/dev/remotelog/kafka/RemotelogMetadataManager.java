@@ -56,7 +56,12 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
     @Override
     public void configure(Map<String, ?> configs) {
-        service = ServiceChannel.configure(configs, PREFIX, ADDRESS);
+        use(ServiceChannel.configure(configs, PREFIX, ADDRESS));
+    }
+
+    /** Calls go through `service` from now on (configure's, or a test's in-process one). */
+    void use(ServiceChannel service) {
+        this.service = service;
         writes = RemoteLogMetadataServiceGrpc.newFutureStub(service.channel());
         reads = RemoteLogMetadataServiceGrpc.newBlockingStub(service.channel());
     }

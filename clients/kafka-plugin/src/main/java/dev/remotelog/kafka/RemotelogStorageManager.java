@@ -50,7 +50,12 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
 
     @Override
     public void configure(Map<String, ?> configs) {
-        service = ServiceChannel.configure(configs, PREFIX, ADDRESS);
+        use(ServiceChannel.configure(configs, PREFIX, ADDRESS));
+    }
+
+    /** Calls go through `service` from now on (configure's, or a test's in-process one). */
+    void use(ServiceChannel service) {
+        this.service = service;
         settings = service.settings();
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());

@@ -1,0 +1,198 @@
+package dev.remotelog.kafka;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.google.protobuf.ByteString;
+import io.grpc.ManagedChannel;
+import io.grpc.Server;
+import io.grpc.Status;
+import io.grpc.inprocess.InProcessChannelBuilder;
+import io.grpc.inprocess.InProcessServerBuilder;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.server.log.remote.storage.LogSegmentData;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
+import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
+import org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
+import remotelog.api.segmentstore.v1.SegmentStore.SegmentFile;
+import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
+
+/** The storage manager against an in-process store that records what reaches it: the
+ * wire behaviour Kafka depends on, which the end-to-end tests cannot isolate. */
+class StorageManagerTest {
+    static final int CHUNK = 4096;
+    static final int FETCH_CHUNKS = 1000;
+
+    final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
+    final AtomicInteger fetchChunksSent = new AtomicInteger();
+    final CountDownLatch fetchCancelled = new CountDownLatch(1);
+    Server server;
+    ManagedChannel channel;
+    RemotelogStorageManager manager;
+
+    class Store extends SegmentStoreServiceGrpc.SegmentStoreServiceImplBase {
+        @Override
+        public StreamObserver<CopyLogSegmentDataRequest> copyLogSegmentData(
+                StreamObserver<CopyLogSegmentDataResponse> response) {
+            return new StreamObserver<>() {
+                @Override
+                public void onNext(CopyLogSegmentDataRequest request) {
+                    synchronized (copied) {
+                        copied.add(request);
+                    }
+                }
+
+                @Override
+                public void onError(Throwable t) {}
+
+                @Override
+                public void onCompleted() {
+                    response.onNext(
+                            CopyLogSegmentDataResponse.newBuilder()
+                                    .setCustomMetadata(ByteString.copyFromUtf8("m"))
+                                    .build());
+                    response.onCompleted();
+                }
+            };
+        }
+
+        @Override
+        public void fetchLogSegment(
+                FetchLogSegmentRequest request, StreamObserver<FetchLogSegmentResponse> response) {
+            var calls = (ServerCallStreamObserver<FetchLogSegmentResponse>) response;
+            calls.setOnCancelHandler(fetchCancelled::countDown);
+            // A whole segment's worth, sent as the client takes it (flow control).
+            calls.setOnReadyHandler(
+                    () -> {
+                        while (calls.isReady() && !calls.isCancelled() && fetchChunksSent.get() < FETCH_CHUNKS) {
+                            byte[] data = new byte[CHUNK];
+                            data[0] = (byte) fetchChunksSent.getAndIncrement();
+                            calls.onNext(FetchLogSegmentResponse.newBuilder().setData(ByteString.copyFrom(data)).build());
+                        }
+                        if (fetchChunksSent.get() == FETCH_CHUNKS && !calls.isCancelled()) {
+                            fetchChunksSent.incrementAndGet();
+                            calls.onCompleted();
+                        }
+                    });
+        }
+
+        @Override
+        public void fetchIndex(FetchIndexRequest request, StreamObserver<FetchIndexResponse> response) {
+            response.onError(Status.NOT_FOUND.withDescription("no transaction index").asRuntimeException());
+        }
+    }
+
+    @BeforeEach
+    void start() throws Exception {
+        String name = InProcessServerBuilder.generateName();
+        server = InProcessServerBuilder.forName(name).addService(new Store()).build().start();
+        channel = InProcessChannelBuilder.forName(name).build();
+        Settings settings = new Settings("in-process:1", "", "", "", "", 10_000, 10_000, CHUNK);
+        manager = new RemotelogStorageManager();
+        manager.use(new ServiceChannel(settings, channel));
+    }
+
+    @AfterEach
+    void stop() {
+        manager.close();
+        server.shutdownNow();
+    }
+
+    static RemoteLogSegmentMetadata segment() {
+        return ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_STARTED, Optional.empty());
+    }
+
+    @Test
+    void aCopySendsTheMetadataThenEveryFileInOrderWithPositions(@TempDir Path dir) throws Exception {
+        byte[] log = new byte[CHUNK * 2 + 100];
+        log[CHUNK] = 42;
+        Path logFile = Files.write(dir.resolve("0.log"), log);
+        Path offsets = Files.write(dir.resolve("0.index"), new byte[] {1, 2});
+        Path times = Files.write(dir.resolve("0.timeindex"), new byte[0]);
+        Path snapshot = Files.write(dir.resolve("0.snapshot"), new byte[] {3});
+        ByteBuffer epochs = ByteBuffer.wrap("0\n1\n0 0\n".getBytes());
+        var data = new LogSegmentData(logFile, offsets, times, Optional.empty(), snapshot, epochs);
+
+        Optional<CustomMetadata> custom = manager.copyLogSegmentData(segment(), data);
+
+        assertArrayEquals("m".getBytes(), custom.orElseThrow().value());
+        assertTrue(copied.get(0).hasMetadata());
+        List<String> chunks = new ArrayList<>();
+        ByteArrayOutputStream logBytes = new ByteArrayOutputStream();
+        for (CopyLogSegmentDataRequest request : copied.subList(1, copied.size())) {
+            SegmentDataChunk chunk = request.getChunk();
+            chunks.add(chunk.getFile() + "@" + chunk.getPosition() + "+" + chunk.getData().size());
+            if (chunk.getFile() == SegmentFile.SEGMENT_FILE_LOG) {
+                chunk.getData().writeTo(logBytes);
+            }
+        }
+        assertEquals(
+                List.of(
+                        "SEGMENT_FILE_LOG@0+4096",
+                        "SEGMENT_FILE_LOG@4096+4096",
+                        "SEGMENT_FILE_LOG@8192+100",
+                        "SEGMENT_FILE_OFFSET_INDEX@0+2",
+                        "SEGMENT_FILE_TIME_INDEX@0+0", // an empty file is still sent, empty
+                        "SEGMENT_FILE_PRODUCER_SNAPSHOT@0+1",
+                        "SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT@0+8"),
+                chunks);
+        assertArrayEquals(log, logBytes.toByteArray());
+        assertEquals(0, epochs.position()); // the broker's buffer is left as it was
+    }
+
+    @Test
+    void closingAFetchStreamCancelsTheCallBeforeTheSegmentIsPulled() throws Exception {
+        byte[] first = new byte[CHUNK * 3];
+        try (InputStream stream = manager.fetchLogSegment(segment(), 0)) {
+            int read = stream.readNBytes(first, 0, first.length);
+            assertEquals(first.length, read);
+        }
+        assertTrue(fetchCancelled.await(10, TimeUnit.SECONDS), "the store saw no cancellation");
+        assertEquals(1, first[CHUNK]);
+        assertTrue(fetchChunksSent.get() < FETCH_CHUNKS, "sent " + fetchChunksSent.get());
+    }
+
+    @Test
+    void aWholeFetchReadsToTheEnd() throws Exception {
+        try (InputStream stream = manager.fetchLogSegment(segment(), 0, CHUNK * FETCH_CHUNKS - 1)) {
+            assertEquals((long) CHUNK * FETCH_CHUNKS, stream.transferTo(OutputStream.nullOutputStream()));
+        }
+    }
+
+    @Test
+    void aMissingIndexIsThrownByFetchIndexItself() {
+        RemoteResourceNotFoundException missing =
+                assertThrows(
+                        RemoteResourceNotFoundException.class,
+                        () -> manager.fetchIndex(segment(), IndexType.TRANSACTION));
+        assertTrue(missing.getMessage().contains("no transaction index"), missing.getMessage());
+    }
+}
