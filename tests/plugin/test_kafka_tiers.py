@@ -15,8 +15,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Producer, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from support.topics import read_to_end
+from support.waiting import eventually
 
 from remotelog.client import TieredConsumer
 from remotelog.core.model import TopicIdPartition
@@ -172,3 +179,101 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
             records = [r async for r in consumer.read(tip, "earliest")]
             found = [(r.key, r.value, tuple(r.headers)) for r in records]
             assert found == produced.expected(partition, committed_only=False)
+
+
+def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[bytes]]:
+    """`records` incompressible 1 KiB values to each partition; the values by partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    values: dict[int, list[bytes]] = defaultdict(list)
+    for _ in range(records):
+        for partition in range(PARTITIONS):
+            value = os.urandom(1024)
+            producer.produce(topic, value, partition=partition)
+            values[partition].append(value)
+    assert producer.flush(60) == 0
+    return values
+
+
+def wait_for_offsets(broker, topic: str, time_spec: str, done, what: str) -> dict[int, int]:
+    deadline = time.monotonic() + TIERING_TIMEOUT_S
+    while True:
+        found = broker.list_offsets(topic, time_spec)
+        if len(found) == PARTITIONS and done(found):
+            return found
+        assert time.monotonic() < deadline, f"{what}: {time_spec} {found}\n{broker.log_tail()}"
+        time.sleep(1)
+
+
+async def live_segments(stack, topic_id, topic: str) -> dict[int, list]:
+    return {
+        p: await stack.segments(
+            TopicIdPartition(topic_id, topic, p), {RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
+        )
+        for p in range(PARTITIONS)
+    }
+
+
+async def test_retention_and_topic_deletion_delete_remote_segments_through_the_plugin(
+    kafka_tiering,
+):
+    broker, stack = kafka_tiering.broker, kafka_tiering.stack
+    bootstrap = broker.bootstrap_servers
+    topic = f"retained-{uuid.uuid4().hex[:6]}"
+    # retention.bytes counts the local and the remote log, as in Kafka.
+    topic_id = await asyncio.to_thread(
+        create_tiered_topic, bootstrap, topic, **{"retention.bytes": str(3 * SEGMENT_BYTES)}
+    )
+    values = await asyncio.to_thread(produce_plain, bootstrap, topic, 6000)
+
+    # retention.bytes: the oldest remote segments go, through the plugin.
+    await asyncio.to_thread(
+        wait_for_offsets, broker, topic, "earliest", lambda o: min(o.values()) > 0, "size"
+    )
+
+    async def settled():
+        """Kafka moves the log start first, then deletes the segments below it."""
+        earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
+        live = await live_segments(stack, topic_id, topic)
+        starts = {p: min(s.start_offset for s in live[p]) for p in range(PARTITIONS)}
+        return (earliest, live) if starts == earliest else None
+
+    earliest, live = await eventually(settled, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+    for partition in range(PARTITIONS):
+        messages = await asyncio.to_thread(
+            read_to_end, bootstrap, topic, partition, start=earliest[partition]
+        )
+        assert messages[0].offset() == earliest[partition]
+        assert [m.value() for m in messages] == values[partition][earliest[partition] :]
+    report = await stack.scrub()
+    assert (report.orphans, report.uploads) == ([], [])
+
+    # retention.ms: everything tiered is older than a second now.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        "TOPIC",
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    tiered_end = {p: max(s.end_offset for s in live[p]) for p in range(PARTITIONS)}
+    await asyncio.to_thread(
+        wait_for_offsets,
+        broker,
+        topic,
+        "earliest",
+        lambda o: all(o[p] > tiered_end[p] for p in range(PARTITIONS)),
+        "time",
+    )
+
+    # Deleting the topic deletes its remote segments: nothing of it is left in the store.
+    admin.delete_topics([topic])[topic].result(30)
+    tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
+
+    async def emptied() -> bool:
+        return all(stack.objects_of(tip) == {} for tip in tips)
+
+    await eventually(emptied, timeout_s=TIERING_TIMEOUT_S)
+    report = await stack.scrub()
+    assert (report.orphans, report.uploads) == ([], [])

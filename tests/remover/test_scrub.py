@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from support.s3 import s3_client
-from support.services import load_properties, new_partition, started
+from support.services import new_partition, started
 from support.tiering import batch
 
 from remotelog.cli.main import main
@@ -18,7 +18,6 @@ from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
 )
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import SegmentKeys
@@ -100,18 +99,6 @@ def segment_metadata(tip, start, size=100):
     )
 
 
-def scrub_config(stack, **extra) -> ScrubConfig:
-    properties = {
-        **stack.storage_properties(),
-        "metadata.manager.address": f"127.0.0.1:{stack.metadata.service.port}",
-        "remote.partition.remover.rpc.timeout.ms": "5000",
-        "remote.log.manager.task.retry.backoff.ms": "20",
-        "remote.log.manager.task.retry.backoff.max.ms": "100",
-        **extra,
-    }
-    return load_properties(ScrubConfig, stack.tmp / "scrub.properties", properties)
-
-
 async def run_cli(*args):
     return await asyncio.to_thread(main, ["scrub", *args])
 
@@ -124,7 +111,7 @@ async def test_scrub_reports_exactly_the_planted_orphans_and_deletes_only_when_a
     planted = Planted(stack)
     await planted.plant()
     before = stack.store.objects()
-    scrub_config(stack)
+    stack.scrub_config()
     config = str(stack.tmp / "scrub.properties")
     await asyncio.sleep(1.1)  # S3 keeps whole seconds: every object is now older than 0 s
 
@@ -165,7 +152,7 @@ async def test_scrub_reports_exactly_the_planted_orphans_and_deletes_only_when_a
 async def test_scrub_deletes_a_segment_manifest_first(stack):
     planted = Planted(stack)
     await planted.plant()
-    backend = await open_backend(scrub_config(stack), scrub_config(stack).backoff())
+    backend = await open_backend(stack.scrub_config(), stack.scrub_config().backoff())
     deleted: list[str] = []
     original = backend.delete
 
@@ -204,7 +191,7 @@ def test_scrub_bad_arguments_are_one_line_errors(args, message, capsys):
 
 async def test_scrub_without_a_metadata_manager_is_an_error_not_a_guess(stack, capsys):
     await stack.tier(new_partition("live"), 1)
-    scrub_config(stack, **{"metadata.manager.address": "127.0.0.1:1"})
+    stack.scrub_config(**{"metadata.manager.address": "127.0.0.1:1"})
     config = str(stack.tmp / "scrub.properties")
     assert await run_cli("--config", config, "--older-than", "0s", "--delete") == 2
     err = capsys.readouterr().err

@@ -18,7 +18,10 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.records import decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
+from remotelog.remover.config import ScrubConfig
+from remotelog.remover.scrub import Scrub, ScrubReport
 from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.server import start_segment_store
 
 # A small metadata topic keeps the broker's work (and the tests) light.
@@ -245,6 +248,27 @@ class BackendStack:
             "storage.aws.access.key.id": store.aws_access_key_id,
             "storage.aws.secret.access.key": store.aws_secret_access_key,
         }
+
+    def scrub_config(self, **extra: str) -> ScrubConfig:
+        """`remotelog scrub`'s settings for this stack's store and metadata manager."""
+        properties = {
+            **self.storage_properties(),
+            "metadata.manager.address": f"127.0.0.1:{self.metadata.service.port}",
+            "remote.partition.remover.rpc.timeout.ms": "5000",
+            "remote.log.manager.task.retry.backoff.ms": "20",
+            "remote.log.manager.task.retry.backoff.max.ms": "100",
+            **extra,
+        }
+        return load_properties(ScrubConfig, self.tmp / "scrub.properties", properties)
+
+    async def scrub(self) -> ScrubReport:
+        """What `remotelog scrub --older-than 0s` finds in the store (deleting nothing)."""
+        config = self.scrub_config()
+        backend = await open_backend(config, config.backoff())
+        try:
+            return await Scrub(backend, self.metadata.client, grace_s=0).run()
+        finally:
+            await backend.close()
 
     def service_properties(self, **extra: str) -> dict[str, str]:
         return service_properties(self.store.service.port, self.metadata.service.port, **extra)

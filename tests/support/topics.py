@@ -44,9 +44,14 @@ def as_record(offset: int) -> Record:
 
 
 def read_to_end(
-    bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_uncommitted"
+    bootstrap: str,
+    topic: str,
+    partition: int = 0,
+    isolation: str = "read_uncommitted",
+    start: int = 0,
 ) -> list:
-    """Every message of the partition, read by a group-less consumer up to its end."""
+    """Every message of the partition from `start`, read by a group-less consumer up to
+    its end."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -56,7 +61,7 @@ def read_to_end(
             "isolation.level": isolation,
         }
     )
-    consumer.assign([TopicPartition(topic, partition, 0)])
+    consumer.assign([TopicPartition(topic, partition, start)])
     found = []
     try:
         while True:
