@@ -47,17 +47,20 @@ async def kafka_tiering(tmp_path_factory, s3_endpoint):
     tmp = tmp_path_factory.mktemp("kafka-tiering")
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     broker = tiering_broker(tmp, store, metadata).start()
+    stack = FetchStack(
+        tmp,
+        broker.bootstrap_servers,
+        s3_endpoint,
+        "filesystem",
+        store_listen=store,
+        metadata_listen=metadata,
+    )
     try:
-        stack = FetchStack(
-            tmp,
-            broker.bootstrap_servers,
-            s3_endpoint,
-            "filesystem",
-            store_listen=store,
-            metadata_listen=metadata,
-        )
         async with started(stack):
             await stack.start_fetch()
-            yield KafkaTiering(broker, stack)
+            try:
+                yield KafkaTiering(broker, stack)
+            finally:
+                broker.stop()  # before the services it calls
     finally:
         broker.stop()

@@ -135,7 +135,7 @@ def as_read(messages) -> list[tuple]:
     return [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages]
 
 
-async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_tiering):
+async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_tiering, spark):
     broker, stack = kafka_tiering.broker, kafka_tiering.stack
     topic = f"tiered-{uuid.uuid4().hex[:6]}"
     topic_id = await asyncio.to_thread(create_tiered_topic, broker.bootstrap_servers, topic)
@@ -179,6 +179,27 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
             records = [r async for r in consumer.read(tip, "earliest")]
             found = [(r.key, r.value, tuple(r.headers)) for r in records]
             assert found == produced.expected(partition, committed_only=False)
+
+    # And from Spark, with the options of Spark's Kafka source.
+    frame = (
+        spark.read.format("remotelog")
+        .option("remotelog.fetch.address", f"127.0.0.1:{stack.running[0].service.port}")
+        .option("remotelog.metadata.address", f"127.0.0.1:{stack.metadata.service.port}")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("kafka.isolation.level", "read_committed")
+        .option("includeHeaders", "true")
+        .option("subscribe", topic)
+        .load()
+        .orderBy("partition", "offset")
+    )
+    rows = await asyncio.to_thread(frame.select("partition", "key", "value", "headers").collect)
+    for partition in range(PARTITIONS):
+        found = [
+            (r.key, r.value, tuple((h.key, h.value) for h in r.headers or ()))
+            for r in rows
+            if r.partition == partition
+        ]
+        assert found == produced.expected(partition, committed_only=True)
 
 
 def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[bytes]]:
@@ -275,5 +296,42 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
         return all(stack.objects_of(tip) == {} for tip in tips)
 
     await eventually(emptied, timeout_s=TIERING_TIMEOUT_S)
+    report = await stack.scrub()
+    assert (report.orphans, report.uploads) == ([], [])
+
+
+async def test_a_store_stopped_mid_copy_and_a_killed_broker_lose_nothing(kafka_tiering):
+    """The store goes away while Kafka copies (no grace: in-flight copies are cut) and
+    comes back on its address; then the broker is SIGKILLed and restarted from its log
+    dir. Kafka retries the copies, nothing is lost, and the store holds no orphan."""
+    broker, stack = kafka_tiering.broker, kafka_tiering.stack
+    bootstrap = broker.bootstrap_servers
+    topic = f"faults-{uuid.uuid4().hex[:6]}"
+    topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
+    values = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
+    await stack.stop_store(grace_s=0)
+    more = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
+    await asyncio.sleep(3)  # Kafka's copy tasks run, and fail, meanwhile
+    await stack.start_store()
+    await asyncio.to_thread(
+        wait_for_offsets, broker, topic, "earliest-local", lambda o: min(o.values()) > 1500, "copy"
+    )
+
+    await asyncio.to_thread(broker.kill)
+    await asyncio.to_thread(broker.start)
+    # The plugin's metadata manager is ready again, and reads and copies go on.
+    latest = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
+    await asyncio.to_thread(
+        wait_for_offsets, broker, topic, "earliest-local", lambda o: min(o.values()) > 3000, "copy"
+    )
+    for partition in range(PARTITIONS):
+        messages = await asyncio.to_thread(read_to_end, bootstrap, topic, partition)
+        expected = values[partition] + more[partition] + latest[partition]
+        assert [m.value() for m in messages] == expected
+    live = await live_segments(stack, topic_id, topic)
+    for partition in range(PARTITIONS):
+        starts = [s.start_offset for s in live[partition]]
+        assert starts[0] == 0
+        assert starts == sorted(set(starts))  # one copy of each segment
     report = await stack.scrub()
     assert (report.orphans, report.uploads) == ([], [])
