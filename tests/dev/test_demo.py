@@ -8,7 +8,9 @@ import uuid
 import pytest
 
 from remotelog.core.model import TopicIdPartition
-from remotelog.dev.demo import MIN_RECORDS, DemoMismatch, WrittenPartition, verify
+from remotelog.dev.demo import DemoMismatch, WrittenPartition, verify
+from remotelog.dev.kafka_broker import kafka_libs, kafka_version
+from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
 from remotelog.kafka.consumer_records import ConsumerRecord
 
 RECORDS = 1_500
@@ -24,16 +26,50 @@ def number(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def test_demo_tiers_verifies_counts_with_spark_and_deletes(tmp_path):
+def run_demo_command(tmp_path, *flags: str) -> dict[str, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "remotelog.cli.main", "demo", "--records", str(RECORDS)],
+        [sys.executable, "-m", "remotelog.cli.main", "demo", *flags],
         capture_output=True,
         text=True,
         timeout=600,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report = report_of(done.stdout)
+    return report_of(done.stdout)
+
+
+def test_kafka_tiers_through_the_plugin_and_serves_it_back_through_kafka_and_spark(tmp_path):
+    report = run_demo_command(tmp_path, "--records", str(KAFKA_MIN_RECORDS))
+    assert (
+        report["broker"] == f"Apache Kafka {kafka_version(kafka_libs())} with the remotelog plugin"
+    )
+    written, aborted = re.fullmatch(
+        r"([\d,]+) \((\d+) aborted\)", report["records written"]
+    ).groups()
+    verified = number(written) - int(aborted)
+    assert int(aborted) == 3 * 50  # the aborted transaction, on each partition
+    assert report["records verified"] == (
+        f"{verified:,} from local disk, {verified:,} from remotelog (read_committed, through Kafka)"
+    )
+    segments, megabytes = re.match(
+        r"(\d+) segments, ([\d.]+) MB", report["tiered by Kafka"]
+    ).groups()
+    assert int(segments) >= 3 * 2
+    before, after = map(number, re.findall(r"\d[\d,]*", report["bytes local"]))
+    assert before > float(megabytes) * 1024 * 1024 > 0
+    assert after < 1_000_000  # the active segments only
+    assert re.fullmatch(
+        r"[\d,]+ records/s from local disk, [\d,]+ records/s from remotelog",
+        report["Kafka consumer"],
+    )
+    assert report["spark"].startswith(f"{verified:,} rows (history from remotelog)")
+    files, left = map(int, re.findall(r": (\d+) files, (\d+) after", report["store"])[0])
+    assert files >= 3 * int(segments)  # a .log, indexes, a manifest per segment
+    assert left == 0
+
+
+def test_the_sidecar_demo_tiers_verifies_counts_with_spark_and_deletes(tmp_path):
+    report = run_demo_command(tmp_path, "--records", str(RECORDS), "--broker", "tansu")
     line = report["records written"]
     written, aborted = re.fullmatch(r"([\d,]+) \((\d+) aborted\)", line).groups()
     assert number(written) == RECORDS
@@ -60,7 +96,9 @@ def test_too_few_records_is_a_one_line_error():
         timeout=60,
     )
     assert done.returncode == 2
-    assert done.stderr == f"remotelog: demo: --records 10: at least {MIN_RECORDS}\n"
+    assert done.stderr == (
+        f"remotelog: demo: --records 10: at least {KAFKA_MIN_RECORDS} with --broker kafka\n"
+    )
 
 
 class ReadBack:

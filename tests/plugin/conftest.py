@@ -11,7 +11,12 @@ from fetch.conftest import FetchStack
 from support.services import started
 
 from remotelog.dev.broker import BrokerError, free_port
-from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar, tiered_storage_properties
+from remotelog.dev.kafka_broker import (
+    QUICK_RETENTION,
+    KafkaBroker,
+    plugin_jar,
+    tiered_storage_properties,
+)
 
 # Kafka's floor for segment.bytes since 4.1: segments roll every MiB.
 SEGMENT_BYTES = 1024 * 1024
@@ -34,8 +39,7 @@ def tiering_broker(tmp, store_address: str, metadata_address: str, **broker: str
         pytest.fail(str(exc))
     properties = {
         **tiered_storage_properties(jar, store_address, metadata_address, task_interval_ms=500),
-        # Local retention is checked often, so tiered segments leave the disk soon.
-        "log.retention.check.interval.ms": "500",
+        **QUICK_RETENTION,
         "log.segment.bytes": str(SEGMENT_BYTES),
         **broker,
     }

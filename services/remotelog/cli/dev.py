@@ -17,7 +17,9 @@ from typing import Any, NoReturn
 
 from remotelog.cli.errors import CliError
 from remotelog.dev.broker import BrokerError
-from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, run_demo
+from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, DemoReport, run_demo
+from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
+from remotelog.dev.kafka_demo import KafkaDemoReport, run_kafka_demo
 from remotelog.dev.stack import BROKERS, DevConfig, DevStack, DevStackError, run_until_stopped
 from remotelog.dev.table import format_table
 
@@ -134,19 +136,28 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if args.records < MIN_RECORDS:
-        raise CliError(f"demo: --records {args.records}: at least {MIN_RECORDS}")
+    # Apache Kafka tiers through the plugin; Tansu, which cannot load it, gets the
+    # sidecar demo (remotelog's writer plays the broker, the copy scheduler tiers).
+    plugin = args.broker == "kafka"
+    least = KAFKA_MIN_RECORDS if plugin else MIN_RECORDS
+    if args.records < least:
+        raise CliError(
+            f"demo: --records {args.records}: at least {least} with --broker {args.broker}"
+        )
     with _spark_factory() as spark:
         data_dir = Path(tempfile.mkdtemp(prefix="remotelog-demo-"))
-        stack = started(DevConfig(data_dir, broker=args.broker), "demo")
+        stack = started(DevConfig(data_dir, broker=args.broker, plugin=plugin), "demo")
+        config = DemoConfig(records=args.records)
+        report: DemoReport | KafkaDemoReport
         try:
             print(services_table(stack), end="\n\n", flush=True)
-            with _progress_bar() as progress:
-                report = asyncio.run(
-                    run_demo(
-                        stack, DemoConfig(records=args.records), spark=spark, progress=progress
+            with _progress_bar("offset" if plugin else "segment") as progress:
+                if plugin:
+                    report = asyncio.run(
+                        run_kafka_demo(stack, config, spark=spark, progress=progress)
                     )
-                )
+                else:
+                    report = asyncio.run(run_demo(stack, config, spark=spark, progress=progress))
         except DemoMismatch as exc:
             print(f"remotelog demo: FAILED: {exc}", file=sys.stderr)
             return 1
@@ -184,11 +195,11 @@ def _spark_factory() -> Iterator[Callable[[], Any] | None]:
 
 
 @contextmanager
-def _progress_bar() -> Iterator[Callable[[int, int], None]]:
-    """Segments tiered of those rolled, as a bar on a terminal's stderr."""
+def _progress_bar(unit: str) -> Iterator[Callable[[int, int], None]]:
+    """What is tiered of what there is, as a bar on a terminal's stderr."""
     from tqdm import tqdm
 
-    with tqdm(desc="tiering", unit="segment", file=sys.stderr, disable=None) as bar:
+    with tqdm(desc="tiering", unit=unit, file=sys.stderr, disable=None) as bar:
 
         def progress(done: int, total: int) -> None:
             bar.total = total

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from remotelog.client import ClientOptions
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
@@ -115,8 +115,14 @@ class WrittenPartition:
     log_bytes: int  # bytes of the rolled segments' .log files
 
 
+class Timed(Protocol):
+    """A report with the seconds of each phase."""
+
+    phases_s: dict[str, float]
+
+
 @contextlib.contextmanager
-def phase(report: DemoReport, name: str) -> Iterator[None]:
+def phase(report: Timed, name: str) -> Iterator[None]:
     began = time.perf_counter()
     yield
     report.phases_s[name] = time.perf_counter() - began
@@ -286,17 +292,21 @@ async def verify(consumer: TieredConsumer, written: list[WrittenPartition]) -> i
     return verified
 
 
-def spark_scan(spark: Any, addresses: dict[str, str]) -> tuple[int, int, float]:
+def spark_scan(
+    spark: Any, addresses: dict[str, str], topic: str = TOPIC, **options: str
+) -> tuple[int, int, float]:
     """(rows, sum of value lengths, seconds) of the topic through the connector: the
     second scan of two, the first having warmed up a new JVM and its Python workers."""
-    frame = (
+    reader = (
         spark.read.format("remotelog")
         .option("remotelog.fetch.address", addresses["remote-fetch"])
         .option("remotelog.metadata.address", addresses["metadata-manager"])
-        .option("subscribe", TOPIC)
+        .option("subscribe", topic)
         .option("isolationLevel", "read_committed")
-        .load()
     )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    frame = reader.load()
     scans = []
     for _ in range(2):
         began = time.perf_counter()

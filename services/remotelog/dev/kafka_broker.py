@@ -112,6 +112,15 @@ def tiered_storage_properties(
     }
 
 
+# Retention as a demo or a test wants it: checked every second from the start (Kafka
+# waits 30 s after start-up by default), deleted files gone at once (not a minute later).
+QUICK_RETENTION = {
+    "log.retention.check.interval.ms": "1000",
+    "log.initial.task.delay.ms": "0",
+    "log.segment.delete.delay.ms": "0",
+}
+
+
 def java_binary() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")

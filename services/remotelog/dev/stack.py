@@ -25,8 +25,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from remotelog.core.version import __version__
-from remotelog.dev.broker import Broker, EmbeddedBroker
-from remotelog.dev.kafka_broker import KafkaBroker
+from remotelog.dev.broker import Broker, EmbeddedBroker, free_port
+from remotelog.dev.kafka_broker import (
+    QUICK_RETENTION,
+    KafkaBroker,
+    plugin_jar,
+    tiered_storage_properties,
+)
 from remotelog.rpc.serve import serve_command
 
 # Start order: each service needs those before it (stop order is the reverse).
@@ -58,6 +63,9 @@ class DevConfig:
     data_dir: Path
     redis_url: str = ""
     broker: str = "kafka"  # one of BROKERS
+    # Apache Kafka tiers through the remotelog plugin: its RemoteStorageManager and
+    # RemoteLogMetadataManager call this stack's segment store and metadata manager.
+    plugin: bool = False
     # 0: free loopback ports. Else the broker on base_port and the services on
     # base_port+1.. in SERVICES order (7300 gives the services their default ports).
     base_port: int = 0
@@ -94,9 +102,36 @@ class DevStack:
         self.config = config
         self.data_dir = config.data_dir.resolve()
         self.children: list[Child] = []
-        self.broker = broker or _new_broker(config, self.data_dir)
+        # Services whose port is chosen before the broker starts, which must know it.
+        self.reserved_ports: dict[str, int] = {}
+        self.broker = broker or self._new_broker()
         if self.broker.log_path is None:
             self.broker.log_path = self.data_dir / "logs" / "broker.log"
+
+    def _new_broker(self) -> Broker:
+        config = self.config
+        if config.broker == "tansu":
+            if config.plugin:
+                raise DevStackError("Tansu cannot load the remotelog plugin: use --broker kafka")
+            return EmbeddedBroker(port=config.base_port)
+        if config.broker != "kafka":
+            raise DevStackError(f"broker {config.broker!r}: not one of {', '.join(BROKERS)}")
+        properties: dict[str, str] = {}
+        if config.plugin:
+            for service in ("segment-store", "metadata-manager"):
+                index = SERVICES.index(service) + 1
+                base = config.base_port
+                self.reserved_ports[service] = base + index if base else free_port()
+            properties = {
+                **tiered_storage_properties(
+                    plugin_jar(),
+                    f"127.0.0.1:{self.reserved_ports['segment-store']}",
+                    f"127.0.0.1:{self.reserved_ports['metadata-manager']}",
+                    task_interval_ms=TASK_INTERVAL_MS,
+                ),
+                **QUICK_RETENTION,
+            }
+        return KafkaBroker(self.data_dir / "kafka", port=config.base_port, properties=properties)
 
     def __enter__(self) -> DevStack:
         return self.start()
@@ -131,6 +166,7 @@ class DevStack:
             )
             for index, service in enumerate(SERVICES, start=1):
                 port = self.config.base_port + index if self.config.base_port else 0
+                port = self.reserved_ports.get(service, port)
                 self.children.append(self._start_service(service, port))
         except BaseException:
             self.stop()
@@ -240,14 +276,6 @@ class DevStack:
             if child.process is not None:
                 _terminate(child.process)
         self.broker.stop()
-
-
-def _new_broker(config: DevConfig, data_dir: Path) -> Broker:
-    if config.broker == "kafka":
-        return KafkaBroker(data_dir / "kafka", port=config.base_port)
-    if config.broker == "tansu":
-        return EmbeddedBroker(port=config.base_port)
-    raise DevStackError(f"broker {config.broker!r}: not one of {', '.join(BROKERS)}")
 
 
 def _served_address(child: Child, start_at: int) -> str:
