@@ -61,17 +61,11 @@ class DemoConfig:
 
 
 @dataclass
-class DemoReport:
+class ReportBase:
+    """What every demo reports: the records, Spark's count, the store, the phases."""
+
     records_written: int = 0
-    records_verified: int = 0
     records_aborted: int = 0
-    segments_rolled: int = 0
-    segments_tiered: int = 0
-    local_bytes_before: int = 0
-    local_bytes_after: int = 0
-    copy_mb_s: float = 0.0
-    fetch_mb_s: float = 0.0
-    fetch_p99_ms: float = 0.0
     spark_rows: int | None = None
     spark_rows_s: float | None = None
     store_files_before_delete: int = 0
@@ -79,14 +73,40 @@ class DemoReport:
     store_dir: str = ""
     phases_s: dict[str, float] = field(default_factory=dict)
 
-    def rows(self) -> list[tuple[str, str]]:
-        spark = (
-            "skipped (pip install 'remotelog[spark]')"
-            if self.spark_rows_s is None
-            else f"{self.spark_rows:,} rows, {self.spark_rows_s:,.0f} rows/s"
-        )
+    def written_row(self) -> tuple[str, str]:
+        return ("records written", f"{self.records_written:,} ({self.records_aborted} aborted)")
+
+    def spark_row(self, what: str = "rows") -> tuple[str, str]:
+        if self.spark_rows_s is None:
+            return ("spark", "skipped (pip install 'remotelog[spark]')")
+        return ("spark", f"{self.spark_rows:,} {what}, {self.spark_rows_s:,.0f} rows/s")
+
+    def closing_rows(self) -> list[tuple[str, str]]:
+        """The store before and after the topic's deletion, then each phase's time."""
         return [
-            ("records written", f"{self.records_written:,} ({self.records_aborted} aborted)"),
+            (
+                "store",
+                f"{self.store_dir}: {self.store_files_before_delete} files, "
+                f"{self.store_files_after_delete} after the topic deletion",
+            ),
+            *((f"{name} phase", f"{seconds:.1f} s") for name, seconds in self.phases_s.items()),
+        ]
+
+
+@dataclass
+class DemoReport(ReportBase):
+    records_verified: int = 0
+    segments_rolled: int = 0
+    segments_tiered: int = 0
+    local_bytes_before: int = 0
+    local_bytes_after: int = 0
+    copy_mb_s: float = 0.0
+    fetch_mb_s: float = 0.0
+    fetch_p99_ms: float = 0.0
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            self.written_row(),
             ("records verified", f"{self.records_verified:,} (read_committed)"),
             ("segments tiered", f"{self.segments_tiered} of {self.segments_rolled} rolled"),
             (
@@ -95,13 +115,8 @@ class DemoReport:
             ),
             ("copy", f"{self.copy_mb_s:.1f} MB/s"),
             ("fetch", f"{self.fetch_mb_s:.1f} MB/s, p99 Fetch {self.fetch_p99_ms:.1f} ms"),
-            ("spark", spark),
-            (
-                "store",
-                f"{self.store_dir}: {self.store_files_before_delete} files, "
-                f"{self.store_files_after_delete} after the topic deletion",
-            ),
-            *((f"{name} phase", f"{seconds:.1f} s") for name, seconds in self.phases_s.items()),
+            self.spark_row(),
+            *self.closing_rows(),
         ]
 
 

@@ -32,6 +32,7 @@ from remotelog.dev.demo import (
     PHASE_TIMEOUT_S,
     DemoConfig,
     DemoMismatch,
+    ReportBase,
     phase,
     spark_scan,
     store_files,
@@ -52,10 +53,8 @@ Expected = tuple[bytes | None, bytes, tuple[tuple[str, bytes], ...]]
 
 
 @dataclass
-class KafkaDemoReport:
+class KafkaDemoReport(ReportBase):
     broker: str = ""
-    records_written: int = 0
-    records_aborted: int = 0
     records_verified_local: int = 0
     records_verified_remote: int = 0
     segments_tiered: int = 0
@@ -65,23 +64,11 @@ class KafkaDemoReport:
     tiering_s: float = 0.0
     consumer_local_rows_s: float = 0.0
     consumer_remote_rows_s: float = 0.0
-    spark_rows: int | None = None
-    spark_rows_s: float | None = None
-    store_files_before_delete: int = 0
-    store_files_after_delete: int = 0
-    store_dir: str = ""
-    phases_s: dict[str, float] = field(default_factory=dict)
 
     def rows(self) -> list[tuple[str, str]]:
-        spark = (
-            "skipped (pip install 'remotelog[spark]')"
-            if self.spark_rows_s is None
-            else f"{self.spark_rows:,} rows (history from remotelog), "
-            f"{self.spark_rows_s:,.0f} rows/s"
-        )
         return [
             ("broker", f"{self.broker} with the remotelog plugin"),
-            ("records written", f"{self.records_written:,} ({self.records_aborted} aborted)"),
+            self.written_row(),
             (
                 "records verified",
                 f"{self.records_verified_local:,} from local disk, "
@@ -103,13 +90,8 @@ class KafkaDemoReport:
                 f"{self.consumer_local_rows_s:,.0f} records/s from local disk, "
                 f"{self.consumer_remote_rows_s:,.0f} records/s from remotelog",
             ),
-            ("spark", spark),
-            (
-                "store",
-                f"{self.store_dir}: {self.store_files_before_delete} files, "
-                f"{self.store_files_after_delete} after the topic deletion",
-            ),
-            *((f"{name} phase", f"{seconds:.1f} s") for name, seconds in self.phases_s.items()),
+            self.spark_row("rows (history from remotelog)"),
+            *self.closing_rows(),
         ]
 
 
