@@ -3,9 +3,11 @@ Compose Specification's JSON schema, every properties file it gives a service pa
 that service's `remotelog config check`, and the services find one another, wait for
 each other's health and sit beside Kafka as deploy/compose's comments say."""
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -198,3 +200,81 @@ def test_every_service_checks_roles_and_calls_the_others_as_a_broker(compose):
         if hasattr(config, "client_auth_token_file"):
             assert config.client_auth_token_file == "/run/secrets/broker.token"
             assert roles[secrets["broker.token"].read_text().strip()] == "broker"
+
+
+KAFKA_DOCKERFILE = DEPLOY / "kafka.Dockerfile"
+PLUGIN = ROOT / "clients" / "kafka-plugin"
+
+
+def kafka_properties(compose: dict) -> dict[str, str]:
+    """The broker's properties, from its KAFKA_* environment as the apache/kafka image
+    maps them (`_` is `.`, `__` is `_`, `___` is `-`)."""
+    found = {}
+    for name, value in compose["services"]["kafka"]["environment"].items():
+        key = name.removeprefix("KAFKA_").lower()
+        key = key.replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
+        found[key] = str(value)
+    return found
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    return [tuple(line.split(maxsplit=1)) for line in lines]
+
+
+def pinned_kafka_version() -> str:
+    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
+    pom = ElementTree.parse(ROOT / "jvm" / "pom.xml").getroot()
+    return pom.findtext("m:properties/m:kafka.version", namespaces=namespace)
+
+
+def plugin_jar_name() -> str:
+    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
+    pom = ElementTree.parse(PLUGIN / "pom.xml").getroot()
+    artifact = pom.findtext("m:artifactId", namespaces=namespace)
+    return f"{artifact}-{pom.findtext('m:version', namespaces=namespace)}.jar"
+
+
+def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_protos():
+    instructions = dockerfile_instructions(KAFKA_DOCKERFILE)
+    froms = [arguments for instruction, arguments in instructions if instruction == "FROM"]
+    assert froms[-1] == f"apache/kafka:{pinned_kafka_version()}"
+    copies = [shlex.split(a) for i, a in instructions if i == "COPY"]
+    for words in copies:
+        if not words[0].startswith("--from"):
+            assert (ROOT / words[0]).exists(), words[0]
+    assert {"protos", "jvm/pom.xml", "clients/kafka-plugin/src"} <= {w[0] for w in copies}
+    (jar,) = [w for w in copies if w[0] == "--from=plugin"]
+    assert jar[1].endswith(f"/target/{plugin_jar_name()}")
+
+
+def test_kafka_tiers_through_the_plugin_calling_the_services_where_they_listen(compose):
+    kafka = compose["services"]["kafka"]
+    assert kafka["build"]["dockerfile"] == "deploy/kafka.Dockerfile"
+    properties = kafka_properties(compose)
+    assert properties["remote.log.storage.system.enable"] == "true"
+    (jar,) = [
+        shlex.split(a)[-1]
+        for i, a in dockerfile_instructions(KAFKA_DOCKERFILE)
+        if "--from=plugin" in a
+    ]
+    for role in ("storage", "metadata"):
+        name = properties[f"remote.log.{role}.manager.class.name"]
+        assert (PLUGIN / "src/main/java" / (name.replace(".", "/") + ".java")).is_file()
+        assert properties[f"remote.log.{role}.manager.class.path"] == jar
+    for prefix, service, key in (
+        ("rsm.config", "segment-store", "segment.store.address"),
+        ("rlmm.config", "metadata-manager", "metadata.manager.address"),
+    ):
+        listening = port_of(config_of(compose, service).listen_address)
+        assert properties[f"{prefix}.{key}"] == f"{service}:{listening}"
+        # The plugin calls as the broker role, as the services call each other.
+        assert properties[f"{prefix}.client.auth.token.file"] == "/run/secrets/broker.token"
+    assert "broker.token" in kafka["secrets"]
+
+
+def test_the_copy_scheduler_runs_only_in_the_sidecar_profile(compose):
+    """Never beside a broker that tiers by itself: the two would copy the same segments."""
+    services = compose["services"]
+    assert services["copy-scheduler"]["profiles"] == ["sidecar"]
+    assert [n for n, s in services.items() if "profiles" in s] == ["copy-scheduler"]
