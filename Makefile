@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest clean
+.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -105,6 +105,13 @@ protos: setup
 
 drift: setup
 	$(PY) scripts/gen_protos.py --check
+
+# Kafka with its own LocalTieredStorage, the baseline of bench/kafka_plugin.py (not for the tests).
+BENCH_LIBS := .tools/kafka/bench-libs
+bench-setup: setup
+	rm -rf $(BENCH_LIBS)
+	$(MVN) -f jvm/kafka-bench/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(abspath $(BENCH_LIBS))
 
 # The plugin's JUnit tests (conversions, errors, settings, against in-process gRPC services).
 plugin-test: setup

@@ -348,7 +348,9 @@ def serve(
     return process, int(line.rsplit(":", 1)[1])
 
 
-def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subprocess.Popen[str], int]:
+def serve_metadata_manager(
+    work: Path, bootstrap_servers: str, listen: str = "127.0.0.1:0"
+) -> tuple[subprocess.Popen[str], int]:
     """A metadata manager on the benchmark's broker, its snapshots under `work`.
 
     Its consumer polls at the service's default wait (100 ms). Its own writes
@@ -362,7 +364,7 @@ def serve_metadata_manager(work: Path, bootstrap_servers: str) -> tuple[subproce
         "metadata-manager",
         work / "metadata.properties",
         {
-            "listen.address": "127.0.0.1:0",
+            "listen.address": listen,
             "bootstrap.servers": bootstrap_servers,
             "remote.log.metadata.topic.replication.factor": "1",
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),

@@ -2,7 +2,8 @@
 
 `make setup` resolves `org.apache.kafka:kafka_2.13` with its runtime dependencies
 into `.tools/kafka/libs` of the checkout (`jvm/pom.xml` pins the version);
-`REMOTELOG_KAFKA_LIBS` names another folder. The broker keeps its configuration,
+`KAFKA_JARS_DIR` names another folder (not a REMOTELOG_* name: the services
+read those as their settings, and refuse unknown ones). The broker keeps its configuration,
 its log and its data under one directory, so `start()` after `stop()` or
 `kill()` is a restart from its own log dir on the same ports.
 """
@@ -23,8 +24,8 @@ from typing import Any
 
 from remotelog.dev.broker import BrokerError, BrokerProcess, free_port
 
-LIBS_ENV = "REMOTELOG_KAFKA_LIBS"
-PLUGIN_ENV = "REMOTELOG_KAFKA_PLUGIN"
+LIBS_ENV = "KAFKA_JARS_DIR"
+PLUGIN_ENV = "KAFKA_PLUGIN_JAR"
 PLUGIN_PACKAGE = "dev.remotelog.kafka"
 # The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
 _CHECKOUT = Path(__file__).resolve().parents[3]
@@ -51,9 +52,10 @@ logger.request.level = WARN
 """
 
 
-def kafka_libs() -> Path:
-    """The folder of Apache Kafka's jars, or a BrokerError saying how to get them."""
-    configured = os.environ.get(LIBS_ENV)
+def kafka_libs(configured: str | None = None) -> Path:
+    """The folder of Apache Kafka's jars (`configured`, else LIBS_ENV's, else the
+    checkout's), or a BrokerError saying how to get them."""
+    configured = configured or os.environ.get(LIBS_ENV)
     libs = Path(configured) if configured else _CHECKOUT_LIBS
     if not any(libs.glob("kafka_2.13-*.jar")):
         where = f"{LIBS_ENV}={configured}" if configured else str(libs)
@@ -167,6 +169,8 @@ class KafkaBroker(BrokerProcess):
     stop_grace_s = 30.0
 
     directory: Path
+    # Kafka's jars: a folder of kafka_2.13 and its dependencies (default: kafka_libs()).
+    libs: Path | None = None
     host: str = "127.0.0.1"
     port: int = 0
     heap: str = DEFAULT_HEAP
@@ -197,7 +201,11 @@ class KafkaBroker(BrokerProcess):
 
     @property
     def version(self) -> str:
-        return f"Apache Kafka {kafka_version(kafka_libs())}"
+        return f"Apache Kafka {kafka_version(self.jars)}"
+
+    @property
+    def jars(self) -> Path:
+        return kafka_libs(str(self.libs) if self.libs else None)
 
     @property
     def data_dir(self) -> Path:
@@ -210,7 +218,7 @@ class KafkaBroker(BrokerProcess):
     def start(self, timeout_s: float = 60.0) -> KafkaBroker:
         if self._process is not None:
             raise BrokerError(f"broker already running (pid {self._process.pid})")
-        java, libs = java_binary(), kafka_libs()
+        java, libs = java_binary(), self.jars
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.log_path is None:
             self.log_path = self.directory / "broker.log"
@@ -349,7 +357,7 @@ class KafkaBroker(BrokerProcess):
         """Each partition's offset for ListOffsets `time` (earliest, latest, earliest-local
         (-4), latest-tiered (-5), ...), asked by Kafka's own GetOffsetShell: librdkafka
         refuses to send the tiered-storage ones."""
-        command = [java_binary(), "-Xmx128m", "-cp", str(kafka_libs() / "*")]
+        command = [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*")]
         command += ["org.apache.kafka.tools.GetOffsetShell"]
         command += ["--bootstrap-server", self.bootstrap_servers, "--topic", topic, "--time", time]
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)

@@ -1,0 +1,334 @@
+"""Apache Kafka tiering through the remotelog plugin against Kafka with its own LocalTieredStorage.
+
+Two single-node KRaft brokers run side by side, idle while the other is measured,
+both Apache Kafka 4.3.1: LocalTieredStorage lives in kafka-storage's test jar,
+which Maven Central serves up to 4.3.1 and which does not run in the pinned 4.4
+(`make bench-setup` resolves that Kafka and the test jars, jvm/kafka-bench):
+- remotelog: the plugin as RemoteStorageManager and RemoteLogMetadataManager,
+  calling `remotelog serve segment-store` (filesystem backend) and
+  `remotelog serve metadata-manager` (its topic on the same broker);
+- Kafka's own: LocalTieredStorage writing into a directory on the same disk,
+  with Kafka's TopicBasedRemoteLogMetadataManager.
+
+Each round, on each broker in turn (the order rotates): a new topic of
+PARTITIONS partitions with 1 MiB segments and remote storage off is filled with
+MIB_PER_PARTITION of incompressible 1 KiB records; then `remote.storage.enable`
+and a one-second `local.retention.ms` are set. Tiering time: from that change to
+the last "Copied ... to remote storage" line in the broker's own log (Kafka's
+clock); tiered bytes: the rolled segments' .log bytes. Then a plain consumer
+reads the topic from offset 0 through the broker, which serves all but the
+active segment from remote storage: records/s. Ratios are medians of the
+per-round ratios (remotelog / Kafka's own), printed with their spread; the broker
+JVM's (and for remotelog the services') CPU seconds per GB beside them.
+Run: make bench-setup && .venv/bin/python bench/kafka_plugin.py [rounds, default 5]
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import Report, process_cpu_seconds, serve, serve_metadata_manager
+
+from remotelog.dev.broker import free_port
+from remotelog.dev.kafka_broker import (
+    QUICK_RETENTION,
+    KafkaBroker,
+    plugin_jar,
+    tiered_storage_properties,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_LIBS = ROOT / ".tools" / "kafka" / "bench-libs"
+PARTITIONS = 3
+MIB_PER_PARTITION = int(os.environ.get("BENCH_MIB_PER_PARTITION", "48"))
+RECORD_BYTES = 1024
+SEGMENT_BYTES = 1024 * 1024
+TASK_INTERVAL_MS = 200
+GB = 1e9
+_COPIED = re.compile(r"^\[([\d-]+ [\d:,]+)\] .*Copied \S+ to remote storage with segment-id")
+
+
+def local_tiered_storage_properties(directory: Path) -> dict[str, str]:
+    """Kafka's own tiered storage: LocalTieredStorage (on the broker's class path, from
+    the test jars in BENCH_LIBS) and the topic-based RLMM."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": (
+            "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+        ),
+        "rsm.config.dir": str(directory),
+        "rsm.config.delete.on.close": "false",
+        "remote.log.metadata.manager.class.name": (
+            "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
+        ),
+        # Kafka hands its RLMM this listener's address to reach the metadata topic.
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "5",
+        "remote.log.manager.task.interval.ms": str(TASK_INTERVAL_MS),
+    }
+
+
+@dataclass
+class Contender:
+    name: str
+    broker: KafkaBroker
+    services: list[subprocess.Popen[str]] = field(default_factory=list)
+    tier_s: list[float] = field(default_factory=list)
+    read_s: list[float] = field(default_factory=list)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+
+    def cpu_now(self) -> dict[str, float]:
+        assert self.broker.pid is not None
+        found = {"broker": process_cpu_seconds(self.broker.pid)}
+        found.update(
+            {f"service{i}": process_cpu_seconds(p.pid) for i, p in enumerate(self.services)}
+        )
+        return found
+
+    def count(self, phase: str, before: dict[str, float]) -> None:
+        for process, seconds in self.cpu_now().items():
+            self.cpu.setdefault(f"{phase} {process}", []).append(seconds - before[process])
+
+
+def admin(broker: KafkaBroker):  # type: ignore[no-untyped-def]
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+
+def fill_topic(broker: KafkaBroker, topic: str) -> int:
+    """A new topic with remote storage off, filled; the number of records."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    config = {"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "-1"}
+    client = admin(broker)
+    client.create_topics([NewTopic(topic, PARTITIONS, 1, config=config)])[topic].result(60)
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20, "batch.size": 1 << 20}
+    )
+    records = MIB_PER_PARTITION * 1024 * 1024 // RECORD_BYTES
+    value = os.urandom(RECORD_BYTES * 64)
+    for number in range(records):
+        for partition in range(PARTITIONS):
+            start = (number * 17 + partition) % 63 * RECORD_BYTES
+            while True:
+                try:
+                    producer.produce(
+                        topic, value[start : start + RECORD_BYTES], partition=partition
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+    assert producer.flush(120) == 0
+    return records * PARTITIONS
+
+
+def rolled(broker: KafkaBroker, topic: str) -> tuple[int, int]:
+    """(segments, .log bytes) of the topic's rolled segments on the broker's disk."""
+    count = size = 0
+    for partition in range(PARTITIONS):
+        logs = sorted((broker.data_dir / f"{topic}-{partition}").glob("*.log"))
+        count += len(logs) - 1
+        size += sum(p.stat().st_size for p in logs[:-1])
+    return count, size
+
+
+def copied_lines(broker: KafkaBroker) -> list[float]:
+    """Kafka's own time (epoch s) of each "Copied ... to remote storage" in its log."""
+    assert broker.log_path is not None
+    found = []
+    for line in broker.log_path.read_text(errors="replace").splitlines():
+        match = _COPIED.match(line)
+        if match:
+            stamp = datetime.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f")
+            found.append(stamp.replace(tzinfo=datetime.UTC).timestamp())
+    return found
+
+
+def tier(contender: Contender, topic: str, segments: int) -> float:
+    """Turn tiering on; seconds until Kafka logged the last of `segments` copies."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    already = len(copied_lines(contender.broker))
+    entries = [
+        ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("local.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
+    ]
+    resource = ConfigResource("TOPIC", topic, incremental_configs=entries)
+    client = admin(contender.broker)
+    began = time.time()
+    client.incremental_alter_configs([resource])[resource].result(60)
+    deadline = time.monotonic() + 600
+    while True:
+        copies = copied_lines(contender.broker)[already:]
+        if len(copies) >= segments:
+            return copies[segments - 1] - began
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{contender.name}: {len(copies)} of {segments} copied")
+        time.sleep(0.2)
+
+
+def wait_local_deleted(broker: KafkaBroker, topic: str) -> None:
+    deadline = time.monotonic() + 300
+    while any(
+        len(list((broker.data_dir / f"{topic}-{p}").glob("*.log"))) > 1 for p in range(PARTITIONS)
+    ):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: local segments were not deleted")
+        time.sleep(0.2)
+
+
+def read_all(broker: KafkaBroker, topic: str, records: int) -> float:
+    """Seconds a plain consumer takes to read the topic from offset 0 to its end."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"bench-{topic}",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 * 1024 * 1024,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    seen, ended = 0, set()
+    began = time.perf_counter()
+    while len(ended) < PARTITIONS:
+        for message in consumer.consume(10_000, 1.0):
+            error = message.error()
+            if error is None:
+                seen += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            else:
+                raise RuntimeError(str(error))
+    seconds = time.perf_counter() - began
+    consumer.close()
+    if seen != records:
+        raise RuntimeError(f"read {seen} records of {records}")
+    return seconds
+
+
+def run_round(contender: Contender, number: int) -> int:
+    """One round on one broker; the bytes tiered."""
+    topic = f"bench-{contender.name}-{number}"
+    records = fill_topic(contender.broker, topic)
+    segments, size = rolled(contender.broker, topic)
+    before = contender.cpu_now()
+    contender.tier_s.append(tier(contender, topic, segments))
+    contender.count("tier", before)
+    wait_local_deleted(contender.broker, topic)
+    before = contender.cpu_now()
+    contender.read_s.append(read_all(contender.broker, topic, records))
+    contender.count("read", before)
+    return size
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    if not any(BENCH_LIBS.glob("kafka-storage-*-test.jar")):
+        sys.exit(f"{BENCH_LIBS} has no LocalTieredStorage: run `make bench-setup` first")
+    work = Path(tempfile.mkdtemp(prefix="bench-kafka-plugin-"))
+    contenders: list[Contender] = []
+    try:
+        store_port, metadata_port = free_port(), free_port()
+        # Both brokers run the Kafka of the test jars.
+        plugin = KafkaBroker(
+            work / "remotelog",
+            libs=BENCH_LIBS,
+            properties={
+                **tiered_storage_properties(
+                    plugin_jar(),
+                    f"127.0.0.1:{store_port}",
+                    f"127.0.0.1:{metadata_port}",
+                    task_interval_ms=TASK_INTERVAL_MS,
+                ),
+                **QUICK_RETENTION,
+            },
+        ).start()
+        contenders.append(Contender("remotelog", plugin))
+        store, _ = serve(
+            "segment-store",
+            work / "store.properties",
+            {
+                "listen.address": f"127.0.0.1:{store_port}",
+                "storage.backend": "filesystem",
+                "storage.root": str(work / "segments"),
+            },
+        )
+        metadata, _ = serve_metadata_manager(
+            work, plugin.bootstrap_servers, listen=f"127.0.0.1:{metadata_port}"
+        )
+        contenders[0].services = [store, metadata]
+        local = KafkaBroker(
+            work / "kafka",
+            libs=BENCH_LIBS,
+            properties={
+                **local_tiered_storage_properties(work / "local-tiered"),
+                **QUICK_RETENTION,
+            },
+        ).start()
+        contenders.append(Contender("kafka", local))
+        sizes = []
+        for number in range(rounds + 1):  # the first is a warm-up, not counted
+            order = contenders if number % 2 == 0 else contenders[::-1]
+            for contender in order:
+                sizes.append(run_round(contender, number))
+            if number == 0:
+                for contender in contenders:
+                    contender.tier_s.clear()
+                    contender.read_s.clear()
+                    contender.cpu.clear()
+                sizes.clear()
+        report_figures(contenders, statistics.median(sizes))
+    except BaseException:
+        print(f"kept {work} (the brokers' logs)", file=sys.stderr)
+        raise
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    finally:
+        for contender in contenders:
+            for process in contender.services:
+                process.terminate()
+            contender.broker.stop()
+
+
+def report_figures(contenders: list[Contender], size: float) -> None:
+    remotelog, kafka = contenders
+    report = Report("kafka_plugin")
+    tiering = [k / r for r, k in zip(remotelog.tier_s, kafka.tier_s, strict=True)]
+    reading = [k / r for r, k in zip(remotelog.read_s, kafka.read_s, strict=True)]
+    report.ratio_rounds("kafka_tiering_remotelog_vs_local_tiered_storage", tiering, 0.8)
+    report.ratio_rounds("kafka_remote_read_remotelog_vs_local_tiered_storage", reading, 0.8)
+    report.finish()
+    for contender in contenders:
+        tier_mb_s = size / 1e6 / statistics.median(contender.tier_s)
+        read_mb_s = size / 1e6 / statistics.median(contender.read_s)
+        print(
+            f"  {contender.name}: tiering {tier_mb_s:.0f} MB/s "
+            f"({min(contender.tier_s):.2f}-{max(contender.tier_s):.2f} s), remote read "
+            f"{read_mb_s:.0f} MB/s ({min(contender.read_s):.2f}-{max(contender.read_s):.2f} s)"
+        )
+        for what, seconds in contender.cpu.items():
+            print(f"    {what} {statistics.median(seconds) / (size / GB):.2f} CPU s per GB")
+    print(
+        f"  {PARTITIONS} partitions x {size / 1e6 / PARTITIONS:.1f} MB of rolled segments a round"
+    )
+    print(f"  brokers: {kafka.broker.version}")
+
+
+if __name__ == "__main__":
+    main()
