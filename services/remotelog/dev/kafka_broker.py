@@ -34,6 +34,8 @@ _CHECKOUT_PLUGIN = _CHECKOUT / "clients" / "kafka-plugin" / "target"
 # Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
 DEFAULT_HEAP = "512m"
 LOG_TAIL_LINES = 30
+# Lines of a failed start's first error shown: its message and the exception's.
+ERROR_LINES = 4
 
 _LOG4J2 = """\
 status = error
@@ -370,10 +372,17 @@ class KafkaBroker(BrokerProcess):
         return found
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        """The end of this run's log, indented, for an error message."""
+        """This run's first ERROR line (the cause, before the shutdown's lines bury it)
+        and the end of its log, indented, for an error message."""
         if self.log_path is None or not self.log_path.exists():
             return ""
         with self.log_path.open("rb") as log:
             log.seek(self._log_start)
-            tail = log.read().decode(errors="replace").splitlines()[-lines:]
-        return f"; the end of {self.log_path}:" + "".join(f"\n  | {line}" for line in tail)
+            run = log.read().decode(errors="replace").splitlines()
+        first = next((n for n, line in enumerate(run) if "] ERROR " in line), None)
+        cause = ""
+        if first is not None and first < len(run) - lines:
+            shown = "".join(f"\n  | {line}" for line in run[first : first + ERROR_LINES])
+            cause = f"; its first error:{shown}"
+        tail = "".join(f"\n  | {line}" for line in run[-lines:])
+        return f"{cause}; the end of {self.log_path}:{tail}"
