@@ -142,20 +142,30 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     produced = await asyncio.to_thread(produce_every_kind, broker.bootstrap_servers, topic)
     local = await asyncio.to_thread(wait_until_tiered, broker, topic)
 
-    # What Kafka tiered, as the metadata manager lists it.
-    tiered_ends = {}
+    async def tiered_ends() -> dict[int, int]:
+        """The last tiered offset of each partition, as the metadata manager lists it."""
+        ends = {}
+        for partition in range(PARTITIONS):
+            tip = TopicIdPartition(topic_id, topic, partition)
+            copied = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
+            assert copied, f"{topic}-{partition}: nothing tiered"
+            assert copied[0].start_offset == 0
+            ends[partition] = max(s.end_offset for s in copied)
+            assert stack.objects_of(tip)
+        return ends
+
+    async def agreed() -> dict[int, int] | None:
+        """Kafka's ListOffsets -5 (latest tiered) and the metadata manager's listing, once
+        they agree: Kafka goes on copying segments rolled before the last write."""
+        ours = await tiered_ends()
+        kafkas = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
+        return ours if kafkas == ours and ours == await tiered_ends() else None
+
+    ends = await eventually(agreed, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
     for partition in range(PARTITIONS):
-        tip = TopicIdPartition(topic_id, topic, partition)
-        copied = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
-        assert copied, f"{topic}-{partition}: nothing tiered"
-        assert copied[0].start_offset == 0
-        tiered_ends[partition] = max(s.end_offset for s in copied)
         # Local retention deleted only what was tiered.
-        assert local[partition] <= tiered_ends[partition] + 1
-        assert stack.objects_of(tip)
-    # ListOffsets -5 (latest tiered) and -2 (log start: the remote tier's first offset).
-    latest_tiered = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
-    assert latest_tiered == tiered_ends
+        assert local[partition] <= ends[partition] + 1
+    # ListOffsets -2: the log starts at 0, in the remote tier.
     earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
     assert earliest == dict.fromkeys(range(PARTITIONS), 0)
 
