@@ -105,7 +105,7 @@ class Written:
 
 
 def _kafka_admin() -> Any:
-    """confluent-kafka's admin module, untyped: its stubs do not export what it defines."""
+    """confluent-kafka's admin module, untyped: its type hints do not export what it defines."""
     return importlib.import_module("confluent_kafka.admin")
 
 
