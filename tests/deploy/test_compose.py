@@ -7,7 +7,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -20,6 +19,14 @@ from support.deploy import (
     environment_key,
     host_of,
     port_of,
+)
+from support.kafka_image import (
+    KAFKA_DOCKERFILE,
+    assert_tiers_through_the_plugin,
+    dockerfile_instructions,
+    kafka_properties,
+    pinned_kafka_version,
+    plugin_jar_name,
 )
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -202,39 +209,6 @@ def test_every_service_checks_roles_and_calls_the_others_as_a_broker(compose):
             assert roles[secrets["broker.token"].read_text().strip()] == "broker"
 
 
-KAFKA_DOCKERFILE = DEPLOY / "kafka.Dockerfile"
-PLUGIN = ROOT / "clients" / "kafka-plugin"
-
-
-def kafka_properties(compose: dict) -> dict[str, str]:
-    """The broker's properties, from its KAFKA_* environment as the apache/kafka image
-    maps them (`_` is `.`, `__` is `_`, `___` is `-`)."""
-    found = {}
-    for name, value in compose["services"]["kafka"]["environment"].items():
-        key = name.removeprefix("KAFKA_").lower()
-        key = key.replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
-        found[key] = str(value)
-    return found
-
-
-def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
-    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    return [tuple(line.split(maxsplit=1)) for line in lines]
-
-
-def pinned_kafka_version() -> str:
-    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
-    pom = ElementTree.parse(ROOT / "jvm" / "pom.xml").getroot()
-    return pom.findtext("m:properties/m:kafka.version", namespaces=namespace)
-
-
-def plugin_jar_name() -> str:
-    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
-    pom = ElementTree.parse(PLUGIN / "pom.xml").getroot()
-    artifact = pom.findtext("m:artifactId", namespaces=namespace)
-    return f"{artifact}-{pom.findtext('m:version', namespaces=namespace)}.jar"
-
-
 def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_protos():
     instructions = dockerfile_instructions(KAFKA_DOCKERFILE)
     froms = [arguments for instruction, arguments in instructions if instruction == "FROM"]
@@ -251,24 +225,14 @@ def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_prot
 def test_kafka_tiers_through_the_plugin_calling_the_services_where_they_listen(compose):
     kafka = compose["services"]["kafka"]
     assert kafka["build"]["dockerfile"] == "deploy/kafka.Dockerfile"
-    properties = kafka_properties(compose)
-    assert properties["remote.log.storage.system.enable"] == "true"
-    (jar,) = [
-        shlex.split(a)[-1]
-        for i, a in dockerfile_instructions(KAFKA_DOCKERFILE)
-        if "--from=plugin" in a
-    ]
-    for role in ("storage", "metadata"):
-        name = properties[f"remote.log.{role}.manager.class.name"]
-        assert (PLUGIN / "src/main/java" / (name.replace(".", "/") + ".java")).is_file()
-        assert properties[f"remote.log.{role}.manager.class.path"] == jar
-    for prefix, service, key in (
-        ("rsm.config", "segment-store", "segment.store.address"),
-        ("rlmm.config", "metadata-manager", "metadata.manager.address"),
-    ):
-        listening = port_of(config_of(compose, service).listen_address)
-        assert properties[f"{prefix}.{key}"] == f"{service}:{listening}"
-        # The plugin calls as the broker role, as the services call each other.
+    properties = kafka_properties(kafka["environment"])
+    store, metadata = (
+        f"{service}:{port_of(config_of(compose, service).listen_address)}"
+        for service in ("segment-store", "metadata-manager")
+    )
+    assert_tiers_through_the_plugin(properties, store, metadata)
+    # The plugin calls as the broker role, as the services call each other.
+    for prefix in ("rsm.config", "rlmm.config"):
         assert properties[f"{prefix}.client.auth.token.file"] == "/run/secrets/broker.token"
     assert "broker.token" in kafka["secrets"]
 

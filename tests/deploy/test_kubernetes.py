@@ -1,5 +1,6 @@
 """deploy/k8s, checked offline (no cluster here): `kubectl kustomize` renders the base,
-each component and the dev overlay; every object is valid by the Kubernetes API's
+each component, the dev overlay (Kafka with the plugin) and its sidecar alternative
+(as the overlay's comment says to make it); every object is valid by the Kubernetes API's
 schemas (kubernetes-validate, strict); every container has probes, runs as non-root
 on a read-only root filesystem; the services' probes, ports and properties agree."""
 
@@ -13,6 +14,11 @@ import kubernetes_validate
 import pytest
 import yaml
 from support.deploy import DEPLOY, SERVICES, config_check, effective, environment_key, port_of
+from support.kafka_image import (
+    assert_tiers_through_the_plugin,
+    kafka_properties,
+    pinned_kafka_version,
+)
 
 from remotelog.cli.health import HEALTH_NAMES
 
@@ -25,7 +31,12 @@ RENDERS = {
     "base+tls": (["base"], ["components/tls"]),
     "dev": (["overlays/dev"], []),
     "dev+tls": (["overlays/dev"], ["components/tls"]),
+    "dev-sidecar": (["overlays/dev-sidecar"], []),
+    "dev-sidecar+tls": (["overlays/dev-sidecar"], ["components/tls"]),
 }
+# The overlay's own instruction for a broker without the plugin.
+PLUGIN_COMPONENT = "  - ../../components/kafka-plugin\n"
+SIDECAR_COMPONENT = "  - ../../components/kafka-sidecar\n"
 WORKLOADS = ("Deployment", "StatefulSet", "Job")
 TLS_DIR = "/etc/remotelog-tls"
 
@@ -42,13 +53,27 @@ def kustomize(directory: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
 
 
+def with_sidecar_overlay(tree: Path) -> Path:
+    """A copy of deploy/k8s with overlays/dev-sidecar: the dev overlay with the sidecar
+    component in place of the plugin's, as its comment tells an operator to do."""
+    shutil.copytree(K8S, tree)
+    dev = (tree / "overlays/dev/kustomization.yaml").read_text()
+    assert dev.count(PLUGIN_COMPONENT) == 1
+    assert "kafka-sidecar below" in dev
+    shutil.copytree(tree / "overlays/dev", tree / "overlays/dev-sidecar")
+    sidecar = dev.replace(PLUGIN_COMPONENT, SIDECAR_COMPONENT)
+    (tree / "overlays/dev-sidecar/kustomization.yaml").write_text(sidecar)
+    return tree
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, list[dict]]:
     """Each of RENDERS, through a kustomization of its own (kustomize takes relative paths)."""
+    tree = with_sidecar_overlay(tmp_path_factory.mktemp("deploy") / "k8s")
     out = {}
     for name, (resources, components) in RENDERS.items():
         directory = tmp_path_factory.mktemp(name.replace("+", "-"))
-        relative = Path(os.path.relpath(K8S, directory))
+        relative = Path(os.path.relpath(tree, directory))
         kustomization = {
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
@@ -102,7 +127,8 @@ def environment_of(container: dict) -> dict[str, str]:
 def test_everything_renders_with_every_service(rendered):
     for name, objects in rendered.items():
         served = {c["args"][1] for _, _, c in remotelog_containers(objects)}
-        expected = set(SERVICES) - (set() if name.startswith("dev") else {"copy-scheduler"})
+        sidecar = name.startswith("dev-sidecar")
+        expected = set(SERVICES) - (set() if sidecar else {"copy-scheduler"})
         assert served == expected, name
 
 
@@ -142,7 +168,7 @@ def test_every_container_is_probed_non_root_with_a_read_only_root(rendered, name
             assert container.get("livenessProbe"), where
 
 
-@pytest.mark.parametrize("name", ["base", "dev"])
+@pytest.mark.parametrize("name", ["base", "dev", "dev-sidecar"])
 def test_services_are_probed_by_native_grpc_health_on_their_listen_port(rendered, name, tmp_path):
     objects = rendered[name]
     for _, pod, container in remotelog_containers(objects):
@@ -178,7 +204,7 @@ def test_each_service_has_a_service_and_a_disruption_budget(rendered):
 
 
 def test_the_copy_scheduler_reads_the_brokers_log_volume_read_only(rendered, tmp_path):
-    objects = rendered["dev"]
+    objects = rendered["dev-sidecar"]
     kafka = find(objects, "StatefulSet", "kafka")
     pod = kafka["spec"]["template"]["spec"]
     by_name = {c["name"]: c for c in pod["containers"]}
@@ -199,7 +225,7 @@ def test_the_copy_scheduler_reads_the_brokers_log_volume_read_only(rendered, tmp
 
 
 def test_the_otel_component_points_every_service_at_the_collector(rendered):
-    for name in ("base+otel", "dev"):
+    for name in ("base+otel", "dev", "dev-sidecar"):
         objects = rendered[name]
         collector = find(objects, "Service", "otel-collector")
         (otlp,) = [p for p in collector["spec"]["ports"] if p["name"] == "otlp-grpc"]
@@ -208,7 +234,7 @@ def test_the_otel_component_points_every_service_at_the_collector(rendered):
             assert endpoint == f"http://otel-collector:{otlp['port']}"
 
 
-@pytest.mark.parametrize("name", ["base+tls", "dev+tls"])
+@pytest.mark.parametrize("name", ["base+tls", "dev+tls", "dev-sidecar+tls"])
 def test_the_tls_component_serves_and_calls_with_the_secrets_certificates(rendered, name):
     expected = {
         "REMOTELOG_TLS_CERT_FILE": f"{TLS_DIR}/tls.crt",
@@ -240,3 +266,47 @@ def test_the_tls_component_serves_and_calls_with_the_secrets_certificates(render
         }
         for probe in ("livenessProbe", "startupProbe"):
             assert container[probe]["exec"]["command"] == [*check, *tls]
+
+
+def service_address(objects: list[dict], name: str) -> str:
+    return f"{name}:{find(objects, 'Service', name)['spec']['ports'][0]['port']}"
+
+
+def broker_container(objects: list[dict]) -> dict:
+    pod = find(objects, "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    return {c["name"]: c for c in pod["containers"]}["kafka"]
+
+
+def test_the_dev_broker_tiers_through_the_plugin_alone(rendered):
+    objects = rendered["dev"]
+    kafka = find(objects, "StatefulSet", "kafka")
+    pod = kafka["spec"]["template"]["spec"]
+    # No copy scheduler beside a broker that tiers by itself: both would copy.
+    assert [c["name"] for c in pod["containers"]] == ["kafka"]
+    broker = broker_container(objects)
+    assert broker["image"] == "remotelog-kafka:0.1.0"
+    properties = kafka_properties(environment_of(broker))
+    store, metadata = (service_address(objects, s) for s in ("segment-store", "metadata-manager"))
+    assert_tiers_through_the_plugin(properties, store, metadata)
+
+
+def test_without_the_plugin_the_broker_is_the_pinned_apache_kafka(rendered):
+    broker = broker_container(rendered["dev-sidecar"])
+    assert broker["image"] == f"apache/kafka:{pinned_kafka_version()}"
+    assert "remote.log.storage.system.enable" not in kafka_properties(environment_of(broker))
+
+
+def test_with_tls_the_plugin_calls_with_the_services_certificate(rendered):
+    objects = rendered["dev+tls"]
+    pod = find(objects, "StatefulSet", "kafka")["spec"]["template"]["spec"]
+    broker = broker_container(objects)
+    properties = kafka_properties(environment_of(broker))
+    for prefix in ("rsm.config", "rlmm.config"):
+        assert {k: v for k, v in properties.items() if k.startswith(f"{prefix}.client.tls")} == {
+            f"{prefix}.client.tls.ca.file": f"{TLS_DIR}/ca.crt",
+            f"{prefix}.client.tls.cert.file": f"{TLS_DIR}/tls.crt",
+            f"{prefix}.client.tls.key.file": f"{TLS_DIR}/tls.key",
+        }
+    (mount,) = [m for m in broker["volumeMounts"] if m["mountPath"] == TLS_DIR]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "remotelog-tls"
