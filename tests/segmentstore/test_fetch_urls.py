@@ -1,4 +1,5 @@
-"""Fetches by URL: the S3 store signs a GET of the log, the client reads S3 itself.
+"""Fetches by URL: the S3 store signs a GET of the log, the client reads S3 itself (or,
+from a filesystem store on the same host, the file).
 
 A client's URL is kept per segment, so once it has one, its reads reach S3
 without the store: the tests stop the store and read on, which only a read by
@@ -8,7 +9,9 @@ URL can do.
 import contextlib
 import json
 import os
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -24,6 +27,7 @@ from remotelog.core.errors import (
     ServiceUnavailableError,
     UnsupportedOperationError,
 )
+from remotelog.core.model import IndexType
 from remotelog.dev.broker import free_port
 from remotelog.rpc.convert import segment_metadata_to_proto
 
@@ -55,6 +59,12 @@ async def read(client, metadata, start=0, end=None) -> bytes:
     return b"".join([chunk async for chunk in client.fetch_log_segment(metadata, start, end)])
 
 
+async def manifest_cached(running, metadata) -> None:
+    """The store reads a segment's manifest once for its URLs (where its indexes lie),
+    then keeps it: after this, the next GET to S3 is a client's by URL."""
+    await running.client.get_log_segment_url(metadata)
+
+
 def pending_faults(s3_endpoint) -> list:
     with urllib.request.urlopen(f"{s3_endpoint}/__faults__", timeout=5) as response:
         return json.loads(response.read())
@@ -82,11 +92,13 @@ async def test_a_refused_url_is_replaced_once_then_the_store_reads(s3_store, by_
     data = os.urandom(5000)
     metadata = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    await manifest_cached(s3_store, metadata)
     s3_faults("403", count=1, method="GET")  # the URL's GET; a new URL reads
     assert await read(by_url, metadata, 7) == data[7:]
     assert pending_faults(s3_store.endpoint) == []
     other = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(other, synthetic_files(data))
+    await manifest_cached(s3_store, other)
     # Refused twice (a clock or credentials at fault): the store's own GET reads it.
     s3_faults("403", count=2, method="GET")
     assert await read(by_url, other, 7) == data[7:]
@@ -99,6 +111,7 @@ async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(
     data = os.urandom(9 * MIB)  # the cut comes after the first 4 MiB chunk was delivered
     metadata = segment_metadata(size=len(data))
     await s3_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    await manifest_cached(s3_store, metadata)
     s3_faults("truncate", count=1, method="GET")
     received = []
     async for chunk in by_url.fetch_log_segment(metadata, 0):
@@ -163,3 +176,64 @@ def test_urls_are_given_up_before_they_expire(monkeypatch):
     for key in "xyz":  # the least recently used goes beyond max_entries
         urls.keep(key, f"https://{key}", valid_for_s=600)
     assert [urls.get(k) for k in "xyz"] == [None, "https://y", "https://z"]
+
+
+async def test_a_filesystem_store_on_this_host_hands_out_file_urls(tmp_path, s3_endpoint):
+    running = await start_store(
+        "filesystem", tmp_path, s3_endpoint, **{"storage.filesystem.fetch.urls.enabled": "true"}
+    )
+    try:
+        data = os.urandom(9 * MIB + 5)
+        metadata = segment_metadata(size=len(data))
+        await running.client.copy_log_segment_data(metadata, synthetic_files(data))
+        url, valid_for_s = await running.client.get_log_segment_url(metadata)
+        path = Path(urllib.parse.urlparse(url).path)
+        assert url.startswith("file:///")
+        assert path.is_relative_to(tmp_path)
+        assert path.read_bytes() == data
+        assert valid_for_s == 3600
+        # And the indexes: each where the answer says, as FetchIndex serves it.
+        stub = pb_grpc.SegmentStoreServiceStub(running.client.channel)
+        answer = await running.client.call_unary(
+            stub.GetLogSegmentUrl,
+            pb.GetLogSegmentUrlRequest(
+                remote_log_segment_metadata=segment_metadata_to_proto(metadata)
+            ),
+        )
+        indexes = Path(urllib.parse.urlparse(answer.indexes_url).path).read_bytes()
+        ranges = {IndexType(r.index_type): (r.position, r.size) for r in answer.index_ranges}
+        assert set(ranges) == set(IndexType) - {IndexType.TRANSACTION}  # it has none
+        for index_type, (position, size) in ranges.items():
+            served = await running.client.fetch_index(metadata, index_type)
+            assert indexes[position : position + size] == served
+        async with url_client(running) as by_url:
+            assert await read(by_url, metadata) == data
+            await running.service.stop(1)
+            # Read from the file, so without the store, any range.
+            assert (
+                await read(by_url, metadata, 4 * MIB - 3, 8 * MIB)
+                == data[4 * MIB - 3 :][: 4 * MIB + 4]
+            )
+    finally:
+        await running.stop()
+
+
+async def test_a_file_url_this_host_cannot_read_leaves_the_read_to_the_store(tmp_path, s3_endpoint):
+    """A missing file says nothing (another host's path, or a segment gone): the
+    store's stream reads it, or answers SEGMENT_NOT_FOUND."""
+    running = await start_store(
+        "filesystem", tmp_path, s3_endpoint, **{"storage.filesystem.fetch.urls.enabled": "true"}
+    )
+    try:
+        data = os.urandom(3000)
+        metadata = segment_metadata(size=len(data))
+        await running.client.copy_log_segment_data(metadata, synthetic_files(data))
+        async with url_client(running) as by_url:
+            by_url._urls.keep(metadata.remote_log_segment_id, "file:///nowhere/x.log", 600)
+            assert await read(by_url, metadata, 5) == data[5:]
+    finally:
+        await running.stop()
+    reader = UrlReader()
+    reads = reader.read("file:///nowhere/x.log", 0, 9, what="k", timeout_s=5)
+    with pytest.raises(UrlReadUnavailable, match="k: FileNotFoundError"):
+        await anext(reads)

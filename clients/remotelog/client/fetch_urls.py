@@ -12,12 +12,19 @@ A read the URL cannot finish is not an error: it goes on through
 FetchLogSegment from the byte it reached, and the store's own retries against
 S3 apply. Two answers are final: 404 (the object is gone: SEGMENT_NOT_FOUND,
 as the store would say) and the caller's deadline.
+
+A filesystem store on this host may hand out file:// URLs instead
+(`storage.filesystem.fetch.urls.enabled`): the bytes come from the page cache.
+A file that is not there is no answer (the caller may be on another host), so
+the RPC says whether the segment is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Hashable
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -112,6 +119,10 @@ class UrlReader:
         Raises RemoteResourceNotFoundError (404), DeadlineExceededError, or
         UrlReadUnavailable for anything the RPC may still get past.
         """
+        if url.startswith("file:"):
+            async for piece in _read_file(url, start, last, what):
+                yield piece
+            return
         import aiohttp
 
         want = last + 1 - start
@@ -144,6 +155,25 @@ class UrlReader:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def _read_file(url: str, start: int, last: int, what: str) -> AsyncGenerator[bytes, None]:
+    path = urllib.parse.unquote(urllib.parse.urlparse(url).path)
+    try:
+        file = await asyncio.to_thread(open, path, "rb", buffering=0)
+    except OSError as exc:
+        raise UrlReadUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+    try:
+        position = start
+        while position <= last:
+            want = min(READ_CHUNK_BYTES, last + 1 - position)
+            chunk = await asyncio.to_thread(os.pread, file.fileno(), want, position)
+            if not chunk:
+                raise RemoteStorageError(f"{what}: the stored log ends at byte {position}")
+            position += len(chunk)
+            yield chunk
+    finally:
+        file.close()
 
 
 def _check(status: int, length: int | None, want: int, start: int, what: str) -> None:

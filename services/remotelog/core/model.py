@@ -328,6 +328,14 @@ class IndexType(enum.IntEnum):
     def segment_file(self) -> SegmentFile:
         return _INDEX_SEGMENT_FILES[self]
 
+    @classmethod
+    def of_file(cls, file: SegmentFile) -> IndexType:
+        """The index type a segment file is served as (ValueError for the log)."""
+        for index_type, its_file in _INDEX_SEGMENT_FILES.items():
+            if its_file is file:
+                return index_type
+        raise ValueError(f"{file.value} is no index")
+
 
 _INDEX_SEGMENT_FILES = {
     IndexType.OFFSET: SegmentFile.OFFSET_INDEX,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 # A chunk a read yields: bytes, or a read-only view the backend lends (the
@@ -102,6 +103,10 @@ class LocalFileStore(ObjectStore, Protocol):
     """A backend whose objects are local files (filesystem): what short circuits need."""
 
     def open_upload(self, key: str) -> LocalFileUpload: ...
+
+    def path(self, key: str) -> Path:
+        """The object's file (absolute); keys that would leave the root are refused."""
+        ...
 
     async def open_descriptor(self, key: str) -> tuple[int, int]:
         """(read-only descriptor, size) of the object's file; the caller closes it."""

@@ -66,6 +66,13 @@ class StorageSettings:
         min=0,
         max=7 * 24 * 3600 * 1000,  # SigV4's longest
     )
+    fs_fetch_urls: bool = setting(
+        "storage.filesystem.fetch.urls.enabled",
+        False,
+        "GetLogSegmentUrl hands out file:// URLs of segment logs, for callers on this "
+        "host that may read the store root (the Kafka plugin beside the store): they "
+        "read the bytes from the page cache themselves",
+    )
     fs_io_threads: int = setting(
         "storage.filesystem.io.threads", 8, "Threads for the filesystem backend's file calls", min=1
     )

@@ -56,5 +56,6 @@ async def open_segment_store(
             custom_metadata_max_bytes=custom_metadata_max_bytes,
             # Presigned URLs last whole seconds; a part of one is rounded up.
             fetch_url_expiry_s=-(-config.s3_fetch_url_expiry_ms // 1000),
+            local_fetch_urls=config.fs_fetch_urls,
         ),
     )

@@ -20,6 +20,7 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import IndexType
 from remotelog.rpc import bulk_wire
 from remotelog.rpc.convert import (
     index_type_from_proto,
@@ -156,8 +157,20 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         self, request: pb.GetLogSegmentUrlRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetLogSegmentUrlResponse:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
-        url, valid_for_s = await self.store.log_segment_url(metadata)
-        return pb.GetLogSegmentUrlResponse(url=url, valid_for_ms=valid_for_s * 1000)
+        urls = await self.store.log_segment_url(metadata)
+        return pb.GetLogSegmentUrlResponse(
+            url=urls.log,
+            valid_for_ms=urls.valid_for_s * 1000,
+            indexes_url=urls.indexes,
+            index_ranges=[
+                pb.IndexRange(
+                    index_type=IndexType.of_file(file).value,  # type: ignore[arg-type]
+                    position=where.position,
+                    size=where.size,
+                )
+                for file, where in urls.index_ranges.items()
+            ],
+        )
 
     async def DeleteLogSegmentData(
         self, request: pb.DeleteLogSegmentDataRequest, context: grpc.aio.ServicerContext

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("remotelog.segmentstore")
 # How long close() waits for the cleanups of failed copies before cancelling them.
 _DISCARD_GRACE_S = 10.0
+# How long a file:// fetch URL is said to last.
+LOCAL_URL_VALID_S = 3600
 # Chunks of a long log read fetched ahead of the consumer (memory: this x chunk size).
 _READ_AHEAD_CHUNKS = 4
 _meter = metrics.get_meter("remotelog.segmentstore")
@@ -104,6 +106,19 @@ class StoreOptions:
     manifest_cache_entries: int = 4096
     # How long a fetch URL (GetLogSegmentUrl) lasts; 0 = none are handed out.
     fetch_url_expiry_s: int = 0
+    # file:// URLs of a filesystem backend's logs, for callers on this host.
+    local_fetch_urls: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentUrls:
+    """Where a caller reads a segment's log and indexes itself (GetLogSegmentUrl)."""
+
+    log: str
+    valid_for_s: int
+    indexes: str
+    # Where each index the segment has lies in the object at `indexes`.
+    index_ranges: dict[SegmentFile, IndexRange]
 
 
 class SegmentStore:
@@ -307,22 +322,40 @@ class SegmentStore:
         FETCH_BYTES.add(last - start + 1, attributes)
         return opened
 
-    async def log_segment_url(self, metadata: RemoteLogSegmentMetadata) -> tuple[str, int]:
-        """(URL, seconds it lasts) from which a caller reads the log's bytes itself.
+    async def log_segment_url(self, metadata: RemoteLogSegmentMetadata) -> SegmentUrls:
+        """URLs from which a caller reads the log's bytes and its indexes itself.
 
-        Not checked against the bucket (that would be a request per URL): a
-        GET of a segment that is gone is answered 404, which the caller takes
-        for SEGMENT_NOT_FOUND as it would take the store's answer.
+        The manifest says where the indexes lie (from the manifest cache, so a
+        segment read again costs no request); a segment without one is
+        RemoteResourceNotFoundError. A GET of a log deleted since is answered
+        404, which the caller takes for SEGMENT_NOT_FOUND.
         UnsupportedOperationError where the backend cannot sign one or URLs are off.
         """
+        keys = self.keys(metadata)
+        if self.options.local_fetch_urls and isinstance(self.objects, LocalFileStore):
+            # A path names no credential and does not expire; the caller asks again
+            # after a while all the same, so a moved root is noticed.
+            manifest = await self._manifest(keys)
+            return SegmentUrls(
+                self.objects.path(keys.log).as_uri(),
+                LOCAL_URL_VALID_S,
+                self.objects.path(keys.indexes).as_uri(),
+                dict(manifest.indexes),
+            )
         expiry_s = self.options.fetch_url_expiry_s
         if not expiry_s or not isinstance(self.objects, PresigningStore):
             raise UnsupportedOperationError(
                 "this segment store hands out no fetch URLs (they need the s3 backend and "
-                "storage.s3.fetch.url.expiry.ms); use FetchLogSegment"
+                "storage.s3.fetch.url.expiry.ms, or the filesystem backend and "
+                "storage.filesystem.fetch.urls.enabled); use FetchLogSegment"
             )
-        url = await self.objects.presigned_get_url(self.keys(metadata).log, expiry_s)
-        return url, expiry_s
+        manifest = await self._manifest(keys)
+        return SegmentUrls(
+            await self.objects.presigned_get_url(keys.log, expiry_s),
+            expiry_s,
+            await self.objects.presigned_get_url(keys.indexes, expiry_s),
+            dict(manifest.indexes),
+        )
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile

@@ -1,8 +1,9 @@
 from remotelog.api.type.v1 import segment_pb2 as _segment_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -110,9 +111,23 @@ class GetLogSegmentUrlRequest(_message.Message):
     def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
 
 class GetLogSegmentUrlResponse(_message.Message):
-    __slots__ = ("url", "valid_for_ms")
+    __slots__ = ("url", "valid_for_ms", "indexes_url", "index_ranges")
     URL_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_URL_FIELD_NUMBER: _ClassVar[int]
+    INDEX_RANGES_FIELD_NUMBER: _ClassVar[int]
     url: str
     valid_for_ms: int
-    def __init__(self, url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ...) -> None: ...
+    indexes_url: str
+    index_ranges: _containers.RepeatedCompositeFieldContainer[IndexRange]
+    def __init__(self, url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., indexes_url: _Optional[str] = ..., index_ranges: _Optional[_Iterable[_Union[IndexRange, _Mapping]]] = ...) -> None: ...
+
+class IndexRange(_message.Message):
+    __slots__ = ("index_type", "position", "size")
+    INDEX_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    index_type: IndexType
+    position: int
+    size: int
+    def __init__(self, index_type: _Optional[_Union[IndexType, str]] = ..., position: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...

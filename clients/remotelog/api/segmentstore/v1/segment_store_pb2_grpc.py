@@ -115,12 +115,15 @@ class SegmentStoreServiceServicer:
     def GetLogSegmentUrl(self, request, context):
         """A URL from which the caller reads the segment log's bytes itself, with an
         HTTP GET and a Range header, so they cross one hop (object store ->
-        caller, as in a broker's own RemoteStorageManager) instead of two. The
-        S3 backend answers with a presigned GET of the log object when
-        `storage.s3.fetch.url.expiry.ms` is set; the URL names that one object
-        and lasts for `valid_for_ms`. A GET answered 404 means the segment is
-        gone (SEGMENT_NOT_FOUND). Errors: UNIMPLEMENTED / UNSUPPORTED_OPERATION
-        (filesystem backend, or URLs off: use FetchLogSegment), INVALID_ARGUMENT.
+        caller, as in a broker's own RemoteStorageManager) instead of two; and
+        one of the object holding its indexes, with where each lies in it. The
+        S3 backend answers with presigned GETs when
+        `storage.s3.fetch.url.expiry.ms` is set, each naming one object and
+        lasting `valid_for_ms`; the filesystem backend with file:// URLs when
+        `storage.filesystem.fetch.urls.enabled` is set, for callers on its host.
+        A GET answered 404 means the segment is gone (SEGMENT_NOT_FOUND).
+        Errors: NOT_FOUND / SEGMENT_NOT_FOUND, UNIMPLEMENTED /
+        UNSUPPORTED_OPERATION (URLs off: use FetchLogSegment), INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
