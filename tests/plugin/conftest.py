@@ -1,7 +1,9 @@
 """Apache Kafka tiering through remotelog: a broker with the plugin as its
 RemoteStorageManager and RemoteLogMetadataManager, the segment store and the
 metadata manager it calls (their ports chosen before the broker starts), and a
-fetch service reading what Kafka tiered."""
+fetch service reading what Kafka tiered. The store is on the broker's host and
+hands out file URLs, which the plugin reads segment logs by (the secured tests
+take the FetchLogSegment stream)."""
 
 from dataclasses import dataclass
 
@@ -20,6 +22,10 @@ from remotelog.dev.kafka_broker import (
 
 # Kafka's floor for segment.bytes since 4.1: segments roll every MiB.
 SEGMENT_BYTES = 1024 * 1024
+FILE_URLS = {"rsm.config.fetch.urls.enabled": "true"}
+# What the plugin logs on its first read by URL, and where a read cannot go by one.
+BY_URL = "Reading segment logs from the file: URLs the segment store hands out"
+NOT_BY_URL = ("through FetchLogSegment instead of its URL", "hands out no fetch URLs")
 
 
 @dataclass
@@ -50,7 +56,7 @@ def tiering_broker(tmp, store_address: str, metadata_address: str, **broker: str
 async def kafka_tiering(tmp_path_factory, s3_endpoint):
     tmp = tmp_path_factory.mktemp("kafka-tiering")
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    broker = tiering_broker(tmp, store, metadata).start()
+    broker = tiering_broker(tmp, store, metadata, **FILE_URLS).start()
     stack = FetchStack(
         tmp,
         broker.bootstrap_servers,
@@ -58,6 +64,7 @@ async def kafka_tiering(tmp_path_factory, s3_endpoint):
         "filesystem",
         store_listen=store,
         metadata_listen=metadata,
+        store_settings={"storage.filesystem.fetch.urls.enabled": "true"},
     )
     try:
         async with started(stack):

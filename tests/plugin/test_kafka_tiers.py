@@ -29,7 +29,7 @@ from remotelog.client import TieredConsumer
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 
-from .conftest import SEGMENT_BYTES
+from .conftest import BY_URL, NOT_BY_URL, SEGMENT_BYTES
 
 PARTITIONS = 3
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -177,6 +177,10 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
             )
             assert messages[0].offset() == 0
             assert as_read(messages) == produced.expected(partition, committed_only), isolation
+    # Kafka read the logs from the files the store named, not through its stream.
+    log = broker.log_path.read_text().splitlines()
+    assert [line for line in log if BY_URL in line]
+    assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
 
     # Around Kafka: the same history straight from the remote tier, the tail from Kafka.
     async with TieredConsumer.connect(

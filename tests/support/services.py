@@ -203,6 +203,8 @@ class BackendStack:
     # Where the store and the manager listen: fixed for a broker told before they start.
     store_listen: str = "127.0.0.1:0"
     metadata_listen: str = "127.0.0.1:0"
+    # The store's own settings over the defaults below, kept across restarts.
+    store_settings: dict[str, str] = field(default_factory=dict)
 
     async def start(self):
         self.bucket = new_bucket(self.s3_endpoint)
@@ -223,6 +225,7 @@ class BackendStack:
                 "short.circuit.socket.path": self.short_circuit_socket,
                 # Fetch URLs for services that take them (S3 only).
                 "storage.s3.fetch.url.expiry.ms": "600000",
+                **self.store_settings,
                 **extra,
             },
         )

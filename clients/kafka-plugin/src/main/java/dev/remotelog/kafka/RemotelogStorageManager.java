@@ -14,6 +14,7 @@ import java.util.Optional;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
@@ -26,6 +27,8 @@ import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFile;
 import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
@@ -34,7 +37,7 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
  * Kafka's RemoteStorageManager over remotelog's segment store: each method one
  * SegmentStoreService call with a deadline. Settings under `rsm.config.`:
  * `segment.store.address`, optional `client.tls.*` and `client.auth.token.file`,
- * `client.timeout.ms`, `client.copy.timeout.ms`, `copy.chunk.bytes`.
+ * `client.timeout.ms`, `client.copy.timeout.ms`, `copy.chunk.bytes`, `fetch.urls.enabled`.
  */
 public final class RemotelogStorageManager implements RemoteStorageManager {
     static final String PREFIX = "rsm.config.";
@@ -44,6 +47,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
     private Settings settings;
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
+    private FetchUrls fetchUrls;
 
     /** For the broker, which configures it by its properties. */
     public RemotelogStorageManager() {}
@@ -59,6 +63,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         settings = service.settings();
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());
+        fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs()) : null;
     }
 
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub call() {
@@ -184,6 +189,13 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
 
     private InputStream fetch(RemoteLogSegmentMetadata metadata, int start, Integer end)
             throws RemoteStorageException {
+        if (fetchUrls != null) {
+            InputStream byUrl =
+                    fetchUrls.open(metadata.remoteLogSegmentId(), start, end, urlsOf(metadata));
+            if (byUrl != null) {
+                return byUrl;
+            }
+        }
         FetchLogSegmentRequest.Builder request =
                 FetchLogSegmentRequest.newBuilder()
                         .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
@@ -197,9 +209,24 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
                 FetchLogSegmentResponse::getData);
     }
 
+    private Supplier<GetLogSegmentUrlResponse> urlsOf(RemoteLogSegmentMetadata metadata) {
+        return () ->
+                call().getLogSegmentUrl(
+                        GetLogSegmentUrlRequest.newBuilder()
+                                .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
+                                .build());
+    }
+
     @Override
     public InputStream fetchIndex(RemoteLogSegmentMetadata metadata, IndexType indexType)
             throws RemoteStorageException {
+        if (fetchUrls != null) {
+            InputStream byUrl =
+                    fetchUrls.openIndex(metadata.remoteLogSegmentId(), indexType, urlsOf(metadata));
+            if (byUrl != null) {
+                return byUrl;
+            }
+        }
         FetchIndexRequest request =
                 FetchIndexRequest.newBuilder()
                         .setRemoteLogSegmentMetadata(Protos.metadata(metadata))

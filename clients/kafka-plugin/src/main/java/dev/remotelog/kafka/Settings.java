@@ -21,7 +21,8 @@ record Settings(
         String token,
         long timeoutMs,
         long copyTimeoutMs,
-        int chunkBytes) {
+        int chunkBytes,
+        boolean fetchUrls) {
 
     static final String TLS_CA = "client.tls.ca.file";
     static final String TLS_CERT = "client.tls.cert.file";
@@ -30,6 +31,7 @@ record Settings(
     static final String TIMEOUT = "client.timeout.ms";
     static final String COPY_TIMEOUT = "client.copy.timeout.ms";
     static final String CHUNK_BYTES = "copy.chunk.bytes";
+    static final String FETCH_URLS = "fetch.urls.enabled";
 
     static Settings parse(Map<String, ?> configs, String prefix, String addressKey) {
         Reader read = new Reader(configs, prefix);
@@ -68,7 +70,8 @@ record Settings(
                 token,
                 read.number(TIMEOUT, 30_000, 1, Long.MAX_VALUE),
                 read.number(COPY_TIMEOUT, 600_000, 1, Long.MAX_VALUE),
-                (int) read.number(CHUNK_BYTES, 1 << 20, 4096, 4 << 20));
+                (int) read.number(CHUNK_BYTES, 1 << 20, 4096, 4 << 20),
+                read.flag(FETCH_URLS, false));
     }
 
     boolean tls() {
@@ -97,6 +100,14 @@ record Settings(
                 throw new ConfigException(prefix + key, path, "not a readable file");
             }
             return path;
+        }
+
+        boolean flag(String key, boolean fallback) {
+            String text = string(key, Boolean.toString(fallback)).toLowerCase(java.util.Locale.ROOT);
+            if (!text.equals("true") && !text.equals("false")) {
+                throw new ConfigException(prefix + key, text, "must be true or false");
+            }
+            return text.equals("true");
         }
 
         long number(String key, long fallback, long min, long max) {

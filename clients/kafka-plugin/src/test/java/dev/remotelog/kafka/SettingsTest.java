@@ -41,6 +41,8 @@ class SettingsTest {
         assertEquals(1 << 20, settings.chunkBytes());
         assertEquals(false, settings.tls());
         assertEquals("", settings.token());
+        assertEquals(false, settings.fetchUrls());
+        assertTrue(Settings.parse(configs(ADDRESS, "a:1", Settings.FETCH_URLS, "TRUE"), PREFIX, ADDRESS).fetchUrls());
     }
 
     @Test
@@ -53,6 +55,7 @@ class SettingsTest {
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.CHUNK_BYTES, "100")).contains("rsm.config.copy.chunk.bytes"));
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.TLS_CA, "/no/such.pem")).contains("rsm.config.client.tls.ca.file"));
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.TOKEN_FILE, "/no/token")).contains("rsm.config.client.auth.token.file"));
+        assertTrue(refusal(configs(ADDRESS, "a:1", Settings.FETCH_URLS, "yes")).contains("rsm.config.fetch.urls.enabled"));
     }
 
     @Test

@@ -41,6 +41,9 @@ import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentResponse;
+import remotelog.api.segmentstore.v1.SegmentStore;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFile;
 import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
@@ -54,6 +57,13 @@ class StorageManagerTest {
     final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
     final AtomicInteger fetchChunksSent = new AtomicInteger();
     final CountDownLatch fetchCancelled = new CountDownLatch(1);
+    final AtomicInteger urlsAsked = new AtomicInteger();
+    final AtomicInteger fetchCalls = new AtomicInteger();
+    // What GetLogSegmentUrl answers, one per call (the last again); none: UNIMPLEMENTED.
+    final List<String> urlsToGive = new ArrayList<>();
+    // Merged into each answer: where the indexes are.
+    GetLogSegmentUrlResponse indexesToGive = GetLogSegmentUrlResponse.getDefaultInstance();
+    final AtomicInteger indexCalls = new AtomicInteger();
     Server server;
     ManagedChannel channel;
     RemotelogStorageManager manager;
@@ -87,6 +97,7 @@ class StorageManagerTest {
         @Override
         public void fetchLogSegment(
                 FetchLogSegmentRequest request, StreamObserver<FetchLogSegmentResponse> response) {
+            fetchCalls.incrementAndGet();
             var calls = (ServerCallStreamObserver<FetchLogSegmentResponse>) response;
             calls.setOnCancelHandler(fetchCancelled::countDown);
             // A whole segment's worth, sent as the client takes it (flow control).
@@ -105,7 +116,22 @@ class StorageManagerTest {
         }
 
         @Override
+        public void getLogSegmentUrl(
+                GetLogSegmentUrlRequest request, StreamObserver<GetLogSegmentUrlResponse> response) {
+            int asked = urlsAsked.getAndIncrement();
+            if (urlsToGive.isEmpty()) {
+                response.onError(Status.UNIMPLEMENTED.withDescription("no URLs").asRuntimeException());
+                return;
+            }
+            String url = urlsToGive.get(Math.min(asked, urlsToGive.size() - 1));
+            response.onNext(
+                    indexesToGive.toBuilder().setUrl(url).setValidForMs(600_000).build());
+            response.onCompleted();
+        }
+
+        @Override
         public void fetchIndex(FetchIndexRequest request, StreamObserver<FetchIndexResponse> response) {
+            indexCalls.incrementAndGet();
             response.onError(Status.NOT_FOUND.withDescription("no transaction index").asRuntimeException());
         }
     }
@@ -115,7 +141,7 @@ class StorageManagerTest {
         String name = InProcessServerBuilder.generateName();
         server = InProcessServerBuilder.forName(name).addService(new Store()).build().start();
         channel = InProcessChannelBuilder.forName(name).build();
-        Settings settings = new Settings("in-process:1", "", "", "", "", 10_000, 10_000, CHUNK);
+        Settings settings = new Settings("in-process:1", "", "", "", "", 10_000, 10_000, CHUNK, true);
         manager = new RemotelogStorageManager();
         manager.use(new ServiceChannel(settings, channel));
     }
@@ -194,5 +220,127 @@ class StorageManagerTest {
                         RemoteResourceNotFoundException.class,
                         () -> manager.fetchIndex(segment(), IndexType.TRANSACTION));
         assertTrue(missing.getMessage().contains("no transaction index"), missing.getMessage());
+    }
+
+    static byte[] readAll(InputStream stream) throws Exception {
+        try (stream) {
+            return stream.readAllBytes();
+        }
+    }
+
+    @Test
+    void aFileUrlIsReadWithoutTheStreamAndKeptForTheNextReads(@TempDir Path dir) throws Exception {
+        byte[] log = new byte[100_000];
+        new java.util.Random(7).nextBytes(log);
+        Path file = Files.write(dir.resolve("0.log"), log);
+        urlsToGive.add(file.toUri().toString());
+        RemoteLogSegmentMetadata segment = segment();
+        assertArrayEquals(log, readAll(manager.fetchLogSegment(segment, 0)));
+        assertArrayEquals(
+                java.util.Arrays.copyOfRange(log, 777, 70_001),
+                readAll(manager.fetchLogSegment(segment, 777, 70_000)));
+        assertEquals(0, fetchChunksSent.get());
+        assertEquals(1, urlsAsked.get());
+    }
+
+    /** Two reads of new segments, both through the stream, with one GetLogSegmentUrl. */
+    void twoReadsStreamedAfterOneAsk() throws Exception {
+        for (int i = 0; i < 2; i++) {
+            try (InputStream stream = manager.fetchLogSegment(segment(), 0)) {
+                assertTrue(stream.read() >= 0);
+            }
+        }
+        assertEquals(2, fetchCalls.get());
+        assertEquals(1, urlsAsked.get());
+    }
+
+    @Test
+    void aFileThisHostCannotOpenIsReadThroughTheStream() throws Exception {
+        urlsToGive.add("file:///nowhere/0.log");
+        // URLs rest after a failure: the next read takes the stream without asking.
+        twoReadsStreamedAfterOneAsk();
+    }
+
+    @Test
+    void aStoreWithoutUrlsIsAskedOnceThenStreamed() throws Exception {
+        twoReadsStreamedAfterOneAsk(); // UNIMPLEMENTED: never asked again
+    }
+
+    @Test
+    void anS3UrlIsReadByRangeAndA404IsAMissingSegment() throws Exception {
+        byte[] log = new byte[50_000];
+        new java.util.Random(3).nextBytes(log);
+        List<String> ranges = new ArrayList<>();
+        AtomicInteger refusals = new AtomicInteger(1);
+        com.sun.net.httpserver.HttpServer http =
+                com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+        http.createContext(
+                "/",
+                exchange -> {
+                    String range = exchange.getRequestHeaders().getFirst("Range");
+                    ranges.add(exchange.getRequestURI().getPath() + " " + range);
+                    if (exchange.getRequestURI().getPath().equals("/gone")) {
+                        exchange.sendResponseHeaders(404, -1);
+                    } else if (refusals.getAndDecrement() > 0) {
+                        exchange.sendResponseHeaders(403, -1); // expired early: a new URL reads
+                    } else {
+                        String[] bounds = range.substring("bytes=".length()).split("-", -1);
+                        int first = Integer.parseInt(bounds[0]);
+                        int last = bounds[1].isEmpty() ? log.length - 1 : Integer.parseInt(bounds[1]);
+                        exchange.sendResponseHeaders(206, last - first + 1);
+                        try (OutputStream body = exchange.getResponseBody()) {
+                            body.write(log, first, last - first + 1);
+                        }
+                    }
+                    exchange.close();
+                });
+        http.start();
+        try {
+            String base = "http://127.0.0.1:" + http.getAddress().getPort();
+            urlsToGive.add(base + "/log");
+            RemoteLogSegmentMetadata segment = segment();
+            assertArrayEquals(
+                    java.util.Arrays.copyOfRange(log, 10, log.length),
+                    readAll(manager.fetchLogSegment(segment, 10)));
+            assertArrayEquals(
+                    java.util.Arrays.copyOfRange(log, 5, 106), readAll(manager.fetchLogSegment(segment, 5, 105)));
+            assertEquals(List.of("/log bytes=10-", "/log bytes=10-", "/log bytes=5-105"), ranges);
+            assertEquals(2, urlsAsked.get());
+            assertEquals(0, fetchChunksSent.get());
+            urlsToGive.set(0, base + "/gone");
+            urlsAsked.set(0);
+            assertThrows(
+                    RemoteResourceNotFoundException.class,
+                    () -> manager.fetchLogSegment(ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty()), 0));
+        } finally {
+            http.stop(0);
+        }
+    }
+
+    @Test
+    void indexesAreReadFromTheirFileByTheOneAnswerTheLogIs(@TempDir Path dir) throws Exception {
+        byte[] indexes = {9, 9, 1, 2, 3, 4, 5, 6, 7, 8};
+        Path file = Files.write(dir.resolve("0.indexes"), indexes);
+        Path log = Files.write(dir.resolve("0.log"), new byte[] {42});
+        urlsToGive.add(log.toUri().toString());
+        indexesToGive =
+                GetLogSegmentUrlResponse.newBuilder()
+                        .setIndexesUrl(file.toUri().toString())
+                        .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_OFFSET, 2, 8))
+                        .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TIMESTAMP, 10, 0))
+                        .build();
+        RemoteLogSegmentMetadata segment = segment();
+        assertArrayEquals(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, readAll(manager.fetchIndex(segment, IndexType.OFFSET)));
+        assertArrayEquals(new byte[0], readAll(manager.fetchIndex(segment, IndexType.TIMESTAMP)));
+        // Not in the answer: the segment has none, as FetchIndex would say.
+        assertThrows(RemoteResourceNotFoundException.class, () -> manager.fetchIndex(segment, IndexType.TRANSACTION));
+        assertArrayEquals(new byte[] {42}, readAll(manager.fetchLogSegment(segment, 0)));
+        assertEquals(1, urlsAsked.get());
+        assertEquals(0, indexCalls.get());
+        assertEquals(0, fetchCalls.get());
+    }
+
+    static SegmentStore.IndexRange range(SegmentStore.IndexType type, long position, long size) {
+        return SegmentStore.IndexRange.newBuilder().setIndexType(type).setPosition(position).setSize(size).build();
     }
 }

@@ -1,0 +1,303 @@
+package dev.remotelog.kafka;
+
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.Supplier;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
+import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.IndexRange;
+import remotelog.api.segmentstore.v1.SegmentStore.IndexType;
+
+/**
+ * Segment logs and indexes read from the URLs the store hands out for each segment
+ * (GetLogSegmentUrl), so their bytes skip the store and one call serves all of a
+ * segment's reads: a file:// URL from a filesystem store on this host (read from the
+ * page cache, as LocalTieredStorage reads), a presigned GET from an S3 store (one hop, S3
+ * to the broker). A URL is kept per segment until shortly before it expires.
+ *
+ * <p>Where a read cannot start by URL (a store that hands out none, a file this host
+ * cannot open, an endpoint it cannot reach), open() answers null and the caller streams
+ * the bytes through FetchLogSegment, which also says whether a segment is gone. After
+ * such a failure URLs rest a while, so an unreachable endpoint costs one read, not each.
+ */
+final class FetchUrls {
+    private static final Logger log = LoggerFactory.getLogger(FetchUrls.class);
+    static final long PAUSE_NANOS = Duration.ofSeconds(10).toNanos();
+    // A URL is given up this long before it expires: the store's clock may run ahead.
+    static final long EXPIRY_MARGIN_MS = 30_000;
+    static final int MAX_ENTRIES = 4096;
+
+    /** A store's answer for one segment: its log's URL, its indexes' and where each lies. */
+    private record Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos) {}
+
+    private final long timeoutMs;
+    private final Map<RemoteLogSegmentId, Kept> urls =
+            new LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<RemoteLogSegmentId, Kept> eldest) {
+                    return size() > MAX_ENTRIES;
+                }
+            };
+    private volatile boolean offered = true;
+    private volatile long pausedUntilNanos = System.nanoTime();
+    private volatile boolean usedOnce;
+    private HttpClient http;
+
+    FetchUrls(long timeoutMs) {
+        this.timeoutMs = timeoutMs;
+    }
+
+    /**
+     * Bytes `start`..`end` (inclusive; null: to the end) of the segment's log by its URL,
+     * asking `ask` for one where none is kept; null where the read must take the stream.
+     */
+    InputStream open(
+            RemoteLogSegmentId segment, int start, Integer end, Supplier<GetLogSegmentUrlResponse> ask)
+            throws RemoteResourceNotFoundException {
+        return read(segment, ask, null, start, end == null ? null : (long) end);
+    }
+
+    /**
+     * The segment's index of this type by URL; null where the read must take FetchIndex.
+     * An index the store says the segment does not have is RemoteResourceNotFoundException,
+     * as FetchIndex would answer.
+     */
+    InputStream openIndex(
+            RemoteLogSegmentId segment,
+            org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType type,
+            Supplier<GetLogSegmentUrlResponse> ask)
+            throws RemoteResourceNotFoundException {
+        return read(segment, ask, Protos.indexType(type), 0, null);
+    }
+
+    private InputStream read(
+            RemoteLogSegmentId segment,
+            Supplier<GetLogSegmentUrlResponse> ask,
+            IndexType index,
+            long start,
+            Long end)
+            throws RemoteResourceNotFoundException {
+        if (!offered || System.nanoTime() - pausedUntilNanos < 0) {
+            return null;
+        }
+        for (boolean renewed : new boolean[] {false, true}) {
+            Kept kept = kept(segment);
+            if (kept == null) {
+                kept = fresh(segment, ask);
+                if (kept == null) {
+                    return null;
+                }
+            }
+            URI url = kept.log();
+            long first = start;
+            Long last = end;
+            if (index != null) {
+                if (kept.indexes() == null) {
+                    return null; // a store that names no indexes object
+                }
+                IndexRange range = kept.ranges().get(index);
+                if (range == null) {
+                    throw new RemoteResourceNotFoundException(segment + ": it has no " + index + " index");
+                }
+                if (range.getSize() == 0) {
+                    return InputStream.nullInputStream();
+                }
+                url = kept.indexes();
+                first = range.getPosition();
+                last = first + range.getSize() - 1;
+            }
+            try {
+                InputStream opened =
+                        "file".equals(url.getScheme())
+                                ? openFile(url, first, last)
+                                : openHttp(url, segment, first, last);
+                if (!usedOnce) {
+                    usedOnce = true;
+                    log.info("Reading segment logs from the {}: URLs the segment store hands out", url.getScheme());
+                }
+                return opened;
+            } catch (Refused e) {
+                forget(segment);
+                if (renewed) {
+                    return pause(segment, e);
+                }
+            } catch (IOException e) {
+                forget(segment);
+                return pause(segment, e);
+            }
+        }
+        return null;
+    }
+
+    private static final class Refused extends IOException {
+        Refused(String message) {
+            super(message);
+        }
+    }
+
+    private synchronized Kept kept(RemoteLogSegmentId segment) {
+        Kept kept = urls.get(segment);
+        if (kept != null && System.nanoTime() - kept.useUntilNanos() >= 0) {
+            urls.remove(segment);
+            return null;
+        }
+        return kept;
+    }
+
+    private synchronized void forget(RemoteLogSegmentId segment) {
+        urls.remove(segment);
+    }
+
+    private Kept fresh(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
+        GetLogSegmentUrlResponse answer;
+        try {
+            answer = ask.get();
+        } catch (StatusRuntimeException e) {
+            if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+                // This store hands out no URLs (its backend, or its settings): stop asking.
+                offered = false;
+                log.info("Segment store hands out no fetch URLs; reading through FetchLogSegment");
+            }
+            return null;
+        }
+        URI log;
+        URI indexes = null;
+        try {
+            log = new URI(answer.getUrl());
+            if (!answer.getIndexesUrl().isEmpty()) {
+                indexes = new URI(answer.getIndexesUrl());
+            }
+        } catch (java.net.URISyntaxException e) {
+            return pause(segment, new IOException("the store's URL is not a URL"));
+        }
+        Map<IndexType, IndexRange> ranges = new EnumMap<>(IndexType.class);
+        for (IndexRange range : answer.getIndexRangesList()) {
+            ranges.put(range.getIndexType(), range);
+        }
+        long validMs = answer.getValidForMs();
+        long usableMs = Math.max(validMs - EXPIRY_MARGIN_MS, validMs / 2);
+        Kept kept = new Kept(log, indexes, ranges, System.nanoTime() + usableMs * 1_000_000);
+        synchronized (this) {
+            urls.put(segment, kept);
+        }
+        return kept;
+    }
+
+    private <T> T pause(RemoteLogSegmentId segment, IOException e) {
+        pausedUntilNanos = System.nanoTime() + PAUSE_NANOS;
+        // The message names no URL: a presigned one is a credential.
+        log.warn("Reading {} through FetchLogSegment instead of its URL: {}", segment, e.toString());
+        return null;
+    }
+
+    private static InputStream openFile(URI url, long start, Long end) throws IOException {
+        FileChannel file = FileChannel.open(Path.of(url), StandardOpenOption.READ);
+        try {
+            if (start > file.size()) {
+                throw new IOException("the file ends before byte " + start);
+            }
+            file.position(start);
+        } catch (IOException e) {
+            file.close();
+            throw e;
+        }
+        InputStream in = Channels.newInputStream(file);
+        return end == null ? in : new Bounded(in, end - start + 1);
+    }
+
+    private InputStream openHttp(URI url, RemoteLogSegmentId segment, long start, Long end)
+            throws IOException, RemoteResourceNotFoundException {
+        HttpRequest request =
+                HttpRequest.newBuilder(url)
+                        .timeout(Duration.ofMillis(timeoutMs))
+                        .header("Range", "bytes=" + start + "-" + (end == null ? "" : end))
+                        .build();
+        HttpResponse<InputStream> response;
+        try {
+            response = client().send(request, HttpResponse.BodyHandlers.ofInputStream());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted", e);
+        }
+        int status = response.statusCode();
+        if (status == 206) {
+            return response.body();
+        }
+        response.body().close();
+        if (status == 404) {
+            throw new RemoteResourceNotFoundException(segment + ": its log object is gone");
+        }
+        if (status == 403) {
+            throw new Refused("its URL was refused (403)");
+        }
+        // 200 would be the whole object: a server that ignored the range.
+        throw new IOException("HTTP " + status + " to a ranged GET");
+    }
+
+    private synchronized HttpClient client() {
+        if (http == null) {
+            http =
+                    HttpClient.newBuilder()
+                            .connectTimeout(Duration.ofMillis(Math.min(timeoutMs, 3_000)))
+                            .build();
+        }
+        return http;
+    }
+
+    /** At most `remaining` bytes of a stream; closing it closes the stream. */
+    private static final class Bounded extends InputStream {
+        private final InputStream in;
+        private long remaining;
+
+        Bounded(InputStream in, long remaining) {
+            this.in = in;
+            this.remaining = remaining;
+        }
+
+        @Override
+        public int read() throws IOException {
+            if (remaining <= 0) {
+                return -1;
+            }
+            int b = in.read();
+            if (b >= 0) {
+                remaining--;
+            }
+            return b;
+        }
+
+        @Override
+        public int read(byte[] buffer, int from, int length) throws IOException {
+            if (remaining <= 0) {
+                return -1;
+            }
+            int count = in.read(buffer, from, (int) Math.min(length, remaining));
+            if (count > 0) {
+                remaining -= count;
+            }
+            return count;
+        }
+
+        @Override
+        public void close() throws IOException {
+            in.close();
+        }
+    }
+}
