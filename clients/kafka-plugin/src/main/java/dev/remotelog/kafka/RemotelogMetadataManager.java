@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
@@ -38,7 +39,7 @@ import remotelog.api.type.v1.Segment;
 
 /**
  * Kafka's RemoteLogMetadataManager over remotelog's metadata manager: each method one
- * RemoteLogMetadataService call with a deadline. Settings under `rlmm.config.`:
+ * RemoteLogMetadataService call with a deadline (isReady() keeps a partition's yes a while). Settings under `rlmm.config.`:
  * `metadata.manager.address`, optional `client.tls.*` and `client.auth.token.file`,
  * `client.timeout.ms`.
  */
@@ -46,6 +47,12 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     static final String PREFIX = "rlmm.config.";
     static final String ADDRESS = "metadata.manager.address";
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogMetadataManager.class);
+    // Kafka asks isReady() before every task run of every partition it leads. A partition
+    // the service called ready stays so until its leadership changes or it stops; it is
+    // asked again after this long all the same, so a restarted service is noticed.
+    static final long READY_KEPT_NANOS = TimeUnit.SECONDS.toNanos(30);
+
+    private final Map<TopicIdPartition, Long> readySince = new ConcurrentHashMap<>();
 
     private ServiceChannel service;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
@@ -205,6 +212,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     @Override
     public void onPartitionLeadershipChanges(
             Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
+        leaderPartitions.forEach(readySince::remove);
+        followerPartitions.forEach(readySince::remove);
         OnPartitionLeadershipChangesRequest.Builder request =
                 OnPartitionLeadershipChangesRequest.newBuilder();
         leaderPartitions.forEach(p -> request.addLeaderPartitions(Protos.partition(p)));
@@ -219,6 +228,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
+        partitions.forEach(readySince::remove);
         OnStopPartitionsRequest.Builder request = OnStopPartitionsRequest.newBuilder();
         partitions.forEach(p -> request.addPartitions(Protos.partition(p)));
         try {
@@ -261,12 +271,24 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
     @Override
     public boolean isReady(TopicIdPartition partition) {
+        Long since = readySince.get(partition);
+        long now = System.nanoTime();
+        if (since != null && now - since < READY_KEPT_NANOS) {
+            return true;
+        }
         try {
-            return read().isReady(
-                            IsReadyRequest.newBuilder()
-                                    .setTopicIdPartition(Protos.partition(partition))
-                                    .build())
-                    .getReady();
+            boolean ready =
+                    read().isReady(
+                                    IsReadyRequest.newBuilder()
+                                            .setTopicIdPartition(Protos.partition(partition))
+                                            .build())
+                            .getReady();
+            if (ready) {
+                readySince.put(partition, now);
+            } else {
+                readySince.remove(partition);
+            }
+            return ready;
         } catch (StatusRuntimeException e) {
             // Asked before every task run of every partition: not ready now, asked again soon.
             LOG.warn("{}", Failures.describe("IsReady(" + partition + ")", e));
