@@ -39,7 +39,9 @@ import remotelog.api.type.v1.Segment;
 
 /**
  * Kafka's RemoteLogMetadataManager over remotelog's metadata manager: each method one
- * RemoteLogMetadataService call with a deadline (isReady() keeps a partition's yes a while). Settings under `rlmm.config.`:
+ * RemoteLogMetadataService call with a deadline. isReady() keeps a partition's yes a while;
+ * the lookups Kafka makes before each remote fetch are kept until the partition's
+ * metadata is written (KnownSegments). Settings under `rlmm.config.`:
  * `metadata.manager.address`, optional `client.tls.*` and `client.auth.token.file`,
  * `client.timeout.ms`.
  */
@@ -53,6 +55,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     static final long READY_KEPT_NANOS = TimeUnit.SECONDS.toNanos(30);
 
     private final Map<TopicIdPartition, Long> readySince = new ConcurrentHashMap<>();
+    private final KnownSegments known = new KnownSegments();
 
     private ServiceChannel service;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
@@ -110,40 +113,61 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
     @Override
     public CompletableFuture<Void> addRemoteLogSegmentMetadata(RemoteLogSegmentMetadata metadata) {
-        return completion(
+        return written(
+                metadata.topicIdPartition(),
+                () -> completion(
                 "AddRemoteLogSegmentMetadata(" + metadata.remoteLogSegmentId() + ")",
                 write().addRemoteLogSegmentMetadata(
                                 AddRemoteLogSegmentMetadataRequest.newBuilder()
                                         .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
-                                        .build()));
+                                        .build())));
     }
 
     @Override
     public CompletableFuture<Void> updateRemoteLogSegmentMetadata(
             RemoteLogSegmentMetadataUpdate update) {
-        return completion(
+        return written(
+                update.remoteLogSegmentId().topicIdPartition(),
+                () -> completion(
                 "UpdateRemoteLogSegmentMetadata(" + update.remoteLogSegmentId() + ")",
                 write().updateRemoteLogSegmentMetadata(
                                 UpdateRemoteLogSegmentMetadataRequest.newBuilder()
                                         .setRemoteLogSegmentMetadataUpdate(Protos.update(update))
-                                        .build()));
+                                        .build())));
     }
 
     @Override
     public CompletableFuture<Void> putRemotePartitionDeleteMetadata(
             RemotePartitionDeleteMetadata metadata) {
-        return completion(
+        return written(
+                metadata.topicIdPartition(),
+                () -> completion(
                 "PutRemotePartitionDeleteMetadata(" + metadata.topicIdPartition() + ")",
                 write().putRemotePartitionDeleteMetadata(
                                 PutRemotePartitionDeleteMetadataRequest.newBuilder()
                                         .setRemotePartitionDeleteMetadata(Protos.delete(metadata))
-                                        .build()));
+                                        .build())));
+    }
+
+    /** A write of the partition's metadata: what is known of it is forgotten before the
+     * write is sent and again once it is applied (or failed). */
+    private CompletableFuture<Void> written(
+            TopicIdPartition partition, java.util.function.Supplier<CompletableFuture<Void>> write) {
+        known.forget(partition);
+        CompletableFuture<Void> done = write.get();
+        done.whenComplete((ok, failure) -> known.forget(partition));
+        return done;
     }
 
     @Override
     public Optional<RemoteLogSegmentMetadata> remoteLogSegmentMetadata(
             TopicIdPartition partition, int epochForOffset, long offset)
             throws RemoteStorageException {
+        Optional<RemoteLogSegmentMetadata> kept = known.segment(partition, epochForOffset, offset);
+        if (kept.isPresent()) {
+            return kept;
+        }
+        Object before = known.snapshot(partition);
         var request =
                 GetRemoteLogSegmentMetadataRequest.newBuilder()
                         .setTopicIdPartition(Protos.partition(partition))
@@ -154,8 +178,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                 Failures.call(
                         "GetRemoteLogSegmentMetadata(" + partition + ")",
                         () -> read().getRemoteLogSegmentMetadata(request));
-        return Protos.metadata(
-                found.hasRemoteLogSegmentMetadata(), found.getRemoteLogSegmentMetadata());
+        Optional<RemoteLogSegmentMetadata> segment =
+                Protos.metadata(found.hasRemoteLogSegmentMetadata(), found.getRemoteLogSegmentMetadata());
+        segment.ifPresent(s -> known.rememberSegment(before, s));
+        return segment;
     }
 
     @Override
@@ -214,6 +240,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
             Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
         leaderPartitions.forEach(readySince::remove);
         followerPartitions.forEach(readySince::remove);
+        leaderPartitions.forEach(known::forget);
+        followerPartitions.forEach(known::forget);
         OnPartitionLeadershipChangesRequest.Builder request =
                 OnPartitionLeadershipChangesRequest.newBuilder();
         leaderPartitions.forEach(p -> request.addLeaderPartitions(Protos.partition(p)));
@@ -229,6 +257,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
         partitions.forEach(readySince::remove);
+        partitions.forEach(known::forget);
         OnStopPartitionsRequest.Builder request = OnStopPartitionsRequest.newBuilder();
         partitions.forEach(p -> request.addPartitions(Protos.partition(p)));
         try {
@@ -255,6 +284,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     @Override
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(
             TopicIdPartition partition, int epoch, long offset) throws RemoteStorageException {
+        if (known.noTxnIndexFrom(partition, epoch, offset)) {
+            return Optional.empty();
+        }
+        Object before = known.snapshot(partition);
         var request =
                 GetNextSegmentWithTxnIndexRequest.newBuilder()
                         .setTopicIdPartition(Protos.partition(partition))
@@ -265,8 +298,11 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                 Failures.call(
                         "GetNextSegmentWithTxnIndex(" + partition + ")",
                         () -> read().getNextSegmentWithTxnIndex(request));
-        return Protos.metadata(
-                found.hasRemoteLogSegmentMetadata(), found.getRemoteLogSegmentMetadata());
+        if (!found.hasRemoteLogSegmentMetadata()) {
+            known.rememberNoTxnIndex(before, epoch, offset);
+            return Optional.empty();
+        }
+        return Optional.of(Protos.metadata(found.getRemoteLogSegmentMetadata()));
     }
 
     @Override

@@ -1,0 +1,129 @@
+package dev.remotelog.kafka;
+
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
+
+/**
+ * What the metadata manager said of a partition's segments that stays true until its
+ * metadata is written: which segment holds an offset of an epoch (Kafka asks before each
+ * remote fetch), and that no segment from an offset on has a transaction index (asked
+ * before each read_committed fetch, nearly always answered "none").
+ *
+ * <p>Only the partition's leader writes its segment metadata, through this plugin, so a
+ * write here forgets the partition, before it is sent and once it is applied; so does a
+ * change of leadership. Whatever else might write (an operator's tool) is bounded by
+ * KEPT_NANOS, the longest anything is kept, as Kafka's own topic-based RLMM answers from
+ * a cache its consumer updates.
+ */
+final class KnownSegments {
+    static final long KEPT_NANOS = TimeUnit.SECONDS.toNanos(30);
+    static final int SEGMENTS_KEPT = 64;
+
+    /** One partition's answers, from `sinceNanos`; dropped whole when it is written. */
+    private static final class Known {
+        final long sinceNanos = System.nanoTime();
+        final Deque<RemoteLogSegmentMetadata> segments = new ArrayDeque<>();
+        // Epoch -> the lowest offset from which no segment of it has a transaction index.
+        final Map<Integer, Long> noTxnIndexFrom = new HashMap<>();
+    }
+
+    private final ConcurrentHashMap<TopicIdPartition, Known> partitions = new ConcurrentHashMap<>();
+
+    private Known known(TopicIdPartition partition) {
+        return partitions.compute(
+                partition,
+                (p, known) ->
+                        known == null || System.nanoTime() - known.sinceNanos >= KEPT_NANOS
+                                ? new Known()
+                                : known);
+    }
+
+    private Known current(TopicIdPartition partition) {
+        Known known = partitions.get(partition);
+        return known == null || System.nanoTime() - known.sinceNanos >= KEPT_NANOS ? null : known;
+    }
+
+    void forget(TopicIdPartition partition) {
+        partitions.remove(partition);
+    }
+
+    /**
+     * A handle on the partition's answers as they are now: what is remembered through it
+     * after the partition was forgotten goes nowhere, so an answer that raced a write is
+     * never kept.
+     */
+    Object snapshot(TopicIdPartition partition) {
+        return known(partition);
+    }
+
+    /** The kept segment holding `offset` in `epoch`, the one the service would name. */
+    Optional<RemoteLogSegmentMetadata> segment(TopicIdPartition partition, int epoch, long offset) {
+        Known known = current(partition);
+        if (known == null) {
+            return Optional.empty();
+        }
+        synchronized (known) {
+            for (RemoteLogSegmentMetadata segment : known.segments) {
+                if (segment.startOffset() <= offset
+                        && offset <= segment.endOffset()
+                        && epochAt(segment, offset) == epoch) {
+                    return Optional.of(segment);
+                }
+            }
+        }
+        return Optional.empty();
+    }
+
+    void rememberSegment(Object snapshot, RemoteLogSegmentMetadata segment) {
+        if (segment.state() != RemoteLogSegmentState.COPY_SEGMENT_FINISHED) {
+            return; // only a finished copy is read, and it changes only by a write
+        }
+        Known known = (Known) snapshot;
+        synchronized (known) {
+            known.segments.addFirst(segment);
+            if (known.segments.size() > SEGMENTS_KEPT) {
+                known.segments.removeLast();
+            }
+        }
+    }
+
+    /** Whether the service said no segment of `epoch` from `offset` on has a txn index. */
+    boolean noTxnIndexFrom(TopicIdPartition partition, int epoch, long offset) {
+        Known known = current(partition);
+        if (known == null) {
+            return false;
+        }
+        synchronized (known) {
+            Long from = known.noTxnIndexFrom.get(epoch);
+            return from != null && from <= offset;
+        }
+    }
+
+    void rememberNoTxnIndex(Object snapshot, int epoch, long offset) {
+        Known known = (Known) snapshot;
+        synchronized (known) {
+            known.noTxnIndexFrom.merge(epoch, offset, Math::min);
+        }
+    }
+
+    /** The epoch in force at `offset` within the segment: the last to start at or before it. */
+    static int epochAt(RemoteLogSegmentMetadata segment, long offset) {
+        int found = -1;
+        long start = Long.MIN_VALUE;
+        for (Map.Entry<Integer, Long> entry : segment.segmentLeaderEpochs().entrySet()) {
+            if (entry.getValue() <= offset && entry.getValue() >= start) {
+                found = entry.getKey();
+                start = entry.getValue();
+            }
+        }
+        return found;
+    }
+}
