@@ -231,6 +231,11 @@ def test_kafka_tiers_through_the_plugin_calling_the_services_where_they_listen(c
         for service in ("segment-store", "metadata-manager")
     )
     assert_tiers_through_the_plugin(properties, store, metadata)
+    # It reads segments by the URLs the store signs, of an endpoint on this network.
+    assert properties["rsm.config.fetch.urls.enabled"] == "true"
+    signing = config_of(compose, "segment-store")
+    assert signing.s3_fetch_url_expiry_ms > 0
+    assert host_of(signing.s3_endpoint_url) in compose["services"]
     # The plugin calls as the broker role, as the services call each other.
     for prefix in ("rsm.config", "rlmm.config"):
         assert properties[f"{prefix}.client.auth.token.file"] == "/run/secrets/broker.token"

@@ -277,7 +277,7 @@ def broker_container(objects: list[dict]) -> dict:
     return {c["name"]: c for c in pod["containers"]}["kafka"]
 
 
-def test_the_dev_broker_tiers_through_the_plugin_alone(rendered):
+def test_the_dev_broker_tiers_through_the_plugin_alone(rendered, tmp_path):
     objects = rendered["dev"]
     kafka = find(objects, "StatefulSet", "kafka")
     pod = kafka["spec"]["template"]["spec"]
@@ -288,6 +288,18 @@ def test_the_dev_broker_tiers_through_the_plugin_alone(rendered):
     properties = kafka_properties(environment_of(broker))
     store, metadata = (service_address(objects, s) for s in ("segment-store", "metadata-manager"))
     assert_tiers_through_the_plugin(properties, store, metadata)
+    # It reads segments by the URLs the store signs.
+    assert properties["rsm.config.fetch.urls.enabled"] == "true"
+    (deployment,) = [
+        o for o, _, _ in remotelog_containers(objects) if o["metadata"]["name"] == "segment-store"
+    ]
+    pod = deployment["spec"]["template"]["spec"]
+    signing = effective(
+        "segment-store",
+        properties_of(objects, pod, pod["containers"][0], tmp_path),
+        environment_of(pod["containers"][0]),
+    )
+    assert signing.s3_fetch_url_expiry_ms > 0
 
 
 def test_without_the_plugin_the_broker_is_the_pinned_apache_kafka(rendered):

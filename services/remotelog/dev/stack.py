@@ -128,6 +128,8 @@ class DevStack:
                     f"127.0.0.1:{self.reserved_ports['segment-store']}",
                     f"127.0.0.1:{self.reserved_ports['metadata-manager']}",
                     task_interval_ms=TASK_INTERVAL_MS,
+                    # The store is on this host: Kafka reads its files (file:// URLs).
+                    **{"fetch.urls.enabled": "true"},
                 ),
                 **QUICK_RETENTION,
             }
@@ -216,6 +218,7 @@ class DevStack:
                 "storage.backend": "filesystem",
                 "storage.root": str(self.segments_dir),
                 "short.circuit.socket.path": short_circuit,
+                "storage.filesystem.fetch.urls.enabled": "true",
             },
             "metadata-manager": {
                 **metadata_topic,
