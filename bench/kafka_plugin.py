@@ -5,8 +5,9 @@ both Apache Kafka 4.3.1: LocalTieredStorage lives in kafka-storage's test jar,
 which Maven Central serves up to 4.3.1 and which does not run in the pinned 4.4
 (`make bench-setup` resolves that Kafka and the test jars, jvm/kafka-bench):
 - remotelog: the plugin as RemoteStorageManager and RemoteLogMetadataManager,
-  calling `remotelog serve segment-store` (filesystem backend) and
-  `remotelog serve metadata-manager` (its topic on the same broker);
+  calling `remotelog serve segment-store` (filesystem backend, on this host: it
+  hands out file URLs, and the plugin reads segment logs from the page cache)
+  and `remotelog serve metadata-manager` (its topic on the same broker);
 - Kafka's own: LocalTieredStorage writing into a directory on the same disk,
   with Kafka's TopicBasedRemoteLogMetadataManager.
 
@@ -17,7 +18,8 @@ and a one-second `local.retention.ms` are set. Tiering time: from that change to
 the last "Copied ... to remote storage" line in the broker's own log (Kafka's
 clock); tiered bytes: the rolled segments' .log bytes. Then a plain consumer
 reads the topic from offset 0 through the broker, which serves all but the
-active segment from remote storage: records/s. Ratios are medians of the
+active segment from remote storage: records/s. Then the topic is deleted, and
+the round ends when its remote tier holds none of it. Ratios are medians of the
 per-round ratios (remotelog / Kafka's own), printed with their spread; the broker
 JVM's (and for remotelog the services') CPU seconds per GB beside them.
 Run: make bench-setup && .venv/bin/python bench/kafka_plugin.py [rounds, default 5]
@@ -83,6 +85,8 @@ def local_tiered_storage_properties(directory: Path) -> dict[str, str]:
 class Contender:
     name: str
     broker: KafkaBroker
+    # Where its remote tier keeps segments (the store's root, LocalTieredStorage's dir).
+    remote_root: Path
     services: list[subprocess.Popen[str]] = field(default_factory=list)
     tier_s: list[float] = field(default_factory=list)
     read_s: list[float] = field(default_factory=list)
@@ -222,6 +226,34 @@ def read_all(broker: KafkaBroker, topic: str, records: int) -> float:
     return seconds
 
 
+def remote_files(contender: Contender, topic: str) -> list[Path]:
+    """The topic's files in the remote tier: both keep them under a folder named
+    `<topic>-...` (the topic id or the partition follows)."""
+    root = contender.remote_root
+    return [
+        path
+        for path in root.rglob("*")
+        if path.is_file()
+        and any(part.startswith(f"{topic}-") for part in path.relative_to(root).parts)
+    ]
+
+
+def delete_topic(contender: Contender, topic: str) -> None:
+    """Delete the round's topic and wait until its remote tier holds none of it, so
+    every round starts from the same state: otherwise the tiered partitions of past
+    rounds pile up, and Kafka's copy and expiration tasks visit each of them every
+    task interval (200 ms here) while the next round is measured."""
+    if not remote_files(contender, topic):
+        raise RuntimeError(f"{contender.name}: {topic} is not in {contender.remote_root}")
+    client = admin(contender.broker)  # held: a collected client fails its futures
+    client.delete_topics([topic])[topic].result(60)
+    deadline = time.monotonic() + 300
+    while remote_files(contender, topic):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{contender.name}: {topic} is still in its remote tier")
+        time.sleep(0.2)
+
+
 def run_round(contender: Contender, number: int) -> int:
     """One round on one broker; the bytes tiered."""
     topic = f"bench-{contender.name}-{number}"
@@ -234,6 +266,7 @@ def run_round(contender: Contender, number: int) -> int:
     before = contender.cpu_now()
     contender.read_s.append(read_all(contender.broker, topic, records))
     contender.count("read", before)
+    delete_topic(contender, topic)
     return size
 
 
@@ -255,11 +288,12 @@ def main() -> None:
                     f"127.0.0.1:{store_port}",
                     f"127.0.0.1:{metadata_port}",
                     task_interval_ms=TASK_INTERVAL_MS,
+                    **{"fetch.urls.enabled": "true"},
                 ),
                 **QUICK_RETENTION,
             },
         ).start()
-        contenders.append(Contender("remotelog", plugin))
+        contenders.append(Contender("remotelog", plugin, work / "segments"))
         store, _ = serve(
             "segment-store",
             work / "store.properties",
@@ -267,6 +301,7 @@ def main() -> None:
                 "listen.address": f"127.0.0.1:{store_port}",
                 "storage.backend": "filesystem",
                 "storage.root": str(work / "segments"),
+                "storage.filesystem.fetch.urls.enabled": "true",
             },
         )
         metadata, _ = serve_metadata_manager(
@@ -281,7 +316,7 @@ def main() -> None:
                 **QUICK_RETENTION,
             },
         ).start()
-        contenders.append(Contender("kafka", local))
+        contenders.append(Contender("kafka", local, work / "local-tiered"))
         sizes = []
         for number in range(rounds + 1):  # the first is a warm-up, not counted
             order = contenders if number % 2 == 0 else contenders[::-1]
