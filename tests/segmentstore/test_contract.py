@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support.s3 import s3_client
 from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
@@ -19,7 +20,7 @@ from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundEr
 from remotelog.core.model import kafka_uuid_str
 from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.rpc.convert import segment_metadata_to_proto
-from remotelog.segmentstore.layout import Manifest
+from remotelog.segmentstore.layout import Manifest, SegmentKeys
 
 from .segments import segment_files, segment_metadata, synthetic_files
 
@@ -376,3 +377,33 @@ async def test_a_fetch_abandoned_early_is_closed_in_its_own_task(store):
     finally:
         loop.set_exception_handler(previous)
     assert reported == []
+
+
+def abandon_upload(store, key: str) -> None:
+    """What a store killed mid-copy leaves: an upload begun and never ended."""
+    if store.backend == "filesystem":
+        path = Path(store.config.storage_root) / f"{key}.{os.urandom(6).hex()}.tmp"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(3 * MIB))
+        return
+    s3 = s3_client(store.endpoint)
+    bucket = store.config.s3_bucket_name
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)
+    s3.upload_part(
+        Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=b"x" * (5 * MIB)
+    )
+
+
+async def test_deleting_a_segment_removes_the_upload_a_killed_copy_left(store):
+    """Kafka deletes the segment of a copy that failed; what the store was writing when
+    it was killed goes with it, or nothing would ever remove it."""
+    data = os.urandom(2 * MIB)
+    metadata = segment_metadata(size=len(data))
+    other, third = segment_metadata(size=len(data)), segment_metadata(size=len(data))
+    await store.client.copy_log_segment_data(other, synthetic_files(data))
+    abandon_upload(store, SegmentKeys.of("", metadata).log)
+    abandon_upload(store, SegmentKeys.of("", third).log)
+    assert store.incomplete_uploads() == 2
+    await store.client.delete_log_segment_data(metadata)
+    assert store.incomplete_uploads() == 1  # another segment's is not touched
+    assert await fetch(store, other) == data

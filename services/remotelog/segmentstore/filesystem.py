@@ -259,8 +259,12 @@ class FileSystemStore:
 
     def _walk(self, prefix: str, temporary: bool) -> list[tuple[str, os.stat_result]]:
         """(key, stat) of the files under `prefix`: the temp files of uploads, or the others."""
-        found = []
-        for directory, _, files in os.walk(self.root):
+        found: list[tuple[str, os.stat_result]] = []
+        # From the prefix's own directory: a segment's delete looks beside its objects only.
+        start = self.root / prefix.rpartition("/")[0] if "/" in prefix else self.root
+        if not start.resolve().is_relative_to(self.root):
+            return found
+        for directory, _, files in os.walk(start):
             for name in files:
                 if name.endswith(TMP_SUFFIX) is not temporary:
                     continue

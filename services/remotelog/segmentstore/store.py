@@ -416,6 +416,11 @@ class SegmentStore:
             attributes={"topic": metadata.topic_id_partition.topic},
         ):
             await self.objects.delete(list(keys.all))
+            # A copy cut off by a killed store leaves its upload behind (a temp file, an
+            # S3 multipart upload); Kafka deletes the failed copy's segment, so that
+            # goes too, or nothing would ever remove it.
+            async for left in self.objects.incomplete_uploads(keys.base):
+                await self.objects.abort_upload(left)
 
 
 def _ended_early(file: SegmentFile, got: int, piece: FileSlice) -> InvalidArgumentError:
