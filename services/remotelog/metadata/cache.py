@@ -284,8 +284,12 @@ class RemoteLogMetadataCache:
     ) -> list[RemoteLogSegmentMetadata]:
         """Segments in every state but DELETE_SEGMENT_FINISHED, ascending by start offset.
 
-        Ties (copies of one range by two leaders) are ordered by segment id so
-        every instance lists identically.
+        Ties (copies of one range: by two leaders, or a failed attempt and the copy
+        that followed) list unfinished ones first, as Kafka's own RLMM lists its
+        unreferenced segments: Kafka's expiration task walks the listing until the
+        first segment it keeps, so a failed attempt after the finished copy of its
+        range would never be deleted again. Then by segment id, so every instance
+        lists identically.
         """
         if leader_epoch is None:
             ids: list[bytes] = list(self.segments)
@@ -294,7 +298,14 @@ class RemoteLogMetadataCache:
             ids = [] if state is None else state.segment_ids()
         segments = self.segments
         ids = [segment_id for segment_id in ids if segment_id in segments]
-        ids.sort(key=lambda segment_id: (packed.start_offset(segments[segment_id]), segment_id))
+        finished = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ids.sort(
+            key=lambda segment_id: (
+                packed.start_offset(segments[segment_id]),
+                packed.state(segments[segment_id]) is finished,
+                segment_id,
+            )
+        )
         return [self.metadata(segment_id) for segment_id in ids]
 
     def remote_log_size(self, leader_epoch: int) -> int:

@@ -108,7 +108,19 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
             return Protos.custom(response.hasCustomMetadata(), response.getCustomMetadata());
         } catch (ExecutionException e) {
             if (e.getCause() instanceof StatusRuntimeException failure) {
-                throw Failures.translate(what, failure);
+                RemoteStorageException translated = Failures.translate(what, failure);
+                if (translated instanceof RetriableRemoteStorageException) {
+                    // Kafka deletes a copy that failed (the attempt's metadata and what
+                    // reached the store, again at each expiration run until done) only
+                    // when it failed for good; after a retriable failure it copies again
+                    // under a new id and leaves the attempt in COPY_SEGMENT_STARTED, where
+                    // it stops the expiration task's walk of the partition's segments.
+                    throw new RemoteStorageException(
+                            what + " failed (" + failure.getStatus().getCode()
+                                    + "); Kafka deletes the attempt and copies again",
+                            failure);
+                }
+                throw translated;
             }
             throw new RemoteStorageException(what + " failed", e.getCause());
         } catch (IOException e) {

@@ -2,6 +2,7 @@ package dev.remotelog.kafka;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -55,6 +56,8 @@ class StorageManagerTest {
     static final int FETCH_CHUNKS = 1000;
 
     final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
+    // The copy breaks (UNAVAILABLE, as from a killed store) on this message; 0: never.
+    int copyBreaksAt;
     final AtomicInteger fetchChunksSent = new AtomicInteger();
     final CountDownLatch fetchCancelled = new CountDownLatch(1);
     final AtomicInteger urlsAsked = new AtomicInteger();
@@ -77,6 +80,9 @@ class StorageManagerTest {
                 public void onNext(CopyLogSegmentDataRequest request) {
                     synchronized (copied) {
                         copied.add(request);
+                        if (copied.size() == copyBreaksAt) {
+                            response.onError(Status.UNAVAILABLE.withDescription("killed").asRuntimeException());
+                        }
                     }
                 }
 
@@ -157,7 +163,8 @@ class StorageManagerTest {
     }
 
     @Test
-    void aCopySendsTheMetadataThenEveryFileInOrderWithPositions(@TempDir Path dir) throws Exception {
+    /** A segment's files: a log of two chunks and a bit (the chunk at CHUNK begins 42). */
+    static LogSegmentData segmentData(Path dir) throws Exception {
         byte[] log = new byte[CHUNK * 2 + 100];
         log[CHUNK] = 42;
         Path logFile = Files.write(dir.resolve("0.log"), log);
@@ -165,8 +172,25 @@ class StorageManagerTest {
         Path times = Files.write(dir.resolve("0.timeindex"), new byte[0]);
         Path snapshot = Files.write(dir.resolve("0.snapshot"), new byte[] {3});
         ByteBuffer epochs = ByteBuffer.wrap("0\n1\n0 0\n".getBytes());
-        var data = new LogSegmentData(logFile, offsets, times, Optional.empty(), snapshot, epochs);
+        return new LogSegmentData(logFile, offsets, times, Optional.empty(), snapshot, epochs);
+    }
 
+    @Test
+    void aCopyCutOffFailsForGoodSoKafkaCleansItUp(@TempDir Path dir) throws Exception {
+        copyBreaksAt = 3; // the metadata and a chunk of the log reached the store
+        var failure =
+                assertThrows(
+                        org.apache.kafka.server.log.remote.storage.RemoteStorageException.class,
+                        () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
+        assertFalse(
+                failure instanceof org.apache.kafka.server.log.remote.storage.RetriableRemoteStorageException,
+                failure.toString());
+        assertTrue(failure.getMessage().contains("(UNAVAILABLE)"), failure.getMessage());
+    }
+
+    @Test
+    void aCopySendsTheMetadataThenEveryFileInOrderWithPositions(@TempDir Path dir) throws Exception {
+        LogSegmentData data = segmentData(dir);
         Optional<CustomMetadata> custom = manager.copyLogSegmentData(segment(), data);
 
         assertArrayEquals("m".getBytes(), custom.orElseThrow().value());
@@ -190,8 +214,8 @@ class StorageManagerTest {
                         "SEGMENT_FILE_PRODUCER_SNAPSHOT@0+1",
                         "SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT@0+8"),
                 chunks);
-        assertArrayEquals(log, logBytes.toByteArray());
-        assertEquals(0, epochs.position()); // the broker's buffer is left as it was
+        assertArrayEquals(Files.readAllBytes(dir.resolve("0.log")), logBytes.toByteArray());
+        assertEquals(0, data.leaderEpochIndex().position()); // the broker's buffer is left as it was
     }
 
     @Test
