@@ -9,10 +9,12 @@ TieredConsumer reads the same history straight from the remote tier.
 
 import asyncio
 import os
+import signal
 import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
@@ -22,6 +24,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
+from support.serving import serve_in_background
 from support.topics import read_to_end
 from support.waiting import eventually
 
@@ -36,6 +39,9 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 RECORDS_PER_CODEC = 800  # per partition: 600-byte values roll about two segments
 TXN_RECORDS = 40
 TIERING_TIMEOUT_S = 180
+# The store-kill test's segments: 16 MiB, filled and rolled by 17 MiB a partition.
+KILLED_SEGMENT_BYTES = 16 * 1024 * 1024
+KILLED_RECORDS = 17 * 1024
 
 
 @dataclass
@@ -229,6 +235,13 @@ def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[by
     return values
 
 
+def set_topic_config(bootstrap: str, topic: str, key: str, value: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(key, str(value), incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
 def wait_for_offsets(broker, topic: str, time_spec: str, done, what: str) -> dict[int, int]:
     deadline = time.monotonic() + TIERING_TIMEOUT_S
     while True:
@@ -283,15 +296,7 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
     assert (report.orphans, report.uploads) == ([], [])
 
     # retention.ms: everything tiered is older than a second now.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(
-        "TOPIC",
-        topic,
-        incremental_configs=[
-            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    await asyncio.to_thread(set_topic_config, bootstrap, topic, "retention.ms", 1000)
     tiered_end = {p: max(s.end_offset for s in live[p]) for p in range(PARTITIONS)}
     await asyncio.to_thread(
         wait_for_offsets,
@@ -303,6 +308,7 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
     )
 
     # Deleting the topic deletes its remote segments: nothing of it is left in the store.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(30)
     tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
 
@@ -314,29 +320,67 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
     assert (report.orphans, report.uploads) == ([], [])
 
 
-async def test_a_store_stopped_mid_copy_and_a_killed_broker_lose_nothing(kafka_tiering):
-    """The store goes away while Kafka copies (no grace: in-flight copies are cut) and
-    comes back on its address; then the broker is SIGKILLed and restarted from its log
-    dir. Kafka retries the copies, nothing is lost, and the store holds no orphan."""
+async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_tiering):
+    """The store, as a process of its own, is SIGKILLed while Kafka copies a segment into
+    it (its upload half-written) and comes back on its address; then the broker is
+    SIGKILLed and restarted from its log dir. Kafka retries the copies and deletes the
+    failed one's segment, nothing is lost, and the store holds no orphan or upload."""
     broker, stack = kafka_tiering.broker, kafka_tiering.stack
     bootstrap = broker.bootstrap_servers
     topic = f"faults-{uuid.uuid4().hex[:6]}"
-    topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
-    values = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
-    await stack.stop_store(grace_s=0)
+    # Segments large enough that a copy is seen under way (0.3 s or more here).
+    big = {"segment.bytes": str(KILLED_SEGMENT_BYTES)}
+    topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic, **big)
+    config = stack.tmp / f"{stack.backend}.properties"  # what the store was started with
+    root = Path(stack.store.config.storage_root)
+    await stack.stop_store()
+    store = await asyncio.to_thread(
+        serve_in_background, "segment-store", config, stack.tmp / "killed-store.log"
+    )
+
+    def upload_under_way() -> bool:
+        return any(root.glob(f"{topic}-*/*/*.tmp"))
+
+    try:
+        # Watched while the records go in: Kafka copies a segment as soon as it rolls.
+        producing = asyncio.create_task(
+            asyncio.to_thread(produce_plain, bootstrap, topic, KILLED_RECORDS)
+        )
+        await eventually(upload_under_way, timeout_s=TIERING_TIMEOUT_S, interval_s=0.01)
+        store.send_signal(signal.SIGKILL)
+        values = await producing
+    finally:
+        store.kill()
+        store.wait()
+    assert upload_under_way()  # what the killed copy wrote is still there
+    # Small segments again: the active one rolls at the next write.
+    await asyncio.to_thread(set_topic_config, bootstrap, topic, "segment.bytes", SEGMENT_BYTES)
     more = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
     await asyncio.sleep(3)  # Kafka's copy tasks run, and fail, meanwhile
     await stack.start_store()
     await asyncio.to_thread(
-        wait_for_offsets, broker, topic, "earliest-local", lambda o: min(o.values()) > 1500, "copy"
+        wait_for_offsets,
+        broker,
+        topic,
+        "earliest-local",
+        lambda o: min(o.values()) > KILLED_RECORDS,
+        "copy",
     )
+    # Kafka deleted the failed copy's segment, and with it the upload it left.
+    await eventually(lambda: not upload_under_way(), timeout_s=TIERING_TIMEOUT_S)
 
     await asyncio.to_thread(broker.kill)
     await asyncio.to_thread(broker.start)
     # The plugin's metadata manager is ready again, and reads and copies go on.
     latest = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
+    copied = KILLED_RECORDS + 1500
     await asyncio.to_thread(
-        wait_for_offsets, broker, topic, "earliest-local", lambda o: min(o.values()) > 3000, "copy"
+        wait_for_offsets,
+        broker,
+        topic,
+        "earliest-local",
+        lambda o: min(o.values()) > copied,
+        "copy",
     )
     for partition in range(PARTITIONS):
         messages = await asyncio.to_thread(read_to_end, bootstrap, topic, partition)

@@ -89,3 +89,17 @@ def sigterm_on_serving_line(service: str, config: Path) -> tuple[int, str]:
         return process.returncode, printed
     finally:
         process.kill()
+
+
+def serve_in_background(service: str, config: Path, log: Path, timeout_s: float = 60):
+    """`remotelog serve <service>` as a child process logging to `log`, once it serves:
+    for a test that kills it (a pipe nobody reads could stall it first)."""
+    with log.open("w") as out:
+        process = subprocess.Popen(serve_command(service, config), stderr=out, text=True)
+    deadline = time.monotonic() + timeout_s
+    while f"remotelog {service} serving on " not in log.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"{service} did not serve: {log.read_text()}")
+        time.sleep(0.05)
+    return process
