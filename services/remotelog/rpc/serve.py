@@ -46,22 +46,22 @@ async def serve_until_signal(
     try:
         service = await _started_unless_stopped(start, stop)
         if service is None:
-            print(f"remotelog {name} stopped while starting", file=sys.stderr, flush=True)
+            _announce(f"remotelog {name} stopped while starting")
             return
         try:
             freeze_startup_objects()
             with SurvivorFreezer():
                 address = served_address(settings.listen_address, service.port)
-                print(f"remotelog {name} serving on {address}", file=sys.stderr, flush=True)
+                _announce(f"remotelog {name} serving on {address}")
                 if telemetry.metrics_port is not None:
                     metrics_at = served_address(
                         settings.metrics_listen_address, telemetry.metrics_port
                     )
-                    print(f"remotelog {name} metrics on {metrics_at}", file=sys.stderr, flush=True)
+                    _announce(f"remotelog {name} metrics on {metrics_at}")
                 if ready_file is not None:
                     write_ready_file(ready_file, name, address)
                 await stop.wait()
-                print(f"remotelog {name} shutting down", file=sys.stderr, flush=True)
+                _announce(f"remotelog {name} shutting down")
         finally:
             if ready_file is not None:
                 ready_file.unlink(missing_ok=True)
@@ -99,6 +99,14 @@ def write_ready_file(path: Path, name: str, address: str) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(ready) + "\n")
     temp.replace(path)
+
+
+def _announce(line: str) -> None:
+    """One line on stderr in a single write: print() writes the text and its newline
+    apart, and a log record from another thread (librdkafka's) could land between them,
+    gluing itself to the address a parent reads from the serving line."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def served_address(listen_address: str, port: int) -> str:
