@@ -80,13 +80,14 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: setup
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
 # Every hand-written package is checked strictly; the generated stubs only through their .pyi.
-TYPED_PACKAGES := core kafka fileio rpc segmentstore metadata coordination scheduler fetch \
+TYPED_PACKAGES := core kafka fileio process protocol rpc segmentstore metadata coordination scheduler fetch \
 	remover dev cli client spark
 
 typecheck: setup

@@ -13,7 +13,7 @@
   (1 ms tick; the event loop runs between each hundred), half completed by
   key, the rest left to expire; insert and complete cost per operation, and
   how late expiries fire (targets: p99 within 2 tick widths, max 10 ms). It
-  runs under a service process's collector policy (remotelog.rpc.memory).
+  runs under a service process's collector policy (remotelog.process.memory).
   Beside it, how late a bare 1 ms sleep loop in another process woke over the
   same seconds: what the machine itself adds.
 Run: .venv/bin/python bench/fetch.py [MiB per segment, default 64]
@@ -48,11 +48,11 @@ from common import (
 )
 from copy_scheduler import tier
 
-from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient, keep_freed_memory
+from remotelog.client import ClientOptions, FetchPartition, RemoteFetchClient
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.purgatory import DelayedOperation, DelayedOperationPurgatory
 from remotelog.dev.partition_log import LogConfig, PartitionLog
-from remotelog.rpc.memory import SurvivorFreezer, freeze_startup_objects
+from remotelog.process.memory import SurvivorFreezer, freeze_startup_objects, keep_freed_memory
 
 MIB = 1024 * 1024
 SEGMENTS = 4

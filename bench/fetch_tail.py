@@ -30,8 +30,9 @@ from common import FETCH_WAYS, bench_stack, serve_fetch, serve_tiering
 from copy_scheduler import tier
 from fetch import MIB, fetch_latencies, write_partition
 
-from remotelog.client import ClientOptions, RemoteFetchClient, keep_freed_memory
+from remotelog.client import ClientOptions, RemoteFetchClient
 from remotelog.core.model import TopicIdPartition
+from remotelog.process.memory import keep_freed_memory
 
 
 def schedstat(pid: int) -> tuple[int, int]:

@@ -33,9 +33,9 @@ from fetch import MIB, write_partition
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
-from remotelog.client import keep_freed_memory
 from remotelog.core.model import TopicIdPartition
-from remotelog.rpc.convert import topic_id_partition_to_proto
+from remotelog.process.memory import keep_freed_memory
+from remotelog.protocol.convert import topic_id_partition_to_proto
 
 CLIENTS = 200
 DURATION_S = 60.0

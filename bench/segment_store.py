@@ -43,13 +43,9 @@ from aiobotocore.config import AioConfig
 from boto3.s3.transfer import TransferConfig
 from common import Report, RoundPlan, Rounds, cpu_of, interleaved_pair, own_cpu, start
 
-from remotelog.client import (
-    ClientOptions,
-    LogSegmentData,
-    SegmentStoreClient,
-    keep_freed_memory,
-)
+from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.process.memory import keep_freed_memory
 from remotelog.rpc.serve import serve_command
 from remotelog.segmentstore.writeback import start_writeback
 

@@ -43,13 +43,12 @@ from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from remotelog.client import keep_freed_memory
 from remotelog.dev.partition_log import LogConfig, PartitionLog
+from remotelog.dev.spark_session import local_session
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
 from remotelog.kafka.records import BatchHeader
 from remotelog.spark.reading import CHUNK_BYTES, KAFKA_SCHEMA, columns_to_arrow
-from remotelog.spark.session import local_session
 
 MIB = 1024 * 1024
 SEGMENT_MIB = 64
@@ -107,7 +106,6 @@ class LocalFilesReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Files)
-        keep_freed_memory()  # as the connector's read_batches does
         data = Path(partition.path).read_bytes()
         for chunk in _chunks(data):
             fetched = FetchedRecords(data, chunk, "bench", 0, 0, None)

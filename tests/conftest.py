@@ -124,7 +124,7 @@ def secured_broker(tmp_path_factory) -> SecuredBroker:
 def spark():
     """One local[2] SparkSession for the run, with the remotelog source registered. Its
     Python workers run this interpreter, the one remotelog is installed in."""
-    from remotelog.spark.session import local_session
+    from remotelog.dev.spark_session import local_session
 
     session = local_session(
         "remotelog-tests",

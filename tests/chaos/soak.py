@@ -34,6 +34,7 @@ from support.servers import RedisServer, S3Server
 from support.services import load_properties, loading_state
 from support.waiting import eventually
 
+from remotelog.cli.scrub import run_scrub
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
 from remotelog.client.remote_fetch import EARLIEST, FetchPartition, RemoteFetchClient
@@ -50,7 +51,6 @@ from remotelog.kafka.records import Record, decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 from remotelog.remover.config import ScrubConfig
-from remotelog.remover.scrub_command import run_scrub
 
 TOPIC = "chaos"
 LEADER_EPOCH = 0

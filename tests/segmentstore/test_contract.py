@@ -19,7 +19,7 @@ from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import InvalidArgumentError, RemoteResourceNotFoundError
 from remotelog.core.model import kafka_uuid_str
 from remotelog.fetch.direct import DirectSegmentReader
-from remotelog.rpc.convert import segment_metadata_to_proto
+from remotelog.protocol.convert import segment_metadata_to_proto
 from remotelog.segmentstore.layout import Manifest, SegmentKeys
 
 from .segments import segment_files, segment_metadata, synthetic_files

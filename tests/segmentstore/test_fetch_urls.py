@@ -29,7 +29,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import IndexType
 from remotelog.dev.broker import free_port
-from remotelog.rpc.convert import segment_metadata_to_proto
+from remotelog.protocol.convert import segment_metadata_to_proto
 
 from .segments import segment_files, segment_metadata, synthetic_files
 

@@ -26,7 +26,7 @@ from remotelog.core.errors import (
 from remotelog.core.model import SegmentFile
 from remotelog.dev.broker import free_port
 from remotelog.fileio import descriptor_socket
-from remotelog.rpc.convert import segment_metadata_to_proto
+from remotelog.protocol.convert import segment_metadata_to_proto
 from remotelog.segmentstore.filesystem import FileSystemStore
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore, StoreOptions
 

@@ -19,7 +19,7 @@ from remotelog.client import ServiceClient
 from remotelog.core import errors
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.settings import ServerSettings
-from remotelog.rpc import convert
+from remotelog.protocol import convert
 from remotelog.rpc.server import start_server
 
 ERRORS_BY_OFFSET = {

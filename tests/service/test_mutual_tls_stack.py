@@ -23,6 +23,7 @@ from support.tiering import batch, tier_segment
 from support.tls import make_certificates, server_tls_settings
 from support.waiting import eventually
 
+from remotelog.cli.scrub import run_scrub
 from remotelog.client import (
     ClientOptions,
     CopySchedulerClient,
@@ -32,13 +33,12 @@ from remotelog.client import (
     RemoteFetchClient,
     SegmentStoreClient,
 )
+from remotelog.client.service_options import service_client_options
 from remotelog.core.errors import ServiceUnavailableError
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.remover.config import ScrubConfig
-from remotelog.remover.scrub_command import run_scrub
 from remotelog.remover.server import start_partition_remover
-from remotelog.rpc.clients import service_client_options
 from remotelog.scheduler.server import start_copy_scheduler
 
 

@@ -13,7 +13,7 @@ from support.serving import serving_address
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.rpc.convert import segment_metadata_to_proto
+from remotelog.protocol.convert import segment_metadata_to_proto
 from remotelog.rpc.serve import serve_command
 
 FETCH = "/remotelog.api.segmentstore.v1.SegmentStoreService/FetchLogSegment"

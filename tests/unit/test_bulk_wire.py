@@ -19,8 +19,8 @@ from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import PartitionData
 from remotelog.fetch.service import FetchResult
 from remotelog.fetch.servicer import encode_fetch_response
-from remotelog.rpc import bulk_wire
-from remotelog.rpc.convert import error_reason_to_proto, topic_id_partition_to_proto
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.convert import error_reason_to_proto, topic_id_partition_to_proto
 from remotelog.segmentstore.servicer import DecodedChunk, decode_copy_request
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

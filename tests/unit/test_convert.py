@@ -14,7 +14,7 @@ from remotelog.core.model import (
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
-from remotelog.rpc import convert
+from remotelog.protocol import convert
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 2)
 SEGMENT = RemoteLogSegmentMetadata(

@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from remotelog.rpc import memory
+from remotelog.process import memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="tunes glibc's malloc only")

@@ -17,9 +17,6 @@ from remotelog.client.tiered_consumer import AtTimestamp, BlockingTieredConsumer
 from remotelog.core.model import IndexType, LogSegmentData, RemotePartitionSummary
 from remotelog.kafka.consumer_records import ConsumerRecord
 
-# For the process that reads through the clients: what the services do at start.
-from remotelog.rpc.memory import keep_freed_memory
-
 __all__ = [
     "AtTimestamp",
     "BlockingTieredConsumer",
@@ -42,5 +39,4 @@ __all__ = [
     "ServiceClient",
     "TieredConsumer",
     "from_rpc_error",
-    "keep_freed_memory",
 ]

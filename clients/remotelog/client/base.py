@@ -20,10 +20,10 @@ from google.protobuf.descriptor import MethodDescriptor
 
 from remotelog.client.bearer import bearer_interceptors
 from remotelog.client.errors import from_rpc_error
-from remotelog.client.tracing import client_tracing
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError
-from remotelog.rpc import bulk_wire
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.tracing import client_tracing
 
 R = TypeVar("R")
 _RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})

@@ -10,7 +10,7 @@ from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient
 from remotelog.core.model import TopicIdPartition
-from remotelog.rpc.convert import topic_id_partition_to_proto
+from remotelog.protocol.convert import topic_id_partition_to_proto
 
 PartitionState = pb.PartitionState
 

@@ -22,7 +22,7 @@ from remotelog.core.model import (
     TopicIdPartition,
 )
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.rpc.convert import (
+from remotelog.protocol.convert import (
     partition_delete_state_from_proto,
     partition_delete_to_proto,
     remote_partition_from_proto,

@@ -11,7 +11,7 @@ from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.rpc.convert import (
+from remotelog.protocol.convert import (
     partition_delete_state_from_proto,
     topic_id_partition_from_proto,
     topic_id_partition_to_proto,

@@ -12,8 +12,8 @@ from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
 from remotelog.core.model import TopicIdPartition
-from remotelog.rpc import bulk_wire
-from remotelog.rpc.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 
 EARLIEST = -2
 LATEST_TIERED = -5

@@ -36,8 +36,8 @@ from remotelog.core.model import (
 )
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.pagecache import pread_cached
-from remotelog.rpc import bulk_wire
-from remotelog.rpc.convert import segment_file_to_proto, segment_metadata_to_proto
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 # After a read its URL could not finish, reads take the RPC for this long: an

@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from remotelog.client import keep_freed_memory
 from remotelog.client.base import ClientOptions
 from remotelog.client.tiered_consumer import BlockingTieredConsumer, Chunk
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
@@ -65,10 +64,6 @@ def read_batches(options: ReadOptions, partition: InputPartition) -> Iterator[pa
     fetched from the remote tier, decoded straight into columns, or per broker poll."""
     if not isinstance(partition, OffsetRange):
         return  # a plan with no ranges: Spark still reads one placeholder partition
-    # Spark's Python worker runs on glibc's defaults, which map each chunk's message
-    # and column buffers fresh and fault their pages in: keeping freed memory made
-    # fetch and decode 25-30% faster (bench/README.md). Cheap to repeat per task.
-    keep_freed_memory()
     with consumer_for(options) as consumer:
         yield from prefetched(_batches(consumer, partition, options))
 

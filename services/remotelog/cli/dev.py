@@ -182,7 +182,7 @@ def _spark_factory() -> Iterator[Callable[[], Any] | None]:
     if importlib.util.find_spec("pyspark") is None:
         yield None
         return
-    from remotelog.spark.session import local_session
+    from remotelog.dev.spark_session import local_session
 
     try:
         session = local_session("remotelog-demo", {"spark.ui.showConsoleProgress": "false"})

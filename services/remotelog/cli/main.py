@@ -17,6 +17,7 @@ from pathlib import Path
 from remotelog.cli.dev import add_dev_commands
 from remotelog.cli.errors import CliError
 from remotelog.cli.health import add_health_command
+from remotelog.cli.scrub import parse_duration_s, run_scrub
 from remotelog.cli.services import (
     COMMAND_CONFIGS,
     SERVICE_CONFIGS,
@@ -30,8 +31,8 @@ from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.settings import MetadataTopicSettings
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
+from remotelog.process.memory import keep_freed_memory, long_lived_objects_frozen
 from remotelog.remover.config import ScrubConfig
-from remotelog.remover.scrub_command import parse_duration_s, run_scrub
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
 
@@ -86,9 +87,16 @@ def _serve(args: argparse.Namespace) -> int:
     ready_file = Path(args.ready_file) if args.ready_file else None
     if ready_file is not None and not ready_file.parent.is_dir():
         raise CliError(f"serve: --ready-file {ready_file}: {ready_file.parent} is not a directory")
+    keep_freed_memory()  # this process is the service's: its heap tuned once, here
     try:
         asyncio.run(
-            serve_until_signal(args.service, config, lambda: start(config), ready_file=ready_file)
+            serve_until_signal(
+                args.service,
+                config,
+                lambda: start(config),
+                ready_file=ready_file,
+                while_serving=long_lived_objects_frozen,
+            )
         )
     except RemoteLogError as exc:
         raise CliError(f"serve {args.service}: {exc}") from None

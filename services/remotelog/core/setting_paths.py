@@ -24,3 +24,15 @@ def read_file(path: str, key: str) -> bytes:
         return Path(path).read_bytes()
     except OSError as exc:
         raise OSError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+
+
+CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+PRIVATE_KEY = b"PRIVATE KEY-----"
+
+
+def pem_file(path: str, key: str, marker: bytes, what: str) -> bytes:
+    """A PEM file's bytes. gRPC reports one that is not PEM only as a failed bind."""
+    data = read_file(path, key)
+    if marker not in data:
+        raise OSError(f"{key}: {path} holds no PEM {what}")
+    return data

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from remotelog.core.errors import CorruptRecordError, RemoteStorageError
 from remotelog.fetch.batches import HEADER_BYTES, LOG_OVERHEAD
 from remotelog.fileio.pagecache import pread_cached
-from remotelog.rpc import bulk_wire
+from remotelog.protocol import bulk_wire
 
 # ReadOffsetRangeResponse: records, first_offset, last_offset.
 RECORDS_FIELD, FIRST_OFFSET_FIELD, LAST_OFFSET_FIELD = 1, 2, 3

@@ -6,13 +6,13 @@ from contextlib import AsyncExitStack
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.client import MetadataClient, SegmentStoreClient
+from remotelog.client.service_options import service_client_options
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.direct import DirectSegmentReader
 from remotelog.fetch.metrics import register
 from remotelog.fetch.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
-from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.encoded import registering_encoded
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.factory import open_segment_store

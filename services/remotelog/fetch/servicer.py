@@ -18,8 +18,8 @@ from remotelog.core.errors import InvalidArgumentError
 from remotelog.fetch.batch_file import BatchMessage
 from remotelog.fetch.reader import PartitionRead
 from remotelog.fetch.service import FetchResult, RemoteFetch
-from remotelog.rpc import bulk_wire
-from remotelog.rpc.convert import (
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.convert import (
     at_least,
     error_reason_to_proto,
     topic_id_partition_field,

@@ -13,7 +13,7 @@ from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.core.deadline import deadline_after
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
-from remotelog.rpc.convert import (
+from remotelog.protocol.convert import (
     non_negative,
     partition_delete_from_proto,
     partition_delete_state_to_proto,

@@ -6,6 +6,7 @@ from contextlib import AsyncExitStack
 
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.client import MetadataClient, SegmentStoreClient
+from remotelog.client.service_options import service_client_options
 from remotelog.coordination.factory import open_leases
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.tasks import in_thread_until_cancelled
@@ -14,7 +15,6 @@ from remotelog.remover.config import PartitionRemoverConfig
 from remotelog.remover.progress import KafkaGroupProgress
 from remotelog.remover.remover import PartitionRemover
 from remotelog.remover.servicer import PartitionRemoverServicer
-from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.server import RunningService, start_service
 
 SERVICE_NAME = "remotelog.api.remover.v1.PartitionRemoverService"

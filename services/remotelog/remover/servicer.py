@@ -10,9 +10,7 @@ import grpc
 from remotelog.api.remover.v1 import partition_remover_pb2 as pb
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.remover.remover import PartitionRemover
-from remotelog.remover.tracker import DeletionStatus
-from remotelog.rpc.convert import (
+from remotelog.protocol.convert import (
     error_reason_to_proto,
     non_negative,
     partition_delete_state_to_proto,
@@ -20,6 +18,8 @@ from remotelog.rpc.convert import (
     topic_id_partition_to_proto,
     topic_id_partitions_from_proto,
 )
+from remotelog.remover.remover import PartitionRemover
+from remotelog.remover.tracker import DeletionStatus
 
 
 def status_to_proto(status: DeletionStatus) -> pb.DeletionStatus:

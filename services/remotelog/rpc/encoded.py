@@ -1,6 +1,6 @@
 """Registering servicers whose methods may answer with already-encoded responses.
 
-Bulk-data methods yield or return `bytes` from `remotelog.rpc.bulk_wire` instead
+Bulk-data methods yield or return `bytes` from `remotelog.protocol.bulk_wire` instead
 of protobuf messages, to skip protobuf's copies of each chunk. The generated
 `add_*Servicer_to_server` functions fix each method's serializer to
 `SerializeToString`; registering through `registering_encoded` wraps every
@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from remotelog.rpc import bulk_wire
+from remotelog.protocol import bulk_wire
 
 # A request's bytes -> what the method receives, or None to let protobuf parse them.
 RequestDecoder = Callable[[bytes], object | None]

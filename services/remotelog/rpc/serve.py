@@ -13,11 +13,11 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Protocol
 
 from remotelog.core.settings import ServerSettings
-from remotelog.rpc.memory import SurvivorFreezer, freeze_startup_objects, keep_freed_memory
 from remotelog.rpc.telemetry import configure_telemetry
 
 
@@ -34,14 +34,16 @@ async def serve_until_signal(
     start: Callable[[], Awaitable[Stoppable]],
     *,
     ready_file: Path | None = None,
+    while_serving: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> None:
+    """`while_serving` is entered once the service has started and left before it stops:
+    the process's own tuning (see remotelog.process), chosen by whoever owns the process."""
     # Before anything starts: an orchestrator may stop a process it has just started,
     # and the default action would leave what had started unclosed.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    keep_freed_memory()
     telemetry = configure_telemetry(name, settings)
     try:
         service = await _started_unless_stopped(start, stop)
@@ -49,8 +51,7 @@ async def serve_until_signal(
             _announce(f"remotelog {name} stopped while starting")
             return
         try:
-            freeze_startup_objects()
-            with SurvivorFreezer():
+            with while_serving():
                 address = served_address(settings.listen_address, service.port)
                 _announce(f"remotelog {name} serving on {address}")
                 if telemetry.metrics_port is not None:

@@ -16,9 +16,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from remotelog.client.tracing import server_tracing
-from remotelog.core.setting_paths import read_file
+from remotelog.core.setting_paths import CERTIFICATE, PRIVATE_KEY, pem_file
 from remotelog.core.settings import ServerSettings
+from remotelog.protocol.tracing import server_tracing
 from remotelog.rpc.authorization import AuthorizationInterceptor, Policy
 from remotelog.rpc.errors import ErrorMappingInterceptor
 
@@ -79,21 +79,10 @@ async def start_service(
     return RunningService(server, app, resources.aclose)
 
 
-CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
-
-
-def pem_file(path: str, key: str, marker: bytes, what: str) -> bytes:
-    """A PEM file's bytes. gRPC reports one that is not PEM only as a failed bind."""
-    data = read_file(path, key)
-    if marker not in data:
-        raise OSError(f"{key}: {path} holds no PEM {what}")
-    return data
-
-
 def server_credentials(settings: ServerSettings) -> grpc.ServerCredentials | None:
     if not settings.tls_cert_file:
         return None
-    key = pem_file(settings.tls_key_file, "tls.key.file", b"PRIVATE KEY-----", "private key")
+    key = pem_file(settings.tls_key_file, "tls.key.file", PRIVATE_KEY, "private key")
     cert = pem_file(settings.tls_cert_file, "tls.cert.file", CERTIFICATE, "certificate")
     client_ca = (
         pem_file(settings.tls_client_ca_file, "tls.client.ca.file", CERTIFICATE, "certificate")

@@ -6,8 +6,8 @@ from contextlib import AsyncExitStack
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
 from remotelog.client import MetadataClient, SegmentStoreClient
+from remotelog.client.service_options import service_client_options
 from remotelog.coordination.factory import open_leases
-from remotelog.rpc.clients import service_client_options
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.direct import DirectSegmentWriter

@@ -12,7 +12,7 @@ import grpc
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2_grpc as pb_grpc
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.rpc.convert import (
+from remotelog.protocol.convert import (
     error_reason_to_proto,
     topic_id_partition_field,
     topic_id_partition_to_proto,

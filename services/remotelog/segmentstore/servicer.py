@@ -21,8 +21,8 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import IndexType
-from remotelog.rpc import bulk_wire
-from remotelog.rpc.convert import (
+from remotelog.protocol import bulk_wire
+from remotelog.protocol.convert import (
     index_type_from_proto,
     segment_file_from_proto,
     segment_metadata_from_proto,

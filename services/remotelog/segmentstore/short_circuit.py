@@ -32,7 +32,7 @@ from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import DeadlineExceededError, InvalidArgumentError
 from remotelog.core.model import SegmentFile
 from remotelog.fileio import descriptor_socket
-from remotelog.rpc.convert import segment_file_from_proto, segment_metadata_from_proto
+from remotelog.protocol.convert import segment_file_from_proto, segment_metadata_from_proto
 from remotelog.rpc.errors import status_for
 from remotelog.rpc.server import unix_socket_in_use
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore

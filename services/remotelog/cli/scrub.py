@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 
 from remotelog.client import MetadataClient
+from remotelog.client.service_options import service_client_options
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
-from remotelog.rpc.clients import service_client_options
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import validate_key_prefix
 

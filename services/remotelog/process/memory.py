@@ -1,4 +1,4 @@
-"""Process-wide memory settings of a service: heap thresholds, start-up objects frozen.
+"""Process-wide memory settings of a served process: heap thresholds, start-up objects frozen.
 
 Keeping freed heap memory for reuse instead of handing it back to the kernel:
 
@@ -36,6 +36,8 @@ import gc
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +47,12 @@ M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+# The same thresholds for a process that glibc starts with them: a Spark executor's
+# Python workers, through `spark.executorEnv.GLIBC_TUNABLES` (docs/spark.md).
+GLIBC_TUNABLES = (
+    f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD_BYTES}"
+    f":glibc.malloc.trim_threshold={TRIM_THRESHOLD_BYTES}"
+)
 # Growth of the small-object heap that alone never thaws the frozen objects: about
 # 100 MiB of them. Below it, a thaw would cost a full pause to reclaim little.
 THAW_FLOOR_BLOCKS = 2_000_000
@@ -145,3 +153,11 @@ class SurvivorFreezer:
             gc.unfreeze()
             self._thawed = True
             self.thaws += 1  # no logging here: a callback may run inside logging's own lock
+
+
+@contextmanager
+def long_lived_objects_frozen() -> Iterator[SurvivorFreezer]:
+    """For a served process, once started: its start-up objects frozen, then survivors."""
+    freeze_startup_objects()
+    with SurvivorFreezer() as freezer:
+        yield freezer

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from remotelog.client import ClientOptions
-from remotelog.core.setting_paths import read_file
+from remotelog.client.base import ClientOptions
+from remotelog.core.setting_paths import CERTIFICATE, PRIVATE_KEY, pem_file, read_file
 from remotelog.core.settings import ClientTlsSettings
-from remotelog.rpc.server import CERTIFICATE, pem_file
 
 
 def read_token(path: str, key: str) -> str:
@@ -26,7 +25,7 @@ def service_client_options(settings: ClientTlsSettings, **policy: Any) -> Client
     checks = (
         (settings.client_tls_ca_file, "client.tls.ca.file", CERTIFICATE, "certificate"),
         (settings.client_tls_cert_file, "client.tls.cert.file", CERTIFICATE, "certificate"),
-        (settings.client_tls_key_file, "client.tls.key.file", b"PRIVATE KEY-----", "private key"),
+        (settings.client_tls_key_file, "client.tls.key.file", PRIVATE_KEY, "private key"),
     )
     for path, key, marker, what in checks:
         if path:
