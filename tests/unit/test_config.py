@@ -6,10 +6,19 @@ import pytest
 
 from remotelog.cli.main import main
 from remotelog.cli.services import SERVICE_CONFIGS, all_config_keys
-from remotelog.core.config import ConfigError, config_fields, env_name, load_config, render
+from remotelog.core.config import (
+    ConfigError,
+    config_fields,
+    env_name,
+    load_config,
+    render,
+    shown_settings,
+)
+from remotelog.core.settings import RetrySettings
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.factory import open_backend
 
 
 def write(tmp_path, text, name="service.properties"):
@@ -108,6 +117,65 @@ def test_bad_file_entries_are_refused_naming_the_key(tmp_path, text, message):
         load_config(RemoteFetchConfig, path)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # gRPC would bind 0.0.0.0:99999 as port 34463 (99999 mod 65536).
+        ("listen.address=0.0.0.0:99999\n", "'0.0.0.0:99999': port 99999 is outside 0..65535"),
+        ("segment.store.address=store:0\n", "'store:0': port 0 is outside 1..65535"),
+        ("metadata.manager.address=::1:7302\n", "an IPv6 host goes in brackets: [::1]:7302"),
+        ("metrics.listen.address=0.0.0.0:65536\n", "port 65536 is outside 0..65535"),
+        ("redis.url=redis://redis:70000/0\n", "'redis://redis:70000/0': port '70000' is not in"),
+        (
+            "otel.exporter.otlp.endpoint=http://collector:0\n",
+            "'http://collector:0': port '0' is not in 1..65535",
+        ),
+    ],
+)
+def test_ports_out_of_range_are_refused_naming_the_key(tmp_path, text, message):
+    with pytest.raises(ConfigError) as info:
+        load_config(RemoteFetchConfig, write(tmp_path, text))
+    assert str(info.value).split(": ", 2)[1] == text.partition("=")[0]
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("listen.address", "0.0.0.0:0"),  # any free port
+        ("listen.address", "[::1]:7304"),
+        ("listen.address", "unix:/run/remotelog/fetch.sock"),
+        ("metrics.listen.address", "127.0.0.1:0"),
+        ("segment.store.address", "store:65535"),
+        ("redis.url", "redis://redis/0"),  # redis-py's default port
+    ],
+)
+def test_addresses_in_range_are_taken(tmp_path, key, value):
+    config, sources = load_config(RemoteFetchConfig, write(tmp_path, f"{key}={value}\n"))
+    assert dict(shown_settings(config))[key] == value
+    assert sources[key].endswith(":1")
+
+
+def test_bootstrap_servers_each_need_a_port_in_range(tmp_path):
+    path = write(tmp_path, "bootstrap.servers=kafka-0:9092, kafka-1:0\n")
+    with pytest.raises(ConfigError, match=r"'kafka-0:9092, kafka-1:0': kafka-1:0: port 0 is"):
+        load_config(MetadataManagerConfig, path)
+
+
+async def test_data_goes_under_the_users_home_whatever_the_working_directory(tmp_path, monkeypatch):
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    store = await open_backend(SegmentStoreConfig(), RetrySettings().backoff())
+    await store.put("k", b"segment")
+    await store.close()
+    assert (home / ".local/share/remotelog/segments/k").read_bytes() == b"segment"
+    assert list(work.iterdir()) == []
+    assert RemoteFetchConfig().index_cache_dir == "~/.local/share/remotelog/index-cache"
+    assert MetadataManagerConfig().snapshot_dir == "~/.local/share/remotelog/metadata"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from remotelog.cli.errors import CliError
 from remotelog.client.base import ClientOptions, open_channel
+from remotelog.core.addresses import grpc_address
 from remotelog.core.settings import ADDRESS_FORM
 from remotelog.fetch.server import SERVICE_NAME as FETCH
 from remotelog.metadata.server import SERVICE_NAME as METADATA
@@ -55,6 +56,8 @@ def add_health_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def run_health(args: argparse.Namespace) -> int:
     if not re.fullmatch(ADDRESS_FORM[0], args.address):
         raise CliError(f"health: address {args.address!r} is not {ADDRESS_FORM[1]}")
+    if (problem := grpc_address()(args.address)) is not None:
+        raise CliError(f"health: address {args.address!r}: {problem}")
     if args.timeout <= 0:
         raise CliError(f"health: --timeout {args.timeout} must be more than 0 seconds")
     if bool(args.tls_cert_file) != bool(args.tls_key_file):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from remotelog.client import MetadataClient
 from remotelog.client.service_options import service_client_options
@@ -104,7 +105,7 @@ async def run_scrub(
     where = (
         f"s3://{config.s3_bucket_name}/{config.key_prefix}"
         if config.storage_backend == "s3"
-        else f"{config.storage_root}/{config.key_prefix}"
+        else f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
     )
     for line in render(report, where, clock()):
         out(line)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from remotelog.cli.errors import CliError
+from remotelog.core.addresses import host_port_problem
 
 _ADDRESS = re.compile(r"([^\s:/]+|\[[0-9a-fA-F:]+\]):\d+")
 # Labels every sample carries that say nothing about the sample.
@@ -89,6 +90,8 @@ def run_stats(args: argparse.Namespace) -> int:
     for address in args.addresses:
         if not _ADDRESS.fullmatch(address):
             raise CliError(f"stats: address {address!r} is not host:port")
+        if (problem := host_port_problem(address)) is not None:
+            raise CliError(f"stats: address {address!r}: {problem}")
     if args.timeout <= 0:
         raise CliError(f"stats: --timeout {args.timeout} must be more than 0 seconds")
     found: list[Row] = []

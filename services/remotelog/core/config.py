@@ -13,7 +13,7 @@ import dataclasses
 import difflib
 import re
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,13 +43,15 @@ def setting(
     max: float | None = None,  # noqa: A002
     choices: Iterable[str] | None = None,
     form: tuple[str, str] | None = None,
+    check: Callable[[str], str | None] | None = None,
     secret: bool = False,
 ) -> Any:
     """Declare a config field: its Kafka-style key, default, doc and bounds.
 
     `form` is (regular expression the whole value must match, what it says
     of a value that does not), for values a library would otherwise refuse
-    with a traceback at start.
+    with a traceback at start. `check` says what is wrong with a value (None:
+    nothing), for rules a regular expression would state badly (a port's range).
     """
     meta = {
         "key": key,
@@ -58,6 +60,7 @@ def setting(
         "max": max,
         "choices": tuple(choices) if choices is not None else None,
         "form": (re.compile(form[0]), form[1]) if form is not None else None,
+        "check": check,
         "secret": secret,
     }
     return dataclasses.field(default=default, metadata=meta)
@@ -104,6 +107,8 @@ def _check(value: Any, field: dataclasses.Field[Any], source: str) -> None:
         raise ConfigError(key, f"{value!r} is not one of: {allowed}", source)
     if meta["form"] is not None and not meta["form"][0].fullmatch(value):
         raise ConfigError(key, f"{value!r} is not {meta['form'][1]}", source)
+    if meta["check"] is not None and (problem := meta["check"](value)) is not None:
+        raise ConfigError(key, f"{value!r}: {problem}", source)
 
 
 # Whitespace, then a comment character: what `value   # comment` leaves in the value.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from remotelog.core.addresses import grpc_address, host_port_list, url
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.config import setting
 
@@ -17,6 +18,7 @@ MIB = 1024 * 1024
 # Addresses and URLs hold no whitespace: a value with some carries a typo or a comment.
 ADDRESS_FORM = (r"\S+:\d+|unix:\S+|unix-abstract:\S+", "host:port or unix:/path")
 HTTP_URL_FORM = (r"https?://\S+|", "an http:// or https:// URL (or empty)")
+HTTP_URL = url("http", "https")
 BOOTSTRAP_SERVERS_FORM = (r"[^\s,]+(\s*,\s*[^\s,]+)*", "host:port[,host:port...]")
 
 
@@ -27,6 +29,7 @@ def listen_address_setting(default: str) -> Any:
         default,
         "host:port the gRPC server binds (port 0 = any free port), or unix:/path for a sidecar",
         form=ADDRESS_FORM,
+        check=grpc_address(any_port=True),
     )
 
 
@@ -68,6 +71,7 @@ class ServerSettings:
         "",
         "OTLP/gRPC collector for spans and metrics (http://host:4317); empty = not exported",
         form=HTTP_URL_FORM,
+        check=HTTP_URL,
     )
     otlp_export_interval_ms: int = setting(
         "otel.metric.export.interval.ms", 60_000, "How often metrics are exported", min=100
@@ -77,6 +81,7 @@ class ServerSettings:
         "",
         "host:port of a Prometheus scrape endpoint (GET /metrics); empty = none",
         form=(r"([^\s:]+|\[[0-9a-fA-F:]+\]):\d+|", "host:port (or empty)"),
+        check=grpc_address(any_port=True, optional=True),
     )
     log_level: str = setting(
         "log.level",
@@ -128,6 +133,7 @@ class SegmentStoreClientSettings(ClientTlsSettings):
         "127.0.0.1:7301",
         "host:port of the segment store service",
         form=ADDRESS_FORM,
+        check=grpc_address(),
     )
     segment_store_short_circuit_socket: str = setting(
         "segment.store.short.circuit.socket.path",
@@ -146,6 +152,7 @@ class MetadataClientSettings(ClientTlsSettings):
         "127.0.0.1:7302",
         "host:port of the metadata manager service",
         form=ADDRESS_FORM,
+        check=grpc_address(),
     )
 
 
@@ -158,6 +165,7 @@ class RedisSettings:
         "",
         "redis://host:port/db; empty = in-process",
         form=(r"(rediss?|unix)://\S+|", "a redis://, rediss:// or unix:// URL (or empty)"),
+        check=url("redis", "rediss", "unix"),
     )
 
 
@@ -216,6 +224,7 @@ class MetadataTopicSettings(KafkaSecuritySettings):
         "127.0.0.1:9092",
         "Kafka brokers holding the metadata topic",
         form=BOOTSTRAP_SERVERS_FORM,
+        check=host_port_list,
     )
     metadata_topic_num_partitions: int = setting(
         "remote.log.metadata.topic.num.partitions",

@@ -33,7 +33,7 @@ class RemoteFetchConfig(TierClientSettings):
     )
     index_cache_dir: str = setting(
         "remote.log.index.file.cache.dir",
-        "remotelog-data/index-cache",
+        "~/.local/share/remotelog/index-cache",
         "Directory of the remote index cache",
     )
     purgatory_tick_ms: int = setting(

@@ -98,7 +98,7 @@ class RemoteFetch:
         self.config = config
         self.metadata = metadata
         self.index_cache = RemoteIndexCache(
-            Path(config.index_cache_dir),
+            Path(config.index_cache_dir).expanduser(),
             config.index_cache_total_size_bytes,
             store,
             second_level=second_level,

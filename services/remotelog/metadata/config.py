@@ -50,7 +50,7 @@ class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
     )
     snapshot_dir: str = setting(
         "remote.log.metadata.snapshot.dir",
-        "remotelog-data/metadata",
+        "~/.local/share/remotelog/metadata",
         "Directory of the materialised-state snapshots",
     )
     snapshot_interval_events: int = setting(

@@ -194,7 +194,7 @@ class TopicBasedRemoteLogMetadataManager:
             _fail_waiters(assigned, "the metadata manager is shutting down")
 
     def _load_snapshot(self, topic: TopicInfo) -> frozenset[TopicIdPartition]:
-        directory = Path(self.config.snapshot_dir)
+        directory = Path(self.config.snapshot_dir).expanduser()
         try:
             loaded = snapshots.load(directory)
         except snapshots.SnapshotError as exc:
@@ -606,7 +606,8 @@ class TopicBasedRemoteLogMetadataManager:
             registered=frozenset(self._registered),
             states=states,
         )
-        return await asyncio.to_thread(snapshots.write, Path(self.config.snapshot_dir), snapshot)
+        directory = Path(self.config.snapshot_dir).expanduser()
+        return await asyncio.to_thread(snapshots.write, directory, snapshot)
 
 
 def _check_segment_transition(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from remotelog.core.config import setting
 from remotelog.core.settings import (
+    HTTP_URL,
     HTTP_URL_FORM,
     MIB,
     MetadataClientSettings,
@@ -29,7 +30,9 @@ class StorageSettings:
         "storage.backend", "filesystem", "Where objects live", choices=("filesystem", "s3")
     )
     storage_root: str = setting(
-        "storage.root", "remotelog-data/segments", "Directory of the filesystem backend"
+        "storage.root",
+        "~/.local/share/remotelog/segments",
+        "Directory of the filesystem backend (~ is the home directory of the service's user)",
     )
     key_prefix: str = setting("key.prefix", "", "Prefix of every object key")
     s3_bucket_name: str = setting("storage.s3.bucket.name", "", "S3 bucket of the s3 backend")
@@ -39,6 +42,7 @@ class StorageSettings:
         "",
         "S3 endpoint (MinIO, moto); empty = AWS",
         form=HTTP_URL_FORM,
+        check=HTTP_URL,
     )
     s3_path_style_access: bool = setting(
         "storage.s3.path.style.access.enabled", False, "Address buckets by path, not host name"

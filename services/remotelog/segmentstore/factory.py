@@ -17,7 +17,7 @@ from remotelog.segmentstore.store import SegmentStore, StoreOptions
 async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
     if config.storage_backend == "filesystem":
         return FileSystemStore(
-            Path(config.storage_root),
+            Path(config.storage_root).expanduser(),
             io_threads=config.fs_io_threads,
             bytes_per_sync=config.fs_bytes_per_sync,
         )
