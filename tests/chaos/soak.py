@@ -37,12 +37,13 @@ from support.waiting import eventually
 from remotelog.cli.scrub import run_scrub
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.client.copy_scheduler import CopySchedulerClient, PartitionAssignment
-from remotelog.client.remote_fetch import EARLIEST, FetchPartition, RemoteFetchClient
+from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.core.errors import (
     OffsetOutOfRangeError,
     RemoteLogError,
     ServiceUnavailableError,
 )
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.dev.partition_log import LogConfig, PartitionLog
@@ -328,7 +329,9 @@ class Soak:
         """What a consumer does on OFFSET_OUT_OF_RANGE: ask the earliest remote offset."""
         tiered = self.tiered[partition]
         with contextlib.suppress(RemoteLogError):
-            earliest = await fetch.list_offsets(self.writer.tips[partition], EARLIEST, timeout_s=2)
+            earliest = await fetch.list_offsets(
+                self.writer.tips[partition], EARLIEST_TIMESTAMP, timeout_s=2
+            )
             if earliest is not None:
                 tiered.log_start = max(tiered.log_start, earliest.offset)
         return offset < tiered.log_start

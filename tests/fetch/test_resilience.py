@@ -107,8 +107,10 @@ async def test_a_full_reader_queue_refuses_the_whole_fetch_at_once(s3_stack, s3_
             )
         )
         await eventually(lambda: running.app.pool.busy == 1 and running.app.pool.queue_size == 1)
+        # The client repeats a RESOURCE_EXHAUSTED call (error.proto's rule) until its
+        # deadline, then reports why it could not get through.
         with pytest.raises(ReaderQueueFullError) as info:
-            await running.client.fetch([FetchPartition(tip, starts[1])])
+            await running.client.fetch([FetchPartition(tip, starts[1])], timeout_s=0.5)
         assert info.value.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         s3_faults(None)

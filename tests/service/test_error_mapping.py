@@ -6,6 +6,8 @@ through remotelog.client's ServiceClient over a real channel.
 """
 
 import asyncio
+import re
+from pathlib import Path
 
 import grpc
 import pytest
@@ -33,6 +35,34 @@ ERRORS_BY_OFFSET = {
 
 
 OUTAGE_THEN_HANG = 7
+# GetRemoteLogSegmentMetadata at offset FAIL_ONCE_AT + i fails once with the i-th reason
+# of RETRY_RULE, then answers.
+FAIL_ONCE_AT = 1000
+
+# error.proto's rule, reason by reason: (gRPC code, the call is repeated,
+# retriable in Kafka's sense).
+RETRY_RULE = {
+    "INVALID_ARGUMENT": ("INVALID_ARGUMENT", False, False),
+    "CORRUPT_RECORD": ("INVALID_ARGUMENT", False, False),
+    "CUSTOM_METADATA_TOO_LARGE": ("INVALID_ARGUMENT", False, False),
+    "SEGMENT_NOT_FOUND": ("NOT_FOUND", False, False),
+    "UNKNOWN_TOPIC_OR_PARTITION": ("NOT_FOUND", False, True),
+    "OFFSET_OUT_OF_RANGE": ("OUT_OF_RANGE", False, False),
+    "METADATA_NOT_READY": ("UNAVAILABLE", True, True),
+    "INVALID_STATE_TRANSITION": ("FAILED_PRECONDITION", False, False),
+    "FENCED_LEADER_EPOCH": ("FAILED_PRECONDITION", False, False),
+    "REMOTE_STORAGE_UNAVAILABLE": ("UNAVAILABLE", True, True),
+    "REMOTE_STORAGE_ERROR": ("INTERNAL", False, False),
+    "READER_QUEUE_FULL": ("RESOURCE_EXHAUSTED", True, True),
+    "PERMISSION_DENIED": ("PERMISSION_DENIED", False, False),
+    "INTERNAL": ("INTERNAL", False, False),
+    "METADATA_TOPIC_UNAVAILABLE": ("UNAVAILABLE", True, True),
+    "UNSUPPORTED_OPERATION": ("UNIMPLEMENTED", False, False),
+    "UNKNOWN_LEADER_EPOCH": ("FAILED_PRECONDITION", False, True),
+    "UNAUTHENTICATED": ("UNAUTHENTICATED", False, False),
+}
+RULE_REASONS = sorted(RETRY_RULE)
+ERROR_PROTO = Path(__file__).parents[2] / "protos/remotelog/api/type/v1/error.proto"
 
 
 class Servicer(mgrpc.RemoteLogMetadataServiceServicer):
@@ -42,6 +72,7 @@ class Servicer(mgrpc.RemoteLogMetadataServiceServicer):
         self.is_ready_calls = 0
         self.update_calls = 0
         self.outage_calls = 0
+        self.fail_once_calls: dict[int, int] = {}
 
     async def outage_then_hang(self):
         # The first call fails as a store outage the server gave up on; the
@@ -55,6 +86,12 @@ class Servicer(mgrpc.RemoteLogMetadataServiceServicer):
         convert.topic_id_partition_from_proto(request.topic_id_partition)
         if request.offset == OUTAGE_THEN_HANG:
             await self.outage_then_hang()
+        if request.offset >= FAIL_ONCE_AT:
+            calls = self.fail_once_calls.get(request.offset, 0) + 1
+            self.fail_once_calls[request.offset] = calls
+            if calls == 1:
+                reason = RULE_REASONS[request.offset - FAIL_ONCE_AT]
+                raise errors.ERRORS_BY_REASON[reason].rebuild(f"{reason} once", {})
         if request.offset in ERRORS_BY_OFFSET:
             raise ERRORS_BY_OFFSET[request.offset]
         return mpb.GetRemoteLogSegmentMetadataResponse()
@@ -250,3 +287,37 @@ async def test_a_request_that_does_not_parse_never_reaches_the_servicer(served):
     assert raw.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert raw.value.details().startswith("request: not a valid ")
     assert servicer.update_calls == 0
+
+
+def test_every_reason_has_its_place_in_the_retry_rule():
+    assert set(RETRY_RULE) == set(errors.ERRORS_BY_REASON)
+    for reason, (code, repeated, retriable) in RETRY_RULE.items():
+        error = errors.ERRORS_BY_REASON[reason].rebuild("x", {})
+        assert (error.code, errors.should_retry_call(error), error.retriable) == (
+            code,
+            repeated,
+            retriable,
+        ), reason
+
+
+def test_error_proto_names_the_code_of_every_reason():
+    text = ERROR_PROTO.read_text()
+    for reason, (code, _, _) in RETRY_RULE.items():
+        comment = re.search(rf"((?:\n  //[^\n]*)+)\n  ERROR_REASON_{reason} =", text)
+        assert comment is not None, reason
+        assert re.search(rf"\({code}[;)]", comment.group(1)), (reason, comment.group(1))
+
+
+@pytest.mark.parametrize("reason", RULE_REASONS)
+async def test_a_typed_client_repeats_a_call_exactly_as_the_rule_says(served, reason):
+    servicer, client, stub, _ = served
+    code, repeated, _ = RETRY_RULE[reason]
+    request = tip()
+    request.offset = FAIL_ONCE_AT + RULE_REASONS.index(reason)
+    if repeated:
+        await client.call_unary(stub.GetRemoteLogSegmentMetadata, request)
+    else:
+        with pytest.raises(errors.RemoteLogError) as info:
+            await client.call_unary(stub.GetRemoteLogSegmentMetadata, request)
+        assert (info.value.reason, info.value.grpc_code) == (reason, grpc.StatusCode[code])
+    assert servicer.fail_once_calls[request.offset] == (2 if repeated else 1)

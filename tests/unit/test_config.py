@@ -334,3 +334,17 @@ def test_the_documented_health_service_names_are_the_services_own():
         "remote-fetch": fetch.SERVICE_NAME,
         "partition-remover": remover.SERVICE_NAME,
     }
+
+
+def test_every_key_is_declared_once_whichever_services_take_it():
+    declared: dict[str, set[int]] = {}
+    for cls in SERVICE_CONFIGS.values():
+        for key, field in config_fields(cls).items():
+            declared.setdefault(key, set()).add(id(field))
+    # listen.address alone: one declaration (listen_address_setting), a default port each
+    assert {key for key, fields in declared.items() if len(fields) > 1} == {"listen.address"}
+    shared = (
+        "remote.log.metadata.custom.metadata.max.bytes",
+        "remote.partition.remover.rpc.timeout.ms",
+    )
+    assert all(key in declared for key in shared)

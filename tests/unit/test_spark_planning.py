@@ -3,7 +3,8 @@
 import pytest
 
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.spark.options import EARLIEST, LATEST, parse_options
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from remotelog.spark.options import parse_options
 from remotelog.spark.planning import PlannedRange, split
 
 ADDRESSES = {"remotelog.fetch.address": "f:1", "remotelog.metadata.address": "m:1"}
@@ -58,8 +59,12 @@ def test_options_parse_as_spark_names_them():
         }
     )
     assert options.subscription.topics == ("a", "b")
-    assert [options.starting.of("a", p) for p in (0, 1, 2)] == [5, EARLIEST, EARLIEST]
-    assert [options.ending.of("a", p) for p in (0, 1)] == [9, LATEST]
+    assert [options.starting.of("a", p) for p in (0, 1, 2)] == [
+        5,
+        EARLIEST_TIMESTAMP,
+        EARLIEST_TIMESTAMP,
+    ]
+    assert [options.ending.of("a", p) for p in (0, 1)] == [9, LATEST_TIMESTAMP]
     assert (options.min_partitions, options.include_headers) == (8, True)
     assert options.bootstrap_servers == "k:9092"
     assert options.fail_on_data_loss is True
@@ -119,14 +124,17 @@ def test_the_endpoints_are_required():
 
 def test_a_stream_starts_at_latest_and_takes_no_ending_bound():
     stream = parse_options({**ADDRESSES, "subscribe": "a"}, streaming=True)
-    assert stream.starting.of("a", 0) == LATEST
+    assert stream.starting.of("a", 0) == LATEST_TIMESTAMP
     per_partition = parse_options(
         {**ADDRESSES, "subscribe": "a", "startingOffsets": '{"a":{"0":-1,"1":-2}}'},
         streaming=True,
     )
-    assert [per_partition.starting.of("a", p) for p in (0, 1)] == [LATEST, EARLIEST]
+    assert [per_partition.starting.of("a", p) for p in (0, 1)] == [
+        LATEST_TIMESTAMP,
+        EARLIEST_TIMESTAMP,
+    ]
     for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
         with pytest.raises(InvalidArgumentError) as raised:
             parse_options({**ADDRESSES, "subscribe": "a", name: "latest"}, streaming=True)
         assert raised.value.field == name
-    assert parse_options({**ADDRESSES, "subscribe": "a"}).starting.of("a", 0) == EARLIEST
+    assert parse_options({**ADDRESSES, "subscribe": "a"}).starting.of("a", 0) == EARLIEST_TIMESTAMP

@@ -21,12 +21,11 @@ from google.protobuf.descriptor import MethodDescriptor
 from remotelog.client.bearer import bearer_interceptors
 from remotelog.client.errors import from_rpc_error
 from remotelog.core.backoff import ExponentialBackoff, retry_async
-from remotelog.core.errors import DeadlineExceededError, RemoteLogError
+from remotelog.core.errors import DeadlineExceededError, RemoteLogError, should_retry_call
 from remotelog.protocol import bulk_wire
 from remotelog.protocol.tracing import client_tracing
 
 R = TypeVar("R")
-_RETRIED_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
 
 @dataclass(frozen=True)
@@ -133,10 +132,6 @@ def bulk_deserializer(
     return deserialize
 
 
-def _is_retriable(exc: BaseException) -> bool:
-    return isinstance(exc, RemoteLogError) and exc.code in _RETRIED_CODES
-
-
 def _most_telling(error: RemoteLogError, previous: RemoteLogError | None) -> RemoteLogError:
     """The error to report when a call gives up.
 
@@ -212,7 +207,7 @@ class ServiceClient:
         if not idempotent:
             return await attempt()
         return await retry_async(
-            attempt, backoff=self.options.backoff, is_retriable=_is_retriable, deadline=deadline
+            attempt, backoff=self.options.backoff, is_retriable=should_retry_call, deadline=deadline
         )
 
     async def call_retrying(
@@ -224,7 +219,7 @@ class ServiceClient:
         return await retry_async(
             lambda: attempt(max(deadline - time.monotonic(), 0.001)),
             backoff=self.options.backoff,
-            is_retriable=_is_retriable,
+            is_retriable=should_retry_call,
             deadline=deadline,
         )
 
@@ -251,7 +246,11 @@ class ServiceClient:
             except grpc.RpcError as exc:
                 error = from_rpc_error(exc)
                 pause = self.options.backoff.backoff_ms(attempts) / 1000
-                if delivered or not _is_retriable(error) or time.monotonic() + pause >= deadline:
+                if (
+                    delivered
+                    or not should_retry_call(error)
+                    or time.monotonic() + pause >= deadline
+                ):
                     raise _most_telling(error, previous) from exc
                 previous = error
             finally:

@@ -14,10 +14,6 @@ from remotelog.protocol.convert import topic_id_partition_to_proto
 
 PartitionState = pb.PartitionState
 
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
-
 
 @dataclass(frozen=True)
 class PartitionAssignment:

@@ -15,9 +15,6 @@ from remotelog.core.model import TopicIdPartition
 from remotelog.protocol import bulk_wire
 from remotelog.protocol.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 
-EARLIEST = -2
-LATEST_TIERED = -5
-
 
 @dataclass(frozen=True)
 class FetchPartition:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from pathlib import Path
 from typing import cast
 
 import grpc
@@ -35,7 +32,7 @@ from remotelog.core.model import (
     last_fetch_position,
 )
 from remotelog.fileio.descriptor_socket import close_all
-from remotelog.fileio.pagecache import pread_cached
+from remotelog.fileio.segment_chunks import segment_chunks
 from remotelog.protocol import bulk_wire
 from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
 
@@ -44,29 +41,6 @@ DEFAULT_CHUNK_BYTES = 1024 * 1024
 # object store this host cannot reach would otherwise cost each read a timeout.
 URL_PAUSE_S = 10.0
 _log = logging.getLogger(__name__)
-
-
-async def _read_chunks(source: Path | bytes, chunk_bytes: int) -> AsyncGenerator[bytes, None]:
-    """At least one chunk (empty for an empty file), never the whole file in memory.
-
-    A segment just rolled is in the page cache: its chunks are copied on the
-    event loop, and only a chunk that must come from a disk takes a thread.
-    """
-    if isinstance(source, bytes):
-        for start in range(0, max(len(source), 1), chunk_bytes):
-            yield source[start : start + chunk_bytes]
-        return
-    with source.open("rb") as handle:
-        fd, position = handle.fileno(), 0
-        while True:
-            data = pread_cached(fd, chunk_bytes, position)
-            if data is None:
-                data = await asyncio.to_thread(os.pread, fd, chunk_bytes, position)
-            if data or not position:
-                yield data
-            if len(data) < chunk_bytes:
-                return
-            position += len(data)
 
 
 def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
@@ -138,12 +112,9 @@ class SegmentStoreClient(ServiceClient):
 
         async def requests() -> AsyncIterator[pb.CopyLogSegmentDataRequest | bytes]:
             yield first
-            for kind, source in data.files():
-                position = 0
-                async with contextlib.aclosing(_read_chunks(source, chunk_bytes)) as pieces:
-                    async for piece in pieces:
-                        yield encode_chunk(segment_file_to_proto(kind), position, piece)
-                        position += len(piece)
+            async with contextlib.aclosing(segment_chunks(data, chunk_bytes)) as chunks:
+                async for kind, position, piece in chunks:
+                    yield encode_chunk(segment_file_to_proto(kind), position, piece)
 
         response = await self.call_client_stream(
             self._copy_log_segment_data, requests, timeout_s=timeout_s

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-EARLIEST = -2
-LATEST = -1
 # Spark's Kafka source's options that this source does not handle yet.
 NOT_YET = frozenset({"minoffsetspertrigger", "maxtriggerdelay"})
 # Where a streaming query ends is up to its trigger, as in Spark's Kafka source.
@@ -51,9 +50,6 @@ KNOWN = frozenset(
     }
 )
 
-# Per topic: {partition: offset}; a whole-topic default under None.
-OffsetSpec = Mapping[str, Mapping[int, int]]
-
 
 @dataclass(frozen=True)
 class Subscription:
@@ -85,7 +81,7 @@ class Bound:
     """Where reading starts or ends: earliest, latest or offsets per partition, unless a
     timestamp applies (`...Timestamp` over `...OffsetsByTimestamp` over `...Offsets`)."""
 
-    default: int  # EARLIEST or LATEST
+    default: int  # EARLIEST_TIMESTAMP or LATEST_TIMESTAMP
     offsets: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, offset)
     timestamp: int | None = None  # for every partition
     timestamps: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, timestamp)
@@ -259,9 +255,9 @@ def _bound(value: str, name: str, *, ending: bool, streaming: bool = False) -> B
     if value == "earliest":
         if ending:
             raise InvalidArgumentError(name, "earliest is not allowed for endingOffsets")
-        return Bound(EARLIEST)
+        return Bound(EARLIEST_TIMESTAMP)
     if value == "latest":
-        return Bound(LATEST)
+        return Bound(LATEST_TIMESTAMP)
     parsed = _json(value, name)
     if not isinstance(parsed, dict):
         raise InvalidArgumentError(name, 'expects earliest, latest or JSON like {"t":{"0":23}}')
@@ -270,14 +266,14 @@ def _bound(value: str, name: str, *, ending: bool, streaming: bool = False) -> B
         if not isinstance(partitions, dict):
             raise InvalidArgumentError(name, f"{topic!r}: expects {{partition: offset}}")
         for partition, offset in partitions.items():
-            if not partition.isdigit() or not _is_int(offset) or offset < EARLIEST:
+            if not partition.isdigit() or not _is_int(offset) or offset < EARLIEST_TIMESTAMP:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: {offset!r} is no offset")
-            if ending and offset == EARLIEST:
+            if ending and offset == EARLIEST_TIMESTAMP:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: -2 (earliest) as an end")
-            if not ending and offset == LATEST and not streaming:
+            if not ending and offset == LATEST_TIMESTAMP and not streaming:
                 raise InvalidArgumentError(name, f"{topic}-{partition}: -1 (latest) as a start")
             offsets.append((topic, int(partition), int(offset)))
-    return Bound(LATEST if ending else EARLIEST, tuple(offsets))
+    return Bound(LATEST_TIMESTAMP if ending else EARLIEST_TIMESTAMP, tuple(offsets))
 
 
 def _with_timestamps(bound: Bound, options: Mapping[str, str], which: str) -> Bound:

@@ -18,10 +18,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 
 from remotelog.client.tiered_consumer import BlockingTieredConsumer
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
 from remotelog.spark.options import (
-    EARLIEST,
-    LATEST,
     ReadOptions,
     headers_included,
     parse_options,
@@ -117,7 +116,7 @@ def _bounds(
     start = _at_time(consumer, tip, options.starting.timestamp_of(tip.topic, tip.partition))
     if start is None:
         start = options.starting.of(tip.topic, tip.partition)
-    elif start == LATEST:  # no record that late
+    elif start == LATEST_TIMESTAMP:  # no record that late
         if options.timestamp_strategy == "error":
             raise InvalidArgumentError(
                 "startingTimestamp",
@@ -126,7 +125,7 @@ def _bounds(
                 "startingOffsetsByTimestampStrategy=latest starts at the end instead",
             )
         return None
-    if start == EARLIEST:
+    if start == EARLIEST_TIMESTAMP:
         start = summary.earliest_offset
     elif start < summary.earliest_offset:
         lost = f"{tip.topic}-{tip.partition}: offsets {start}-{summary.earliest_offset - 1}"
@@ -141,15 +140,15 @@ def _bounds(
     end: int | None = _at_time(consumer, tip, options.ending.timestamp_of(tip.topic, tip.partition))
     if end is None:
         end = options.ending.of(tip.topic, tip.partition)
-    return start, None if end == LATEST else end
+    return start, None if end == LATEST_TIMESTAMP else end
 
 
 def _at_time(
     consumer: BlockingTieredConsumer, tip: TopicIdPartition, timestamp_ms: int | None
 ) -> int | None:
-    """The offset a timestamp bound resolves to (LATEST when no record is that late),
+    """The offset a timestamp bound resolves to (LATEST_TIMESTAMP when no record is that late),
     or None without a timestamp bound."""
     if timestamp_ms is None:
         return None
     found = consumer.offset_for_time(tip, timestamp_ms)
-    return LATEST if found is None else found
+    return LATEST_TIMESTAMP if found is None else found

@@ -27,8 +27,9 @@ from pyspark.sql.streaming.datasource import (
 
 from remotelog.client.tiered_consumer import BlockingTieredConsumer
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from remotelog.core.model import RemotePartitionSummary
-from remotelog.spark.options import EARLIEST, LATEST, ReadOptions
+from remotelog.spark.options import ReadOptions
 from remotelog.spark.planning import split
 from remotelog.spark.reading import OffsetRange, consumer_for, ranges, read_batches, subscribed
 
@@ -56,9 +57,9 @@ class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                     at = consumer.end_offset(tip) if found is None else found
                 else:
                     at = starting.of(tip.topic, tip.partition)
-                    if at == EARLIEST:
+                    if at == EARLIEST_TIMESTAMP:
                         at = summary.earliest_offset
-                    elif at == LATEST:
+                    elif at == LATEST_TIMESTAMP:
                         at = consumer.end_offset(tip)
                 positions[(tip.topic, tip.partition)] = at
         return _to_json(positions)

@@ -12,6 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 ERROR_DOMAIN = "remotelog"
+# error.proto's retry rule, which every caller follows: the typed clients, the
+# services' own calls and the Kafka plugin. On these codes the same call is
+# retried with backoff within the caller's deadline; any other code is final
+# for that call.
+RETRY_CALL_CODES = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"})
+# Retriable in Kafka's sense (its RetriableException), yet final for the call:
+# what the caller knows of the partition must change first (a later poll after a
+# metadata refresh, as Kafka's consumer does), so repeating the call at once
+# would only hold it until its deadline.
+RETRY_LATER_REASONS = frozenset({"UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_LEADER_EPOCH"})
 
 
 class RemoteLogError(Exception):
@@ -19,12 +29,16 @@ class RemoteLogError(Exception):
 
     reason: str = "INTERNAL"
     code: str = "INTERNAL"
-    retriable: bool = False
 
     def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.metadata: dict[str, str] = dict(metadata or {})
+
+    @property
+    def retriable(self) -> bool:
+        """Kafka's RetriableException: the request may succeed later (error.proto)."""
+        return self.code in RETRY_CALL_CODES or self.reason in RETRY_LATER_REASONS
 
     @classmethod
     def rebuild(cls, message: str, metadata: Mapping[str, str]) -> RemoteLogError:
@@ -88,7 +102,6 @@ class UnknownTopicOrPartitionError(RemoteLogError):
 
     reason = "UNKNOWN_TOPIC_OR_PARTITION"
     code = "NOT_FOUND"
-    retriable = True
 
 
 class OffsetOutOfRangeError(RemoteLogError):
@@ -117,8 +130,7 @@ class UnknownLeaderEpochError(RemoteLogError):
     UnknownLeaderEpochException: retriable, the data may not be tiered yet)."""
 
     reason = "UNKNOWN_LEADER_EPOCH"
-    code = "UNAVAILABLE"
-    retriable = True
+    code = "FAILED_PRECONDITION"
 
 
 class PermissionDeniedError(RemoteLogError):
@@ -148,7 +160,6 @@ class RetriableRemoteStorageError(RemoteStorageError):
 
     reason = "REMOTE_STORAGE_UNAVAILABLE"
     code = "UNAVAILABLE"
-    retriable = True
 
 
 class MetadataNotReadyError(RemoteLogError):
@@ -156,7 +167,6 @@ class MetadataNotReadyError(RemoteLogError):
 
     reason = "METADATA_NOT_READY"
     code = "UNAVAILABLE"
-    retriable = True
 
 
 class MetadataTopicUnavailableError(RemoteLogError):
@@ -164,7 +174,6 @@ class MetadataTopicUnavailableError(RemoteLogError):
 
     reason = "METADATA_TOPIC_UNAVAILABLE"
     code = "UNAVAILABLE"
-    retriable = True
 
 
 class ReaderQueueFullError(RemoteLogError):
@@ -172,7 +181,6 @@ class ReaderQueueFullError(RemoteLogError):
 
     reason = "READER_QUEUE_FULL"
     code = "RESOURCE_EXHAUSTED"
-    retriable = True
 
 
 class UnsupportedOperationError(RemoteLogError):
@@ -187,7 +195,6 @@ class ServiceUnavailableError(RemoteLogError):
 
     reason = "UNSPECIFIED"
     code = "UNAVAILABLE"
-    retriable = True
 
 
 class DeadlineExceededError(RemoteLogError):
@@ -195,7 +202,6 @@ class DeadlineExceededError(RemoteLogError):
 
     reason = "UNSPECIFIED"
     code = "DEADLINE_EXCEEDED"
-    retriable = True
 
 
 def _leaf_classes() -> dict[str, type[RemoteLogError]]:
@@ -211,3 +217,8 @@ def _leaf_classes() -> dict[str, type[RemoteLogError]]:
 
 
 ERRORS_BY_REASON: Mapping[str, type[RemoteLogError]] = _leaf_classes()
+
+
+def should_retry_call(exc: BaseException) -> bool:
+    """Whether to repeat the call that raised `exc`: error.proto's rule, by code alone."""
+    return isinstance(exc, RemoteLogError) and exc.code in RETRY_CALL_CODES

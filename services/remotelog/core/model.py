@@ -88,10 +88,6 @@ class RemoteLogSegmentId:
     topic_id_partition: TopicIdPartition
     id: uuid.UUID
 
-    @classmethod
-    def generate_new(cls, topic_id_partition: TopicIdPartition) -> RemoteLogSegmentId:
-        return cls(topic_id_partition, uuid.uuid4())
-
     def __str__(self) -> str:
         return f"{self.topic_id_partition}:{kafka_uuid_str(self.id)}"
 

@@ -158,7 +158,7 @@ class MetadataClientSettings(ClientTlsSettings):
 
 @dataclass(frozen=True)
 class RedisSettings:
-    """Leases, schedules and shared caches; empty = in-process implementations."""
+    """Leases and the shared index cache; empty = in-process implementations."""
 
     redis_url: str = setting(
         "redis.url",
@@ -239,6 +239,32 @@ class MetadataTopicSettings(KafkaSecuritySettings):
         "Longest wait of the metadata consumer's fetches (Kafka's consumer default): "
         "longer than the broker takes to read its storage, or fetches come back empty",
         min=1,
+    )
+
+
+@dataclass(frozen=True)
+class BrokerIdSettings:
+    """The broker a service acts for, as Kafka's events name it."""
+
+    broker_id: int = setting(
+        "broker.id",
+        0,
+        "Id of the broker this service acts for, written into the events it writes",
+        min=0,
+    )
+
+
+@dataclass(frozen=True)
+class CustomMetadataSettings:
+    """KIP-917's custom metadata, one bound for the three services that handle it: the
+    store returns it with a copy, the scheduler writes it, the metadata manager takes it."""
+
+    custom_metadata_max_bytes: int = setting(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        128,
+        "Largest KIP-917 custom metadata: a copy returning more stops the partition's "
+        "copying, as in Kafka, and the metadata manager refuses it",
+        min=0,
     )
 
 

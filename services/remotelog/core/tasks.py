@@ -31,15 +31,13 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, recancel_s: f
                 task.exception()  # retrieved: an error while stopping is not news
 
 
-async def in_thread_until_cancelled(
-    fn: Callable[..., T], /, *args: Any, stop_poll_s: float = 0.2, **kwargs: Any
-) -> T:
+async def in_thread_until_cancelled(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """`fn(*args, stopped=<threading.Event>, **kwargs)` in a thread, as asyncio.to_thread.
 
     A thread cannot be cancelled: when the caller is, `stopped` is set, and the
-    cancellation goes on only once `fn` has seen it and returned (it checks at
-    least every `stop_poll_s`), so nothing `fn` opened outlives the caller's
-    cleanup.
+    cancellation goes on only once `fn` has seen it and returned (`fn` checks it
+    between steps short enough to wait for), so nothing `fn` opened outlives the
+    caller's cleanup.
     """
     stopped = threading.Event()
     call = functools.partial(fn, *args, stopped=stopped, **kwargs)

@@ -22,10 +22,9 @@ from opentelemetry import trace
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import (
     OffsetOutOfRangeError,
-    RemoteLogError,
     RemoteResourceNotFoundError,
-    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
+    should_retry_call,
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentLookup, SegmentReader
@@ -67,16 +66,6 @@ class Deadline:
         return None if self.at is None else max(self.at - time.monotonic(), 0.001)
 
 
-def _retriable(exc: BaseException) -> bool:
-    # An unknown leader epoch or partition is the caller's to retry, as a Kafka broker
-    # answers them: retried here, it would hold a reader until the fetch's deadline.
-    return (
-        isinstance(exc, RemoteLogError)
-        and exc.retriable
-        and not isinstance(exc, (UnknownLeaderEpochError, UnknownTopicOrPartitionError))
-    )
-
-
 class RemoteLogReader:
     def __init__(
         self,
@@ -106,7 +95,7 @@ class RemoteLogReader:
         }
         with _tracer.start_as_current_span("RemoteLogReader.read", attributes=attributes) as span:
             data = await retry_async(
-                attempt, backoff=self.backoff, is_retriable=_retriable, deadline=deadline.at
+                attempt, backoff=self.backoff, is_retriable=should_retry_call, deadline=deadline.at
             )
             span.set_attribute("records_bytes", len(data.records))
             span.set_attribute("last_offset", data.last_offset)

@@ -19,7 +19,8 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from remotelog.core.errors import InvalidArgumentError, RemoteLogError
+from remotelog.core.errors import InvalidArgumentError, RemoteLogError, should_retry_call
+from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP
 from remotelog.core.model import INT64_MAX, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentLookup, SegmentReader
 from remotelog.core.purgatory import DelayedOperationPurgatory
@@ -41,9 +42,6 @@ FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec", unit="{reque
 FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec", unit="{error}")
 # KIP-956: how long remote reads were held back by the fetch quota.
 FETCH_THROTTLE_TIME = _meter.create_histogram("RemoteFetchThrottleTime", unit="ms")
-
-EARLIEST_TIMESTAMP = -2
-LATEST_TIERED_TIMESTAMP = -5
 
 
 # A bulk read's chunk: views still to be encoded, or a message read straight from a file.
@@ -295,7 +293,7 @@ class RemoteFetch:
                     done = await self._produce_segment(segment, wanted, deadline)
                 except RemoteLogError as exc:
                     pause = self.reader.backoff.backoff_ms(attempts) / 1000
-                    if not exc.retriable or (deadline.remaining() or 0) <= pause:
+                    if not should_retry_call(exc) or (deadline.remaining() or 0) <= pause:
                         raise
                     attempts += 1
                     await asyncio.sleep(pause)

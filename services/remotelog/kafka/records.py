@@ -27,15 +27,11 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength
 MAGIC = 2
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC_START = 21
-# Kafka refuses batches above Integer.MAX_VALUE; a length that large in a
-# segment is corruption, and is refused before anything is allocated.
-MAX_BATCH_SIZE = 2**31 - 1
 
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 NO_PRODUCER_ID = -1
-NO_TIMESTAMP = -1
 
 
 class CorruptBatchError(ValueError):

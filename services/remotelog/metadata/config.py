@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
-from remotelog.core.settings import MetadataTopicSettings, ServerSettings, listen_address_setting
+from remotelog.core.settings import (
+    CustomMetadataSettings,
+    MetadataTopicSettings,
+    ServerSettings,
+    listen_address_setting,
+)
 
 
 @dataclass(frozen=True)
-class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
+class MetadataManagerConfig(ServerSettings, MetadataTopicSettings, CustomMetadataSettings):
     listen_address: str = listen_address_setting("127.0.0.1:7302")
     metadata_topic_replication_factor: int = setting(
         "remote.log.metadata.topic.replication.factor",
@@ -41,12 +46,6 @@ class MetadataManagerConfig(ServerSettings, MetadataTopicSettings):
         120_000,
         "Give up initialising the metadata topic after this long",
         min=1,
-    )
-    custom_metadata_max_bytes: int = setting(
-        "remote.log.metadata.custom.metadata.max.bytes",
-        128,
-        "Largest KIP-917 custom metadata accepted",
-        min=0,
     )
     snapshot_dir: str = setting(
         "remote.log.metadata.snapshot.dir",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from remotelog.core.config import setting
 from remotelog.core.settings import (
+    BrokerIdSettings,
     MetadataClientSettings,
     MetadataTopicSettings,
     RedisSettings,
@@ -18,7 +19,21 @@ from remotelog.segmentstore.config import StorageSettings
 
 
 @dataclass(frozen=True)
+class RemoverCallSettings:
+    """The deadline of the remover's and the scrub's calls to the other services."""
+
+    rpc_timeout_ms: int = setting(
+        "remote.partition.remover.rpc.timeout.ms",
+        30_000,
+        "Deadline of each call to the segment store and the metadata manager",
+        min=1,
+    )
+
+
+@dataclass(frozen=True)
 class PartitionRemoverConfig(
+    RemoverCallSettings,
+    BrokerIdSettings,
     ServerSettings,
     RetrySettings,
     SegmentStoreClientSettings,
@@ -33,7 +48,6 @@ class PartitionRemoverConfig(
         "Pause between sweeps of marked partitions (new markers run at once)",
         min=1,
     )
-    broker_id: int = setting("broker.id", 0, "Broker id written into deletion events", min=0)
     lease_ms: int = setting(
         "remote.partition.remover.lease.ms",
         30_000,
@@ -45,21 +59,8 @@ class PartitionRemoverConfig(
         "remotelog-partition-remover",
         "Consumer group whose committed offsets record the removers' progress",
     )
-    rpc_timeout_ms: int = setting(
-        "remote.partition.remover.rpc.timeout.ms",
-        30_000,
-        "Deadline of each call to the segment store and the metadata manager",
-        min=1,
-    )
 
 
 @dataclass(frozen=True)
-class ScrubConfig(StorageSettings, MetadataClientSettings, RetrySettings):
+class ScrubConfig(StorageSettings, MetadataClientSettings, RetrySettings, RemoverCallSettings):
     """`remotelog scrub`: the bucket or directory to list, and the metadata saying what is live."""
-
-    rpc_timeout_ms: int = setting(
-        "remote.partition.remover.rpc.timeout.ms",
-        30_000,
-        "Deadline of each call to the metadata manager",
-        min=1,
-    )

@@ -6,14 +6,17 @@ from dataclasses import dataclass
 
 from remotelog.core.config import setting
 from remotelog.core.model import INT64_MAX
-from remotelog.core.settings import listen_address_setting
+from remotelog.core.settings import (
+    BrokerIdSettings,
+    CustomMetadataSettings,
+    listen_address_setting,
+)
 from remotelog.segmentstore.config import TierClientSettings
 
 
 @dataclass(frozen=True)
-class CopySchedulerConfig(TierClientSettings):
+class CopySchedulerConfig(TierClientSettings, CustomMetadataSettings, BrokerIdSettings):
     listen_address: str = listen_address_setting("127.0.0.1:7303")
-    broker_id: int = setting("broker.id", 0, "Id of the broker this scheduler runs beside", min=0)
     task_interval_ms: int = setting(
         "remote.log.manager.task.interval.ms", 30_000, "Pause between runs of a partition", min=1
     )
@@ -62,12 +65,6 @@ class CopySchedulerConfig(TierClientSettings):
         "Delete tiered segments from the broker's log directory by local retention; false "
         "beside a running Kafka broker, which owns its log directory and deletes by its own "
         "local.retention.* (the scheduler then only reads it)",
-    )
-    custom_metadata_max_bytes: int = setting(
-        "remote.log.metadata.custom.metadata.max.bytes",
-        128,
-        "Largest custom metadata a copy may return; a larger one stops the partition's copying",
-        min=0,
     )
     dangling_segment_grace_ms: int = setting(
         "remote.log.manager.dangling.segment.grace.ms",

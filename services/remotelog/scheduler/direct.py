@@ -18,6 +18,7 @@ from typing import TypeVar
 from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import DeadlineExceededError
 from remotelog.core.model import LogSegmentData, RemoteLogSegmentMetadata
+from remotelog.fileio.segment_chunks import segment_chunks
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 T = TypeVar("T")
@@ -36,19 +37,9 @@ class DirectSegmentWriter:
         self.read_bytes = read_bytes
 
     async def _chunks(self, data: LogSegmentData) -> AsyncGenerator[SegmentChunk, None]:
-        for file, source in data.files():
-            if isinstance(source, bytes):
-                yield SegmentChunk(file, 0, source)
-                continue
-            with source.open("rb") as handle:
-                position = 0
-                while True:
-                    piece = await asyncio.to_thread(handle.read, self.read_bytes)
-                    if piece or not position:
-                        yield SegmentChunk(file, position, piece)
-                    position += len(piece)
-                    if len(piece) < self.read_bytes:
-                        break
+        async with contextlib.aclosing(segment_chunks(data, self.read_bytes)) as chunks:
+            async for file, position, piece in chunks:
+                yield SegmentChunk(file, position, piece)
 
     async def copy_log_segment_data(
         self,

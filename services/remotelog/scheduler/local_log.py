@@ -159,10 +159,6 @@ class LocalLog:
         return cls(directory, segments, tuple(epochs), high_watermark)
 
     @property
-    def active(self) -> LocalSegment | None:
-        return self.segments[-1] if self.segments else None
-
-    @property
     def rolled(self) -> tuple[LocalSegment, ...]:
         return self.segments[:-1]
 

@@ -27,6 +27,11 @@ from remotelog.core.errors import (
     RemoteLogError,
     UnknownTopicOrPartitionError,
 )
+from remotelog.core.list_offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+)
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.core.quota import ByteRateQuota
@@ -68,10 +73,6 @@ from remotelog.scheduler.retention import (
 from remotelog.scheduler.schedule import PartitionSchedule
 
 log = logging.getLogger(__name__)
-
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
 
 
 class Kind(enum.Enum):
@@ -332,11 +333,11 @@ class CopyScheduler:
         """Kafka's -4 / -5 / -6 ListOffsets answers: (offset, leader epoch), None when none."""
         runtime = self._runtime(tip)
         local = await self._scan(runtime.directory)
-        if timestamp == EARLIEST_LOCAL:
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
             offset: int | None = local.local_log_start_offset
-        elif timestamp == LATEST_TIERED:
+        elif timestamp == LATEST_TIERED_TIMESTAMP:
             offset = runtime.highest_tiered_offset if runtime.highest_tiered_offset >= 0 else None
-        elif timestamp == EARLIEST_PENDING_UPLOAD:
+        elif timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
             log_end, _ = await asyncio.to_thread(local.end_state)
             first = max(runtime.highest_tiered_offset + 1, local.local_log_start_offset)
             offset = first if first < log_end else None

@@ -13,6 +13,7 @@ from remotelog.core.settings import (
     HTTP_URL,
     HTTP_URL_FORM,
     MIB,
+    CustomMetadataSettings,
     MetadataClientSettings,
     RedisSettings,
     RetrySettings,
@@ -93,7 +94,7 @@ class StorageSettings:
 
 
 @dataclass(frozen=True)
-class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
+class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings, CustomMetadataSettings):
     listen_address: str = listen_address_setting("127.0.0.1:7301")
     copy_chunk_max_bytes: int = setting(
         "copy.chunk.max.bytes",
@@ -101,12 +102,6 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings):
         "Largest data chunk of a CopyLogSegmentData message; larger is INVALID_ARGUMENT",
         min=4096,
         max=15 * MIB,
-    )
-    custom_metadata_max_bytes: int = setting(
-        "remote.log.metadata.custom.metadata.max.bytes",
-        128,
-        "Largest KIP-917 custom metadata returned by a copy",
-        min=0,
     )
     short_circuit_socket_path: str = setting(
         "short.circuit.socket.path",

@@ -21,17 +21,12 @@ final class Failures {
     private Failures() {}
 
     static final String DOMAIN = "remotelog";
-    // Reasons error.proto marks "retry": the same call may succeed later.
-    private static final Set<String> RETRIABLE_REASONS =
-            Set.of(
-                    "METADATA_NOT_READY",
-                    "METADATA_TOPIC_UNAVAILABLE",
-                    "REMOTE_STORAGE_UNAVAILABLE",
-                    "READER_QUEUE_FULL",
-                    "UNKNOWN_TOPIC_OR_PARTITION",
-                    "UNKNOWN_LEADER_EPOCH");
+    // error.proto's retry rule: on these codes the same call may succeed later.
     private static final Set<Status.Code> RETRIABLE_CODES =
             Set.of(Status.Code.UNAVAILABLE, Status.Code.RESOURCE_EXHAUSTED, Status.Code.DEADLINE_EXCEEDED);
+    // Retriable in Kafka's sense, though final for the call: the broker asks again later.
+    private static final Set<String> RETRIABLE_LATER_REASONS =
+            Set.of("UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_LEADER_EPOCH");
 
     /** The ErrorInfo reason of a remotelog service's error, or "" where it has none. */
     static String reason(Throwable failure) {
@@ -65,7 +60,7 @@ final class Failures {
 
     static boolean retriable(StatusRuntimeException failure) {
         return RETRIABLE_CODES.contains(failure.getStatus().getCode())
-                || RETRIABLE_REASONS.contains(reason(failure));
+                || RETRIABLE_LATER_REASONS.contains(reason(failure));
     }
 
     /**
@@ -96,6 +91,9 @@ final class Failures {
         String reason = reason(failure);
         if ("METADATA_NOT_READY".equals(reason)) {
             return new ReplicaNotAvailableException(message, failure);
+        }
+        if (RETRIABLE_LATER_REASONS.contains(reason)) {
+            return null; // a RetriableRemoteStorageException, whatever the code
         }
         return switch (failure.getStatus().getCode()) {
             case INVALID_ARGUMENT -> new IllegalArgumentException(message, failure);

@@ -51,6 +51,8 @@ class FailuresTest {
         assertInstanceOf(RetriableRemoteStorageException.class, translated(Code.RESOURCE_EXHAUSTED, "READER_QUEUE_FULL"));
         assertInstanceOf(RetriableRemoteStorageException.class, translated(Code.NOT_FOUND, "UNKNOWN_TOPIC_OR_PARTITION"));
         assertInstanceOf(
+                RetriableRemoteStorageException.class, translated(Code.FAILED_PRECONDITION, "UNKNOWN_LEADER_EPOCH"));
+        assertInstanceOf(
                 RetriableRemoteStorageException.class,
                 Failures.translate("Call", Status.DEADLINE_EXCEEDED.asRuntimeException()));
         // A status without remotelog's details (a proxy's, a transport's) still goes by code.
