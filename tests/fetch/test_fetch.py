@@ -8,6 +8,7 @@ from support.services import new_partition
 from support.telemetry import counter
 
 from remotelog.client import FetchPartition
+from remotelog.core import metrics as m
 from remotelog.core.errors import (
     InvalidArgumentError,
     OffsetOutOfRangeError,
@@ -44,7 +45,7 @@ async def test_every_record_reads_back_byte_identical(tiered, name, via, telemet
     URLs it signs (S3)."""
     reader, _ = telemetry
     topic = tiered.tip(name).topic
-    store_bytes_before = counter(reader, "RemoteFetchBytesPerSec", topic, STORE_SCOPE)
+    store_bytes_before = counter(reader, m.STORE_FETCH_BYTES.name, topic, STORE_SCOPE)
     expected = tiered.log_bytes(name)
     received, offset, fetches = [], 0, 0
     last_offset = headers(expected)[-1].last_offset
@@ -62,7 +63,7 @@ async def test_every_record_reads_back_byte_identical(tiered, name, via, telemet
     assert fetches >= len(tiered.partitions[name][1])  # a fetch never crosses a segment
     if via == 2 and tiered.backend == "s3":
         # Read from S3 by URL: what the store served was indexes, not the log.
-        through_store = counter(reader, "RemoteFetchBytesPerSec", topic, STORE_SCOPE)
+        through_store = counter(reader, m.STORE_FETCH_BYTES.name, topic, STORE_SCOPE)
         assert through_store - store_bytes_before < len(expected) // 2
 
 

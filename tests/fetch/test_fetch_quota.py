@@ -11,6 +11,7 @@ from support.telemetry import metric_points
 from support.tiering import batch
 
 from remotelog.client import FetchPartition
+from remotelog.core import metrics as m
 
 from .conftest import FetchStack
 
@@ -33,7 +34,7 @@ async def quota_stack(tmp_path, broker, s3_endpoint, telemetry):
 
 
 def throttled_ms(reader) -> float:
-    return sum(p.sum for p in metric_points(reader, "RemoteFetchThrottleTime"))
+    return sum(p.sum for p in metric_points(reader, m.REMOTE_FETCH_THROTTLE_TIME.name))
 
 
 async def test_fetches_read_at_the_quota(quota_stack, telemetry):

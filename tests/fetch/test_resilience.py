@@ -15,6 +15,7 @@ from support.telemetry import counter
 from support.waiting import eventually
 
 from remotelog.client import FetchPartition
+from remotelog.core import metrics as m
 from remotelog.core.errors import ReaderQueueFullError, RemoteLogError
 from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.records import iter_batches
@@ -71,7 +72,7 @@ async def test_slow_store_expires_with_empty_records_and_frees_the_workers(
     reader, _ = telemetry
     running = await s3_stack.start_fetch(**{"remote.log.reader.threads": "2"})
     tip = s3_stack.tip("indexed")
-    expired_before = counter(reader, "ExpiresPerSec", None, "remotelog.fetch") or 0
+    expired_before = counter(reader, m.REMOTE_FETCH_EXPIRES.name, None, "remotelog.fetch") or 0
     s3_faults("slow", count=10_000, method="GET", delay_ms=2_000)
     try:
         started = time.monotonic()
@@ -83,7 +84,9 @@ async def test_slow_store_expires_with_empty_records_and_frees_the_workers(
     assert result.records == b""
     assert waited >= 0.3
     assert running.app.purgatory.expired == 1
-    assert counter(reader, "ExpiresPerSec", None, "remotelog.fetch") == expired_before + 1
+    assert (
+        counter(reader, m.REMOTE_FETCH_EXPIRES.name, None, "remotelog.fetch") == expired_before + 1
+    )
     # The expired read was cancelled where it ran: no worker keeps reading.
     await eventually(lambda: running.app.pool.busy == 0)
     (result,) = await running.client.fetch([FetchPartition(tip, 0)], max_wait_ms=5_000)

@@ -7,6 +7,7 @@ from support.services import metadata_config, new_partition, start_metadata
 from support.serving import serve_until_sigterm, sigterm_while_starting
 from support.telemetry import metric_points
 
+from remotelog.core import metrics as m
 from remotelog.dev.broker import free_port
 from remotelog.metadata import snapshot as snapshots
 from remotelog.rpc.serve import serve_command
@@ -20,21 +21,19 @@ async def test_metrics_count_segments_and_time_reads_and_writes(telemetry, tmp_p
     reader, _ = telemetry
     running = await start_metadata(metadata_config(tmp_path, broker.bootstrap_servers))
     try:
-        reads_before = sum(p.count for p in metric_points(reader, "RemoteLogMetadataReadLatencyMs"))
-        writes_before = sum(
-            p.count for p in metric_points(reader, "RemoteLogMetadataWriteLatencyMs")
-        )
+        reads_before = sum(p.count for p in metric_points(reader, m.METADATA_READ_LATENCY.name))
+        writes_before = sum(p.count for p in metric_points(reader, m.METADATA_WRITE_LATENCY.name))
         tip = new_partition("metered")
         for number in range(3):
             metadata = metadata_of(tip, Seg(f"m{number}", number * 10, number * 10 + 9, {0: 0}))
             await running.client.add_remote_log_segment_metadata(metadata)
             await running.client.update_remote_log_segment_metadata(update_of(metadata, COPIED))
         assert await running.client.highest_offset_for_epoch(tip, 0) == 29
-        [gauge] = metric_points(reader, "RemoteLogMetadataCount")
+        [gauge] = metric_points(reader, m.METADATA_SEGMENTS.name)
         assert gauge.value == running.manager.segment_count()
         assert gauge.value >= 3
-        reads = sum(p.count for p in metric_points(reader, "RemoteLogMetadataReadLatencyMs"))
-        writes = sum(p.count for p in metric_points(reader, "RemoteLogMetadataWriteLatencyMs"))
+        reads = sum(p.count for p in metric_points(reader, m.METADATA_READ_LATENCY.name))
+        writes = sum(p.count for p in metric_points(reader, m.METADATA_WRITE_LATENCY.name))
         assert reads - reads_before == 1
         assert writes - writes_before == 6
     finally:

@@ -15,6 +15,7 @@ from support.waiting import eventually
 from remotelog.api.remover.v1 import partition_remover_pb2 as pb
 from remotelog.api.remover.v1 import partition_remover_pb2_grpc as pb_grpc
 from remotelog.client import PartitionRemoverClient
+from remotelog.core import metrics as m
 from remotelog.core.errors import RemoteResourceNotFoundError, UnknownTopicOrPartitionError
 from remotelog.core.model import RemotePartitionDeleteMetadata, TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
@@ -82,8 +83,8 @@ async def test_deleting_a_topic_empties_its_prefix_and_spares_a_recreated_topic(
     assert [s.remote_log_segment_id for s in await stack.segments(recreated)] == [
         s.remote_log_segment_id for s in tiered[recreated]
     ]
-    assert counter(reader, "RemoteDeleteRequestsPerSec", topic, "remotelog.remover") == 4
-    assert counter(reader, "RemoteDeleteErrorsPerSec", topic, "remotelog.remover") == 0
+    assert counter(reader, m.REMOTE_DELETE_REQUESTS.name, topic, "remotelog.remover") == 4
+    assert counter(reader, m.REMOTE_DELETE_ERRORS.name, topic, "remotelog.remover") == 0
     # Progress is committed past the FINISHED events once the run ends.
     for tip in deleted:
         last = events_of(stack.bootstrap, tip)[-1][0]
@@ -133,7 +134,7 @@ async def test_a_store_outage_is_retried_without_committing_past_the_marker(
     try:
         await remover.client.mark_partitions_for_deletion([tip])
         await eventually(
-            lambda: counter(reader, "RemoteDeleteErrorsPerSec", topic, "remotelog.remover") >= 2
+            lambda: counter(reader, m.REMOTE_DELETE_ERRORS.name, topic, "remotelog.remover") >= 2
         )
         status = await remover.client.deletion_status(tip)
         assert status.state is D.DELETE_PARTITION_STARTED
@@ -242,7 +243,9 @@ async def test_pending_deletions_list_and_gauge_while_the_store_is_down(
         pending = await pending_among(remover.client, tips)
         assert [p.topic_id_partition for p in pending] == sorted(tips, key=lambda t: t.topic)
         assert all(p.segments_remaining == 1 for p in pending)
-        gauge = metric_points(reader, "RemotePartitionsPendingDeletion", "remotelog.remover")
+        gauge = metric_points(
+            reader, m.REMOTE_PARTITIONS_PENDING_DELETION.name, "remotelog.remover"
+        )
         assert max(p.value for p in gauge) >= 2
     finally:
         s3_faults(None)

@@ -10,6 +10,7 @@ from support.services import new_partition
 from support.telemetry import counter
 from support.waiting import eventually
 
+from remotelog.core import metrics as m
 from remotelog.core.model import kafka_uuid_str
 from remotelog.scheduler import copy_task
 
@@ -107,7 +108,7 @@ async def test_a_segment_the_broker_deletes_is_skipped_or_copied_whole(
     objects = fs_stack.objects_of(tip)
     assert objects
     assert all(any(i in key for i in ids) for key in objects)
-    assert counter(reader, "SegmentsDeletedBeforeTiering", tip.topic) == 1
+    assert counter(reader, m.SEGMENTS_DELETED_BEFORE_TIERING.name, tip.topic) == 1
     assert any(
         f"offsets {gone_before}-{ends[gone_before]} were deleted by the broker" in m
         for m in caplog.messages

@@ -5,9 +5,11 @@ import json
 
 import pytest
 from support.services import new_partition
+from support.telemetry import counter
 from support.waiting import eventually
 
 from remotelog.client import PartitionAssignment
+from remotelog.core import metrics as m
 from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
@@ -226,11 +228,22 @@ async def test_a_corrupt_leader_epoch_checkpoint_stops_copying_naming_the_file(f
     assert state.highest_tiered_offset == -1
 
 
-async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tmp_path):
+async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tmp_path, telemetry):
     """With direct storage writes the scheduler runs the segment store in-process over
     the same backend: the store service reads back what it wrote, with the same custom
-    metadata, and a deletion of the remote log empties the partition's prefix."""
+    metadata, and a deletion of the remote log empties the partition's prefix. Each
+    copy is counted once under each meaning: Kafka's RemoteCopyBytesPerSec the log,
+    the store's own the log and its indexes."""
     tip, gone = new_partition(), new_partition("gone")
+    reader, _ = telemetry
+
+    def copied():  # by name across every meter, as a Prometheus scrape shows them
+        return (
+            counter(reader, m.REMOTE_COPY_BYTES.name, tip.topic),
+            counter(reader, m.STORE_COPY_BYTES.name, tip.topic),
+        )
+
+    copied_before = copied()
     brokers = [Broker(tmp_path / "broker-0", t) for t in (tip, gone)]
     for broker in brokers:
         broker.segments(3)
@@ -254,6 +267,9 @@ async def test_direct_storage_writes_make_the_objects_the_store_serves(stack, tm
     for segment in segments:
         custom = json.loads(segment.custom_metadata or b"{}")
         assert custom["remote_size"] > segment.segment_size_in_bytes  # the log and its indexes
+    logs = sum(s.segment_size_in_bytes for s in segments)
+    stored = sum(json.loads(s.custom_metadata or b"{}")["remote_size"] for s in segments)
+    assert copied() == (copied_before[0] + logs, copied_before[1] + stored)
     assert await stack.remote_records(tip) == {
         o: kv for o, kv in brokers[0].records.items() if o <= brokers[0].rolled_end
     }

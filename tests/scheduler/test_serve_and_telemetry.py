@@ -10,6 +10,7 @@ from support.serving import serve_until_sigterm
 from support.telemetry import counter, metric_points
 from support.waiting import eventually
 
+from remotelog.core import metrics as m
 from remotelog.scheduler.server import start_copy_scheduler
 
 from .conftest import Broker, scheduler_config
@@ -28,33 +29,35 @@ async def test_metrics_report_copies_deletes_lag_and_idle_time(telemetry, fs_sta
 
     await eventually(lambda: scheduler.tiered_to(tip, 89))
     sizes = sum(s.size for s in broker.log.segments)
-    assert counter(reader, "RemoteCopyBytesPerSec", "metered", SCOPE) == sizes
-    assert counter(reader, "RemoteCopyRequestsPerSec", "metered", SCOPE) == 3
+    assert counter(reader, m.REMOTE_COPY_BYTES.name, "metered", SCOPE) == sizes
+    assert counter(reader, m.REMOTE_COPY_REQUESTS.name, "metered", SCOPE) == 3
     await scheduler.client.update_log_start_offset(tip, 30)
 
     async def deleted():
-        return counter(reader, "RemoteDeleteRequestsPerSec", "metered", SCOPE) == 1
+        return counter(reader, m.REMOTE_DELETE_REQUESTS.name, "metered", SCOPE) == 1
 
     await eventually(deleted)
     lag = [
         p
-        for p in metric_points(reader, "RemoteCopyLagSegments")
+        for p in metric_points(reader, m.REMOTE_COPY_LAG_SEGMENTS.name)
         if p.attributes["topic"] == "metered"
     ]
     assert [p.value for p in lag] == [0]
     size = [
-        p for p in metric_points(reader, "RemoteLogSizeBytes") if p.attributes["topic"] == "metered"
+        p
+        for p in metric_points(reader, m.REMOTE_LOG_SIZE_BYTES.name)
+        if p.attributes["topic"] == "metered"
     ]
     assert len(size) == 1
 
     async def counted():  # KIP-963: the segments left, and what sizing them took
-        [count] = partition_points(reader, "RemoteLogMetadataCount", "metered")
+        [count] = partition_points(reader, m.REMOTE_LOG_METADATA_COUNT.name, "metered")
         return count.value == 2
 
     await eventually(counted)
-    [took] = partition_points(reader, "RemoteLogSizeComputationTime", "metered")
+    [took] = partition_points(reader, m.REMOTE_LOG_SIZE_COMPUTATION_TIME.name, "metered")
     assert took.value >= 0
-    [idle] = metric_points(reader, "RemoteLogManagerTasksAvgIdlePercent")
+    [idle] = metric_points(reader, m.REMOTE_LOG_MANAGER_TASKS_IDLE.name)
     assert 0 <= idle.value <= 100
 
 
@@ -68,7 +71,7 @@ async def test_the_copy_quota_holds_copies_back_and_says_for_how_long(
     reader, _ = telemetry
 
     def throttled_ms():
-        return sum(p.sum for p in metric_points(reader, "RemoteCopyThrottleTime"))
+        return sum(p.sum for p in metric_points(reader, m.REMOTE_COPY_THROTTLE_TIME.name))
 
     before = throttled_ms()
     tip = new_partition("quota")
@@ -84,7 +87,7 @@ async def test_the_copy_quota_holds_copies_back_and_says_for_how_long(
     )
     await scheduler.client.on_partition_leadership_changes([broker.assignment()])
     await eventually(lambda: scheduler.tiered_to(tip, broker.rolled_end))
-    assert counter(reader, "RemoteCopyRequestsPerSec", "quota", SCOPE) == 3
+    assert counter(reader, m.REMOTE_COPY_REQUESTS.name, "quota", SCOPE) == 3
     assert throttled_ms() - before >= 1000  # two waits of at least half a second
 
 

@@ -22,6 +22,7 @@ from support.telemetry import counter
 from support.tls import make_certificates, server_tls_settings
 
 from remotelog.client import ClientOptions, SegmentStoreClient
+from remotelog.core import metrics as m
 from remotelog.core.errors import RemoteResourceNotFoundError, ServiceUnavailableError
 from remotelog.core.model import IndexType
 from remotelog.rpc.serve import serve_command
@@ -48,12 +49,12 @@ async def test_copy_and_fetch_report_metrics_and_spans(telemetry, tmp_path, s3_e
     finally:
         await running.stop()
     indexes = 16 + 24 + 4 + len(b"0\n1\n0 0\n")
-    assert counter(reader, "RemoteCopyBytesPerSec", topic) == 5000 + indexes
-    assert counter(reader, "RemoteCopyRequestsPerSec", topic) == 1
-    assert counter(reader, "RemoteCopyErrorsPerSec", topic) == 0
-    assert counter(reader, "RemoteFetchBytesPerSec", topic) == 1000
-    assert counter(reader, "RemoteFetchRequestsPerSec", topic) == 2
-    assert counter(reader, "RemoteFetchErrorsPerSec", topic) == 1
+    assert counter(reader, m.STORE_COPY_BYTES.name, topic) == 5000 + indexes
+    assert counter(reader, m.STORE_COPY_REQUESTS.name, topic) == 1
+    assert counter(reader, m.STORE_COPY_ERRORS.name, topic) == 0
+    assert counter(reader, m.STORE_FETCH_BYTES.name, topic) == 1000
+    assert counter(reader, m.STORE_FETCH_REQUESTS.name, topic) == 2
+    assert counter(reader, m.STORE_FETCH_ERRORS.name, topic) == 1
     names = [s.name for s in spans.get_finished_spans() if s.attributes.get("topic") == topic]
     assert "SegmentStore.copy_log_segment_data" in names
     assert "SegmentStore.fetch_log_segment" in names
@@ -75,8 +76,8 @@ async def test_a_followers_aux_state_reads_are_counted(telemetry, tmp_path, s3_e
             await running.client.fetch_index(missing, IndexType.LEADER_EPOCH)
     finally:
         await running.stop()
-    assert counter(reader, "BuildRemoteLogAuxStateRequestsPerSec", topic) == 2
-    assert counter(reader, "BuildRemoteLogAuxStateErrorsPerSec", topic) == 1
+    assert counter(reader, m.AUX_STATE_REQUESTS.name, topic) == 2
+    assert counter(reader, m.AUX_STATE_ERRORS.name, topic) == 1
 
 
 def store_properties(tmp_path, listen_address):

@@ -16,7 +16,7 @@ from support.serving import serving_line
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.rpc.serve import serve_command
 
-COPIED = "remotecopybytespersec_bytes_total"
+COPIED = "remotelog_segment_store_copy_bytes_total"
 
 
 def scrape(address: str) -> dict[str, float]:
@@ -89,7 +89,7 @@ async def test_a_scrape_shows_the_copies_as_they_happen(served_store):
         "topic=orders",
         f"{sizes[1]:g}",
     ]
-    assert by_metric["remotecopyrequestspersec_total"][-1] == "2"
+    assert by_metric["remotelog_segment_store_copy_requests_total"][-1] == "2"
 
 
 def test_stats_names_what_it_could_not_read():

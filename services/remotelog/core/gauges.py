@@ -15,21 +15,30 @@ from collections.abc import Callable, Iterable
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-Observe = Callable[[str], Iterable[Observation]]
+from remotelog.core.metrics import Metric
+
+Observe = Callable[[Metric], Iterable[Observation]]
 
 
 class InstanceGauges:
-    def __init__(self, scope: str, instruments: Iterable[tuple[str, str]], observe: Observe):
-        """`instruments` are (name, unit); `observe(name)` yields that gauge's observations."""
+    def __init__(self, scope: str, gauges: Iterable[Metric], observe: Observe):
+        """`observe(metric)` yields the observations of that gauge (core.metrics)."""
         self._observe: Observe | None = observe
         meter = metrics.get_meter(scope, attributes={"remotelog.instance": uuid.uuid4().hex[:12]})
-        for name, unit in instruments:
-            meter.create_observable_gauge(name, callbacks=[self._callback(name)], unit=unit)
+        for gauge in gauges:
+            if gauge.kind != "gauge":
+                raise TypeError(f"{gauge.name} is a {gauge.kind}, not a gauge")
+            meter.create_observable_gauge(
+                gauge.name,
+                callbacks=[self._callback(gauge)],
+                unit=gauge.unit,
+                description=gauge.description,
+            )
 
-    def _callback(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def _callback(self, gauge: Metric) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             read = self._observe
-            return [] if read is None else list(read(name))
+            return [] if read is None else list(read(gauge))
 
         return observe
 

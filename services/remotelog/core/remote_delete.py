@@ -9,20 +9,14 @@ are gone. The copy scheduler and the partition remover both delete this way.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from remotelog.core.errors import RemoteLogError
+from remotelog.core.metrics import REMOTE_DELETE_ERRORS, REMOTE_DELETE_REQUESTS, Instruments
 from remotelog.core.model import RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate
 from remotelog.core.ports import SegmentDataDeleter, SegmentStateWriter
 from remotelog.core.states import RemoteLogSegmentState
-
-
-class Counter(Protocol):
-    """An OpenTelemetry counter."""
-
-    def add(self, amount: int, attributes: Mapping[str, str] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -31,8 +25,7 @@ class RemoteSegmentDeleter:
     metadata: SegmentStateWriter
     broker_id: int
     timeout_s: float
-    requests: Counter
-    errors: Counter
+    metrics: Instruments  # of the service that deletes
     clock: Callable[[], float] = time.time
 
     async def _publish(
@@ -51,10 +44,10 @@ class RemoteSegmentDeleter:
         topic = {"topic": segment.topic_id_partition.topic}
         if segment.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
             await self._publish(segment, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
-        self.requests.add(1, topic)
+        self.metrics.add(REMOTE_DELETE_REQUESTS, 1, topic)
         try:
             await self.store.delete_log_segment_data(segment, timeout_s=self.timeout_s)
         except RemoteLogError:
-            self.errors.add(1, topic)
+            self.metrics.add(REMOTE_DELETE_ERRORS, 1, topic)
             raise
         await self._publish(segment, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)

@@ -12,14 +12,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry import metrics
-
+from remotelog.core.metrics import REMOTE_FETCH_EXPIRES, Instruments
 from remotelog.core.purgatory import DelayedOperation
-
-_meter = metrics.get_meter("remotelog.fetch")
-EXPIRES = _meter.create_counter(
-    "ExpiresPerSec", unit="{fetch}", description="Expired delayed remote fetches"
-)
 
 Outcome = tuple[str, Any]  # ("data", value) | ("error", exception) | ("expired", None)
 
@@ -30,10 +24,12 @@ class DelayedRemoteFetch(DelayedOperation):
         delay_ms: int,
         reads: Sequence[asyncio.Future[Any]],
         respond: Callable[[list[Outcome]], None],
+        metrics: Instruments,
     ) -> None:
         super().__init__(delay_ms)
         self.reads = list(reads)
         self._respond = respond
+        self._metrics = metrics
 
     def try_complete(self) -> bool:
         return all(read.done() for read in self.reads) and self.force_complete()
@@ -50,7 +46,7 @@ class DelayedRemoteFetch(DelayedOperation):
         self._respond(outcomes)
 
     def on_expiration(self) -> None:
-        EXPIRES.add(1)
+        self._metrics.add(REMOTE_FETCH_EXPIRES, 1)
         self.cancel_reads()
 
     def cancel_reads(self) -> None:

@@ -28,12 +28,18 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from opentelemetry import metrics
-
 from remotelog.core.errors import RemoteResourceNotFoundError
+from remotelog.core.metrics import (
+    FETCH,
+    REMOTE_INDEX_CACHE_EVICTIONS,
+    REMOTE_INDEX_CACHE_HITS,
+    REMOTE_INDEX_CACHE_MISSES,
+    Instruments,
+)
 from remotelog.core.model import IndexType, RemoteLogSegmentMetadata, kafka_uuid_str
 from remotelog.core.ports import SegmentReader
 from remotelog.core.setting_paths import make_directory
+from remotelog.fetch.metrics import SCOPE
 from remotelog.kafka.indexes import (
     OFFSET_ENTRY,
     TIME_ENTRY,
@@ -48,10 +54,6 @@ from remotelog.kafka.indexes import (
 )
 
 log = logging.getLogger(__name__)
-_meter = metrics.get_meter("remotelog.fetch")
-HITS = _meter.create_counter("RemoteIndexCacheHits", unit="{lookup}")
-MISSES = _meter.create_counter("RemoteIndexCacheMisses", unit="{lookup}")
-EVICTIONS = _meter.create_counter("RemoteIndexCacheEvictions", unit="{entry}")
 
 SUFFIXES = (".txnindex", ".timeindex", ".index")  # write order: `.index` last marks complete
 _KINDS = {
@@ -143,6 +145,7 @@ class RemoteIndexCache:
     ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
+        self._metrics = Instruments(SCOPE, FETCH)
         self.store = store
         self.second_level = second_level
         self._entries: OrderedDict[str, IndexEntry] = OrderedDict()
@@ -194,9 +197,9 @@ class RemoteIndexCache:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
-            HITS.add(1)
+            self._metrics.add(REMOTE_INDEX_CACHE_HITS, 1)
             return entry
-        MISSES.add(1)
+        self._metrics.add(REMOTE_INDEX_CACHE_MISSES, 1)
         loading = self._loading.get(key)
         if loading is None:
             loading = asyncio.ensure_future(self._fetch(key, metadata, timeout_s))
@@ -277,7 +280,7 @@ class RemoteIndexCache:
             entry = self._entries.pop(key)
             self.size_bytes -= entry.size_bytes
             entry.delete()
-            EVICTIONS.add(1)
+            self._metrics.add(REMOTE_INDEX_CACHE_EVICTIONS, 1)
 
     def remove(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Forget a segment (it was deleted remotely)."""

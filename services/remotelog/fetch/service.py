@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import metrics
-
+from remotelog.core import metrics as m
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError, should_retry_call
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP
 from remotelog.core.model import INT64_MAX, RemoteLogSegmentMetadata, TopicIdPartition
@@ -30,18 +29,13 @@ from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
 from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
+from remotelog.fetch.metrics import SCOPE
 from remotelog.fetch.offsets import OffsetAndEpoch, offset_for_timestamp
 from remotelog.fetch.reader import Deadline, PartitionData, PartitionRead, RemoteLogReader
 from remotelog.fetch.reader_pool import ReaderPool
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
 
 log = logging.getLogger(__name__)
-_meter = metrics.get_meter("remotelog.fetch")
-FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
-FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec", unit="{request}")
-FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec", unit="{error}")
-# KIP-956: how long remote reads were held back by the fetch quota.
-FETCH_THROTTLE_TIME = _meter.create_histogram("RemoteFetchThrottleTime", unit="ms")
 
 
 # A bulk read's chunk: views still to be encoded, or a message read straight from a file.
@@ -95,6 +89,7 @@ class RemoteFetch:
     ) -> None:
         self.config = config
         self.metadata = metadata
+        self.metrics = m.Instruments(SCOPE, m.FETCH)
         self.index_cache = RemoteIndexCache(
             Path(config.index_cache_dir).expanduser(),
             config.index_cache_total_size_bytes,
@@ -140,14 +135,14 @@ class RemoteFetch:
         await self.pool.close()
         self.index_cache.close()
 
-    def gauges(self) -> dict[str, float]:
+    def gauges(self) -> dict[m.Metric, float]:
         return {
-            "RemoteLogReaderTaskQueueSize": self.pool.queue_size,
-            "RemoteLogReaderAvgIdlePercent": self.pool.idle_percent(),
-            "RemoteFetchPurgatoryDelayedOperations": (
+            m.REMOTE_LOG_READER_TASK_QUEUE_SIZE: self.pool.queue_size,
+            m.REMOTE_LOG_READER_IDLE: self.pool.idle_percent(),
+            m.REMOTE_FETCH_PURGATORY_DELAYED: (
                 self.purgatory.delayed if self.purgatory is not None else 0
             ),
-            "RemoteIndexCacheSizeBytes": self.index_cache.size_bytes,
+            m.REMOTE_INDEX_CACHE_SIZE: self.index_cache.size_bytes,
         }
 
     def _deadline_s(self, timeout_s: float | None) -> float:
@@ -174,12 +169,12 @@ class RemoteFetch:
         if timeout_s is not None:
             wait_ms = max(1, min(wait_ms, int(timeout_s * 1000)))
         deadline_s = wait_ms / 1000
-        FETCH_REQUESTS.add(len(reads))
+        self.metrics.add(m.REMOTE_FETCH_REQUESTS, len(reads))
         if not await self._within_quota(deadline_s):
             return [FetchResult(read.partition, PartitionData()) for read in reads]
         futures = self.pool.submit_all([self._reading(read, deadline_s) for read in reads])
         answered: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
-        operation = DelayedRemoteFetch(wait_ms, futures, answered.set_result)
+        operation = DelayedRemoteFetch(wait_ms, futures, answered.set_result, self.metrics)
         key = ("remote-fetch", id(operation))
         purgatory = self.purgatory
         for future in futures:
@@ -202,7 +197,7 @@ class RemoteFetch:
         again at once is not answered empty in a loop."""
         if self.quota is None or (throttle_s := self.quota.throttle_seconds()) <= 0:
             return True
-        FETCH_THROTTLE_TIME.record(throttle_s * 1000)
+        self.metrics.record(m.REMOTE_FETCH_THROTTLE_TIME, throttle_s * 1000)
         await asyncio.sleep(min(throttle_s, wait_s))
         return self.quota.throttle_seconds() <= 0
 
@@ -218,7 +213,7 @@ class RemoteFetch:
         for read, (kind, value) in zip(reads, outcomes, strict=True):
             if kind == "error":
                 error = value if isinstance(value, RemoteLogError) else _internal(value, read)
-                FETCH_ERRORS.add(1)
+                self.metrics.add(m.REMOTE_FETCH_ERRORS, 1)
                 results.append(FetchResult(read.partition, PartitionData(), error))
                 continue
             data = value if kind == "data" else PartitionData()
@@ -228,7 +223,7 @@ class RemoteFetch:
                 if data.records:
                     first_with_data = False
                     budget -= len(data.records)
-                    FETCH_BYTES.add(len(data.records))
+                    self.metrics.add(m.REMOTE_FETCH_BYTES, len(data.records))
                 else:
                     data.aborted_transactions = []
             results.append(FetchResult(read.partition, data))
@@ -271,8 +266,8 @@ class RemoteFetch:
                 if isinstance(item, BaseException):
                     raise item
                 if self.quota is not None and (waited := await self.quota.acquire(item.size)):
-                    FETCH_THROTTLE_TIME.record(waited * 1000)
-                FETCH_BYTES.add(item.size)
+                    self.metrics.record(m.REMOTE_FETCH_THROTTLE_TIME, waited * 1000)
+                self.metrics.add(m.REMOTE_FETCH_BYTES, item.size)
                 yield item
         finally:
             producer.cancel()

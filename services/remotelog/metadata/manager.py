@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 
 from remotelog.core.deadline import current_deadline
@@ -51,6 +50,12 @@ from remotelog.core.errors import (
 from remotelog.core.gauges import InstanceGauges
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.metadata_serde import serialize
+from remotelog.core.metrics import (
+    METADATA_READ_LATENCY,
+    METADATA_SEGMENTS,
+    METADATA_WRITE_LATENCY,
+    histogram,
+)
 from remotelog.core.model import (
     RemoteLogMetadata,
     RemoteLogSegmentMetadata,
@@ -85,9 +90,7 @@ from remotelog.metadata.topic import (
 )
 
 log = logging.getLogger(__name__)
-_meter = metrics.get_meter("remotelog.metadata")
-READ_LATENCY = _meter.create_histogram("RemoteLogMetadataReadLatencyMs", unit="ms")
-WRITE_LATENCY = _meter.create_histogram("RemoteLogMetadataWriteLatencyMs", unit="ms")
+SCOPE = "remotelog.metadata"
 # A write's acknowledgement lags its consumption by at most the writes in flight.
 RECENT_DROPS_KEPT = 1024
 
@@ -117,6 +120,8 @@ class TopicBasedRemoteLogMetadataManager:
     def __init__(self, config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC) -> None:
         self.config = config
         self.topic_name = topic
+        self._read_latency = histogram(SCOPE, METADATA_READ_LATENCY)
+        self._write_latency = histogram(SCOPE, METADATA_WRITE_LATENCY)
         self.client_config: dict[str, Any] = kafka_client_config(config)
         self.topic: TopicInfo | None = None
         # How the last start went with the snapshot: "none", "loaded", "discarded: <why>".
@@ -169,9 +174,9 @@ class TopicBasedRemoteLogMetadataManager:
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
         # Live segments materialised by this manager.
         self._gauges = InstanceGauges(
-            "remotelog.metadata",
-            [("RemoteLogMetadataCount", "{segment}")],
-            lambda name: [Observation(self.segment_count())],
+            SCOPE,
+            [METADATA_SEGMENTS],
+            lambda _: [Observation(self.segment_count())],
         )
 
     async def close(self) -> None:
@@ -472,7 +477,7 @@ class TopicBasedRemoteLogMetadataManager:
                 "land: retry"
             ) from None
         finally:
-            WRITE_LATENCY.record((time.perf_counter() - started) * 1000)
+            self._write_latency.record((time.perf_counter() - started) * 1000)
         if dropped is not None:
             raise InvalidStateTransitionError(f"the event was not applied: {dropped}")
 
@@ -503,7 +508,7 @@ class TopicBasedRemoteLogMetadataManager:
         try:
             yield
         finally:
-            READ_LATENCY.record((time.perf_counter() - started) * 1000)
+            self._read_latency.record((time.perf_counter() - started) * 1000)
 
     def remote_log_segment_metadata(
         self, tip: TopicIdPartition, leader_epoch: int, offset: int

@@ -1,18 +1,16 @@
-"""The partition remover's metrics, under Kafka's names where Kafka has one."""
+"""The partition remover's gauges, from the catalogue in core.metrics (its deletions are
+counted by core.remote_delete)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 
 from remotelog.core.gauges import InstanceGauges
+from remotelog.core.metrics import REMOTE_PARTITIONS_PENDING_DELETION
 
-_meter = metrics.get_meter("remotelog.remover")
-
-DELETE_REQUESTS = _meter.create_counter("RemoteDeleteRequestsPerSec", unit="{request}")
-DELETE_ERRORS = _meter.create_counter("RemoteDeleteErrorsPerSec", unit="{error}")
+SCOPE = "remotelog.remover"
 
 
 class Observed(Protocol):
@@ -22,7 +20,7 @@ class Observed(Protocol):
 def register(remover: Observed) -> InstanceGauges:
     """The remover's gauges, reading `remover` until closed."""
     return InstanceGauges(
-        "remotelog.remover",
-        [("RemotePartitionsPendingDeletion", "{partition}")],
-        lambda name: [Observation(remover.pending_count())],
+        SCOPE,
+        [REMOTE_PARTITIONS_PENDING_DELETION],
+        lambda _: [Observation(remover.pending_count())],
     )

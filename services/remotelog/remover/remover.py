@@ -36,6 +36,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.gauges import InstanceGauges
 from remotelog.core.kafka_client import kafka_client_config
+from remotelog.core.metrics import REMOVER, Instruments
 from remotelog.core.model import (
     RemotePartitionDeleteMetadata,
     TopicIdPartition,
@@ -86,8 +87,7 @@ class PartitionRemover:
             metadata,
             config.broker_id,
             self.timeout_s,
-            metrics.DELETE_REQUESTS,
-            metrics.DELETE_ERRORS,
+            Instruments(metrics.SCOPE, REMOVER),
             self._clock,
         )
         self.backoff = config.backoff()

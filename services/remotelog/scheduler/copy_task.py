@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from remotelog.core import metrics as m
 from remotelog.core.epochs import end_offset_for, entries_in_range
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, RemoteLogError
 from remotelog.core.model import (
@@ -31,7 +32,6 @@ from remotelog.core.model import (
 )
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.state_files import leader_epoch_checkpoint_text, producer_snapshot_bytes
-from remotelog.scheduler import metrics
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
 from remotelog.scheduler.partition import PartitionRuntime, Retention, TaskContext
 from remotelog.scheduler.remote_delete import delete_remote_segment
@@ -159,14 +159,16 @@ async def run_copy(
                     break  # not all of it is stable (or replicated) yet
                 guard()
                 if waited := await ctx.quota.acquire(segment.size):
-                    metrics.COPY_THROTTLE_TIME.record(waited * 1000)
+                    ctx.metrics.record(m.REMOTE_COPY_THROTTLE_TIME, waited * 1000)
                 try:
                     copied_timestamps.append(
                         await copy_segment(ctx, runtime, local, segment, guard)
                     )
                 except SegmentDeletedError as gone:
                     runtime.segments_deleted_before_tiering += 1
-                    metrics.SEGMENTS_DELETED_BEFORE_TIERING.add(1, {"topic": runtime.tip.topic})
+                    ctx.metrics.add(
+                        m.SEGMENTS_DELETED_BEFORE_TIERING, 1, {"topic": runtime.tip.topic}
+                    )
                     log.warning(
                         "%s: offsets %d-%d were deleted by the broker before they were "
                         "tiered (%s is gone); the remote tier will not hold them",
@@ -280,7 +282,7 @@ async def _copy_held(
     await ctx.metadata.add_remote_log_segment_metadata(metadata, timeout_s=ctx.timeout_s)
     segment_id = metadata.remote_log_segment_id.id
     runtime.segments_being_copied.add(segment_id)
-    metrics.COPY_REQUESTS.add(1, {"topic": runtime.tip.topic})
+    ctx.metrics.add(m.REMOTE_COPY_REQUESTS, 1, {"topic": runtime.tip.topic})
     try:
         custom = await ctx.store.copy_log_segment_data(metadata, data, timeout_s=ctx.timeout_s)
         if custom is not None and len(custom) > ctx.config.custom_metadata_max_bytes:
@@ -298,7 +300,7 @@ async def _copy_held(
         await asyncio.shield(_remove_objects(ctx, metadata))
         raise
     except RemoteLogError as error:
-        metrics.COPY_ERRORS.add(1, {"topic": runtime.tip.topic})
+        ctx.metrics.add(m.REMOTE_COPY_ERRORS, 1, {"topic": runtime.tip.topic})
         if not isinstance(error, CustomMetadataSizeLimitExceededError):
             await _clean_up(ctx, runtime, metadata, guard)
         raise
@@ -314,7 +316,7 @@ async def _copy_held(
         ),
         timeout_s=ctx.timeout_s,
     )
-    metrics.COPY_BYTES.add(segment.size, {"topic": runtime.tip.topic})
+    ctx.metrics.add(m.REMOTE_COPY_BYTES, segment.size, {"topic": runtime.tip.topic})
     runtime.highest_tiered_offset = segment.end_offset
     log.info(
         "tiered %s offsets %d-%d (%d bytes) as %s",

@@ -1,59 +1,47 @@
-"""The scheduler's metrics, under Kafka's names (BrokerTopicMetrics / RemoteLogManager)."""
+"""The scheduler's instruments (RemoteLogManager's copy and expiration tasks), from the
+catalogue in core.metrics."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Protocol
 
-from opentelemetry import metrics
 from opentelemetry.metrics import Observation
 
+from remotelog.core import metrics as m
 from remotelog.core.gauges import InstanceGauges
 
-_meter = metrics.get_meter("remotelog.scheduler")
-
-COPY_BYTES = _meter.create_counter("RemoteCopyBytesPerSec", unit="By")
-COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec", unit="{request}")
-COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec", unit="{error}")
-DELETE_REQUESTS = _meter.create_counter("RemoteDeleteRequestsPerSec", unit="{request}")
-DELETE_ERRORS = _meter.create_counter("RemoteDeleteErrorsPerSec", unit="{error}")
-# KIP-956: how long copies waited for the copy quota.
-COPY_THROTTLE_TIME = _meter.create_histogram("RemoteCopyThrottleTime", unit="ms")
-# Rolled segments the broker's own retention deleted before they were tiered.
-SEGMENTS_DELETED_BEFORE_TIERING = _meter.create_counter(
-    "SegmentsDeletedBeforeTiering", unit="{segment}"
-)
+SCOPE = "remotelog.scheduler"
 
 
 class Observed(Protocol):
     def partition_gauges(self) -> Iterable[tuple[dict[str, str | int], dict[str, float]]]:
-        """(attributes, {metric name: value}) per partition."""
+        """(attributes, {Kafka's metric name: value}) per partition."""
 
     def idle_percent(self) -> float: ...
 
 
 _PARTITION_GAUGES = (
-    ("RemoteCopyLagBytes", "By"),
-    ("RemoteCopyLagSegments", "{segment}"),
-    ("RemoteDeleteLagBytes", "By"),
-    ("RemoteDeleteLagSegments", "{segment}"),
-    ("RemoteLogSizeBytes", "By"),
-    ("RemoteLogSizeComputationTime", "ms"),
-    ("RemoteLogMetadataCount", "{segment}"),
+    m.REMOTE_COPY_LAG_BYTES,
+    m.REMOTE_COPY_LAG_SEGMENTS,
+    m.REMOTE_DELETE_LAG_BYTES,
+    m.REMOTE_DELETE_LAG_SEGMENTS,
+    m.REMOTE_LOG_SIZE_BYTES,
+    m.REMOTE_LOG_SIZE_COMPUTATION_TIME,
+    m.REMOTE_LOG_METADATA_COUNT,
 )
-_IDLE = "RemoteLogManagerTasksAvgIdlePercent"
 
 
 def register(scheduler: Observed) -> InstanceGauges:
     """The scheduler's gauges, reading `scheduler` until closed."""
 
-    def observe(name: str) -> Iterable[Observation]:
-        if name == _IDLE:
+    def observe(gauge: m.Metric) -> Iterable[Observation]:
+        if gauge is m.REMOTE_LOG_MANAGER_TASKS_IDLE:
             return [Observation(scheduler.idle_percent())]
         return [
-            Observation(values[name], attributes)
+            Observation(values[gauge.kafka], attributes)
             for attributes, values in scheduler.partition_gauges()
-            if name in values
+            if gauge.kafka in values
         ]
 
-    return InstanceGauges("remotelog.scheduler", [*_PARTITION_GAUGES, (_IDLE, "%")], observe)
+    return InstanceGauges(SCOPE, [*_PARTITION_GAUGES, m.REMOTE_LOG_MANAGER_TASKS_IDLE], observe)

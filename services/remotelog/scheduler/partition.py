@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remotelog.core.errors import RemoteLogError
+from remotelog.core.metrics import COPY, Instruments
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import RemoteLogMetadataManager, SegmentDataCopier
 from remotelog.core.quota import ByteRateQuota
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.local_log import LocalLog, LocalSegment, largest_timestamp
+from remotelog.scheduler.metrics import SCOPE
 
 
 class Role(enum.Enum):
@@ -146,6 +148,7 @@ class TaskContext:
     metadata: RemoteLogMetadataManager
     quota: ByteRateQuota
     clock: Callable[[], float] = time.time
+    metrics: Instruments = field(default_factory=lambda: Instruments(SCOPE, COPY))
 
     @property
     def timeout_s(self) -> float:

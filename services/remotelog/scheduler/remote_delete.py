@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.core.remote_delete import RemoteSegmentDeleter
-from remotelog.scheduler import metrics
 from remotelog.scheduler.partition import TaskContext
 
 
@@ -14,8 +13,7 @@ async def delete_remote_segment(ctx: TaskContext, metadata: RemoteLogSegmentMeta
         ctx.metadata,
         ctx.config.broker_id,
         ctx.timeout_s,
-        metrics.DELETE_REQUESTS,
-        metrics.DELETE_ERRORS,
+        ctx.metrics,
         ctx.clock,
     )
     await deleter.delete(metadata)

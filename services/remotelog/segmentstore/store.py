@@ -19,9 +19,10 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
+from remotelog.core import metrics as m
 from remotelog.core.errors import (
     InvalidArgumentError,
     RemoteResourceNotFoundError,
@@ -54,17 +55,8 @@ _DISCARD_GRACE_S = 10.0
 LOCAL_URL_VALID_S = 3600
 # Chunks of a long log read fetched ahead of the consumer (memory: this x chunk size).
 _READ_AHEAD_CHUNKS = 4
-_meter = metrics.get_meter("remotelog.segmentstore")
-# Kafka's RemoteLogManager metric names, so dashboards built for Kafka read these.
-COPY_BYTES = _meter.create_counter("RemoteCopyBytesPerSec", unit="By")
-COPY_REQUESTS = _meter.create_counter("RemoteCopyRequestsPerSec")
-COPY_ERRORS = _meter.create_counter("RemoteCopyErrorsPerSec")
-FETCH_BYTES = _meter.create_counter("RemoteFetchBytesPerSec", unit="By")
-AUX_STATE_REQUESTS = _meter.create_counter("BuildRemoteLogAuxStateRequestsPerSec")
-AUX_STATE_ERRORS = _meter.create_counter("BuildRemoteLogAuxStateErrorsPerSec")
+SCOPE = "remotelog.segmentstore"
 AUX_STATE_FILES = frozenset({SegmentFile.LEADER_EPOCH_CHECKPOINT, SegmentFile.PRODUCER_SNAPSHOT})
-FETCH_REQUESTS = _meter.create_counter("RemoteFetchRequestsPerSec")
-FETCH_ERRORS = _meter.create_counter("RemoteFetchErrorsPerSec")
 
 
 # Bytes of a lent file read per hop when the backend cannot copy from it itself.
@@ -125,6 +117,7 @@ class SegmentStore:
     def __init__(self, objects: ObjectStore, options: StoreOptions) -> None:
         self.objects = objects
         self.options = options
+        self._metrics = m.Instruments(SCOPE, m.STORE)
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
         # Cleanups of failed copies still running after their call was cancelled.
         self._discards: set[asyncio.Task[None]] = set()
@@ -154,7 +147,7 @@ class SegmentStore:
             )
         attributes = {"topic": metadata.topic_id_partition.topic}
         keys = self.keys(metadata)
-        COPY_REQUESTS.add(1, attributes)
+        self._metrics.add(m.STORE_COPY_REQUESTS, 1, attributes)
         with _tracer.start_as_current_span(
             "SegmentStore.copy_log_segment_data",
             attributes={**attributes, "remote_log_segment_id": str(metadata.remote_log_segment_id)},
@@ -162,9 +155,9 @@ class SegmentStore:
             try:
                 size = await self._copy(metadata, keys, chunks)
             except BaseException:
-                COPY_ERRORS.add(1, attributes)
+                self._metrics.add(m.STORE_COPY_ERRORS, 1, attributes)
                 raise
-        COPY_BYTES.add(size, attributes)
+        self._metrics.add(m.STORE_COPY_BYTES, size, attributes)
         return self._custom_metadata(size, keys)
 
     async def _copy(
@@ -276,7 +269,7 @@ class SegmentStore:
         """
         last = last_fetch_position(metadata, start, end)
         attributes = {"topic": metadata.topic_id_partition.topic}
-        FETCH_REQUESTS.add(1, attributes)
+        self._metrics.add(m.STORE_FETCH_REQUESTS, 1, attributes)
         # Not the current span: a generator's context is its consumer's, and a
         # span made current across a yield would leak into it (see stream_within).
         span = _tracer.start_span("SegmentStore.fetch_log_segment", attributes=attributes)
@@ -289,10 +282,10 @@ class SegmentStore:
                 chunks = read_ahead(chunks, _READ_AHEAD_CHUNKS)
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
-                    FETCH_BYTES.add(len(chunk), attributes)
+                    self._metrics.add(m.STORE_FETCH_BYTES, len(chunk), attributes)
                     yield chunk
         except Exception as exc:
-            FETCH_ERRORS.add(1, attributes)
+            self._metrics.add(m.STORE_FETCH_ERRORS, 1, attributes)
             span.record_exception(exc)
             span.set_status(StatusCode.ERROR)
             raise
@@ -313,13 +306,13 @@ class SegmentStore:
                 "the storage backend keeps no local files to hand out; use FetchLogSegment"
             )
         attributes = {"topic": metadata.topic_id_partition.topic}
-        FETCH_REQUESTS.add(1, attributes)
+        self._metrics.add(m.STORE_FETCH_REQUESTS, 1, attributes)
         try:
             opened = await self.objects.open_descriptor(self.keys(metadata).log)
         except Exception:
-            FETCH_ERRORS.add(1, attributes)
+            self._metrics.add(m.STORE_FETCH_ERRORS, 1, attributes)
             raise
-        FETCH_BYTES.add(last - start + 1, attributes)
+        self._metrics.add(m.STORE_FETCH_BYTES, last - start + 1, attributes)
         return opened
 
     async def log_segment_url(self, metadata: RemoteLogSegmentMetadata) -> SegmentUrls:
@@ -363,13 +356,13 @@ class SegmentStore:
         if index not in INDEX_FILES:
             raise InvalidArgumentError("index_type", f"{index.value} is not an index")
         attributes = {"topic": metadata.topic_id_partition.topic}
-        FETCH_REQUESTS.add(1, attributes)
+        self._metrics.add(m.STORE_FETCH_REQUESTS, 1, attributes)
         # A follower builds its remote log aux state (Kafka's ReplicaFetcher) from a
         # segment's leader-epoch checkpoint and producer snapshot; nothing else
         # reads the first, so its reads count the builds.
         aux_state = index in AUX_STATE_FILES
         if index is SegmentFile.LEADER_EPOCH_CHECKPOINT:
-            AUX_STATE_REQUESTS.add(1, attributes)
+            self._metrics.add(m.AUX_STATE_REQUESTS, 1, attributes)
         try:
             keys = self.keys(metadata)
             manifest = await self._manifest(keys)
@@ -387,12 +380,12 @@ class SegmentStore:
                 )
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
-                        FETCH_BYTES.add(len(chunk), attributes)
+                        self._metrics.add(m.STORE_FETCH_BYTES, len(chunk), attributes)
                         yield chunk
         except Exception:
-            FETCH_ERRORS.add(1, attributes)
+            self._metrics.add(m.STORE_FETCH_ERRORS, 1, attributes)
             if aux_state:
-                AUX_STATE_ERRORS.add(1, attributes)
+                self._metrics.add(m.AUX_STATE_ERRORS, 1, attributes)
             raise
 
     async def _manifest(self, keys: SegmentKeys) -> Manifest:
