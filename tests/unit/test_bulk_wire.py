@@ -1,28 +1,37 @@
-"""bulk_wire writes exactly protobuf's bytes and reads them back, or leaves it to protobuf."""
+"""The bulk messages' codecs write exactly protobuf's bytes and read them back, or leave
+it to protobuf."""
 
 from __future__ import annotations
 
 import uuid
 from itertools import pairwise
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as fetch_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.api.type.v1 import segment_pb2 as segment_pb
-from remotelog.client.base import bulk_deserializer
-from remotelog.client.remote_fetch import decode_fetch_response
-from remotelog.client.segment_store import encode_chunk
 from remotelog.core.errors import OffsetOutOfRangeError
 from remotelog.core.model import TopicIdPartition
 from remotelog.fetch.reader import PartitionData
 from remotelog.fetch.service import FetchResult
 from remotelog.fetch.servicer import encode_fetch_response
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import (
+    COPY_CHUNK,
+    FETCH_LOG_SEGMENT_RESPONSE,
+    FETCH_RESPONSE,
+    READ_OFFSET_RANGE_RESPONSE,
+    BulkCodec,
+    passing_bytes,
+)
 from remotelog.protocol.convert import error_reason_to_proto, topic_id_partition_to_proto
 from remotelog.segmentstore.servicer import DecodedChunk, decode_copy_request
 
+RECORDS = READ_OFFSET_RANGE_RESPONSE
+DATA = FETCH_LOG_SEGMENT_RESPONSE
+decode_fetch_response = FETCH_RESPONSE.decode
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 EDGES = [0, 1, 127, 128, 16_383, 16_384, 2**31, 2**63 - 1, -1, -(2**63)]
 
@@ -35,10 +44,10 @@ def _records(m: fetch_pb.ReadOffsetRangeResponse) -> tuple[bytes, tuple[int, ...
 def test_records_message_is_protobufs_bytes_and_reads_back(
     data: bytes, first: int, last: int
 ) -> None:
-    encoded = bulk_wire.encode(data, (2, first), (3, last))
+    encoded = RECORDS.encode(data, first, last)
     message = fetch_pb.ReadOffsetRangeResponse(records=data, first_offset=first, last_offset=last)
     assert encoded == message.SerializeToString()
-    assert bulk_wire.decode(encoded, 2) == (data, (first, last))
+    assert RECORDS.decode(encoded) == (data, (first, last))
 
 
 @given(
@@ -52,24 +61,24 @@ def test_records_from_pieces_are_the_same_bytes_as_from_one_buffer(
     points = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
     view = memoryview(data)
     pieces = [view[a:b] for a, b in pairwise(points)]
-    encoded = bulk_wire.encode_pieces(pieces, len(data), (2, 7), (3, last))
-    assert encoded == bulk_wire.encode(data, (2, 7), (3, last))
+    encoded = RECORDS.encode_pieces(pieces, len(data), 7, last)
+    assert encoded == RECORDS.encode(data, 7, last)
     message = fetch_pb.ReadOffsetRangeResponse(records=data, first_offset=7, last_offset=last)
     assert encoded == message.SerializeToString()
 
 
 @given(data=st.binary(max_size=300), first=INT64, last=INT64)
 def test_a_view_reads_the_same_bytes_as_a_copy(data: bytes, first: int, last: int) -> None:
-    encoded = bulk_wire.encode(data, (2, first), (3, last))
-    viewed = bulk_wire.decode_view(encoded, 2)
+    encoded = RECORDS.encode(data, first, last)
+    viewed = RECORDS.decode_view(encoded)
     assert viewed is not None
     view, integers = viewed
-    assert (bytes(view), integers) == bulk_wire.decode(encoded, 2)
+    assert (bytes(view), integers) == RECORDS.decode(encoded)
     if data:
         assert isinstance(view, memoryview)
         assert view.obj is encoded  # no copy: a window on the message
         # Field 1 twice is protobuf's to merge, as with decode.
-        assert bulk_wire.decode_view(encoded + encoded, 2) is None
+        assert RECORDS.decode_view(encoded + encoded) is None
     else:
         assert view == b""
 
@@ -77,35 +86,35 @@ def test_a_view_reads_the_same_bytes_as_a_copy(data: bytes, first: int, last: in
 def test_data_message_at_varint_length_boundaries() -> None:
     for size in (0, 1, 127, 128, 16_383, 16_384, 2_097_152):
         data = bytes(range(256)) * (size // 256) + bytes(size % 256)
-        encoded = bulk_wire.encode(data)
+        encoded = DATA.encode(data)
         assert encoded == store_pb.FetchLogSegmentResponse(data=data).SerializeToString()
-        assert bulk_wire.decode(encoded) == (data, ())
+        assert DATA.decode(encoded) == (data, ())
 
 
 def test_absent_fields_read_as_protobuf_defaults() -> None:
-    assert bulk_wire.decode(b"", 2) == (b"", (0, 0))
+    assert RECORDS.decode(b"") == (b"", (0, 0))
     only_last = fetch_pb.ReadOffsetRangeResponse(last_offset=7).SerializeToString()
-    assert bulk_wire.decode(only_last, 2) == (b"", (0, 7))
+    assert RECORDS.decode(only_last) == (b"", (0, 7))
 
 
 def test_shapes_it_does_not_own_are_left_to_protobuf() -> None:
     data = store_pb.FetchLogSegmentResponse(data=b"abc").SerializeToString()
-    assert bulk_wire.decode(data + b"\x10\x05") is None  # unknown field 2
-    assert bulk_wire.decode(data + data) is None  # field 1 twice: protobuf keeps the last
-    assert bulk_wire.decode(b"\x0a\x05ab") is None  # length past the end
-    assert bulk_wire.decode(b"\x0a") is None  # truncated varint
-    assert bulk_wire.decode(b"\x08\x01") is None  # field 1 as a varint
-    assert bulk_wire.decode(b"\xff" * 11) is None  # a varint longer than ten bytes
-    assert bulk_wire.decode(b"\xf8\xff\xff\xff\x0f\x01", 2) is None  # a huge field number
+    assert DATA.decode(data + b"\x10\x05") is None  # unknown field 2
+    assert DATA.decode(data + data) is None  # field 1 twice: protobuf keeps the last
+    assert DATA.decode(b"\x0a\x05ab") is None  # length past the end
+    assert DATA.decode(b"\x0a") is None  # truncated varint
+    assert DATA.decode(b"\x08\x01") is None  # field 1 as a varint
+    assert DATA.decode(b"\xff" * 11) is None  # a varint longer than ten bytes
+    assert RECORDS.decode(b"\xf8\xff\xff\xff\x0f\x01") is None  # a huge field number
 
 
 def test_deserializer_falls_back_to_protobuf_for_other_shapes() -> None:
-    deserialize = bulk_deserializer(fetch_pb.ReadOffsetRangeResponse, 2, _records)
+    deserialize = RECORDS.deserializer(_records)
     # Fields out of order and split: valid protobuf a different encoder may write.
     reordered = b"\x18\x09\x10\x04" + b"\x0a\x02ab" + b"\x0a\x02cd"
-    assert bulk_wire.decode(reordered, 2) is None
+    assert RECORDS.decode(reordered) is None
     assert deserialize(reordered) == (b"cd", (4, 9))
-    assert deserialize(bulk_wire.encode(b"xy", (2, 4), (3, 9))) == (b"xy", (4, 9))
+    assert deserialize(RECORDS.encode(b"xy", 4, 9)) == (b"xy", (4, 9))
 
 
 def _fetch_results() -> tuple[list[fetch_pb.FetchPartition], list[FetchResult]]:
@@ -171,7 +180,7 @@ def test_copy_chunk_is_protobufs_bytes(kind: int, position: int, data: bytes) ->
     expected = store_pb.CopyLogSegmentDataRequest(
         chunk=store_pb.SegmentDataChunk(file=kind, position=position, data=data)
     )
-    assert encode_chunk(kind, position, data) == expected.SerializeToString()
+    assert COPY_CHUNK.encode(kind, position, data) == expected.SerializeToString()
 
 
 @given(
@@ -180,7 +189,7 @@ def test_copy_chunk_is_protobufs_bytes(kind: int, position: int, data: bytes) ->
     data=st.binary(max_size=200),
 )
 def test_copy_chunk_reads_back_as_protobuf_reads_it(kind: int, position: int, data: bytes) -> None:
-    raw = encode_chunk(kind, position, data)
+    raw = COPY_CHUNK.encode(kind, position, data)
     decoded = decode_copy_request(raw)
     assert isinstance(decoded, DecodedChunk)
     reference = store_pb.CopyLogSegmentDataRequest.FromString(raw).chunk
@@ -196,10 +205,10 @@ def test_copy_requests_it_does_not_own_are_left_to_protobuf() -> None:
     metadata = store_pb.CopyLogSegmentDataRequest(
         metadata=segment_pb.RemoteLogSegmentMetadata(segment_size_in_bytes=5)
     )
-    one = encode_chunk(store_pb.SEGMENT_FILE_LOG, 0, b"ab")
+    one = COPY_CHUNK.encode(store_pb.SEGMENT_FILE_LOG, 0, b"ab")
     unowned = [
         metadata.SerializeToString(),  # the first message: protobuf's
-        one + encode_chunk(store_pb.SEGMENT_FILE_LOG, 2, b"cd"),  # two chunks: protobuf merges
+        one + COPY_CHUNK.encode(store_pb.SEGMENT_FILE_LOG, 2, b"cd"),  # two chunks: protobuf merges
         one[:-1],  # cut short
         b"\x12\x03\x1a\x05a",  # the chunk's data runs past its end
         b"",
@@ -212,7 +221,23 @@ def test_copy_requests_it_does_not_own_are_left_to_protobuf() -> None:
 
 
 def test_passing_bytes_sends_encoded_messages_as_they_are() -> None:
-    serialize = bulk_wire.passing_bytes(store_pb.FetchLogSegmentResponse.SerializeToString)
+    serialize = passing_bytes(store_pb.FetchLogSegmentResponse.SerializeToString)
     message = store_pb.FetchLogSegmentResponse(data=b"abc")
     assert serialize(message) == message.SerializeToString()
     assert serialize(b"\x0a\x01z") == b"\x0a\x01z"
+
+
+def test_a_codec_takes_its_field_numbers_from_the_descriptor() -> None:
+    # SegmentDataChunk's data is its third field: the integers go before it on the wire.
+    chunk = store_pb.SegmentDataChunk(file=store_pb.SEGMENT_FILE_LOG, position=9, data=b"ab")
+    codec = BulkCodec(store_pb.SegmentDataChunk, "data", ("file", "position"))
+    encoded = codec.encode(b"ab", store_pb.SEGMENT_FILE_LOG, 9)
+    assert encoded == chunk.SerializeToString()
+    assert codec.decode(encoded) == (b"ab", (store_pb.SEGMENT_FILE_LOG, 9))
+
+
+def test_a_codec_refuses_a_message_it_would_not_write_whole() -> None:
+    with pytest.raises(TypeError, match="has fields the codec does not write"):
+        BulkCodec(fetch_pb.ReadOffsetRangeResponse, "records", ("first_offset",))
+    with pytest.raises(TypeError, match="is not a field of the kind the codec writes"):
+        BulkCodec(fetch_pb.ReadOffsetRangeResponse, "first_offset")

@@ -22,7 +22,7 @@ from remotelog.client.bearer import bearer_interceptors
 from remotelog.client.errors import from_rpc_error
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.errors import DeadlineExceededError, RemoteLogError, should_retry_call
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import BulkCodec, passing_bytes
 from remotelog.protocol.tracing import client_tracing
 
 R = TypeVar("R")
@@ -88,7 +88,7 @@ def bulk_method(
     }[(method.client_streaming, method.server_streaming)]
     return make(
         f"/{method.containing_service.full_name}/{method.name}",
-        request_serializer=bulk_wire.passing_bytes(
+        request_serializer=passing_bytes(
             message_factory.GetMessageClass(method.input_type).SerializeToString
         ),
         response_deserializer=deserialize
@@ -100,36 +100,16 @@ def bulk_method(
 def bulk_stream(
     channel: grpc.aio.Channel,
     method: MethodDescriptor,
-    integer_fields: int,
+    codec: BulkCodec[Any],
     from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
     *,
     views: bool = False,
 ) -> grpc.aio.UnaryStreamMultiCallable:
-    """A server-streaming method whose responses arrive as (data, integers) (`bulk_wire`).
-
-    Responses in protobuf's usual shape are sliced without protobuf's copies
-    (with `views`, not copied at all: data is a memoryview of the message);
-    any other shape is parsed by protobuf and converted by `from_message`.
-    """
-    response_class = message_factory.GetMessageClass(method.output_type)
-    deserialize = bulk_deserializer(response_class, integer_fields, from_message, views=views)
-    return bulk_method(channel, method, deserialize)
-
-
-def bulk_deserializer(
-    response_class: Any,
-    integer_fields: int,
-    from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
-    *,
-    views: bool = False,
-) -> Callable[[bytes], tuple[bytes | memoryview, tuple[int, ...]]]:
-    decode = bulk_wire.decode_view if views else bulk_wire.decode
-
-    def deserialize(raw: bytes) -> tuple[bytes | memoryview, tuple[int, ...]]:
-        decoded = decode(raw, integer_fields)
-        return decoded if decoded is not None else from_message(response_class.FromString(raw))
-
-    return deserialize
+    """A server-streaming method whose responses arrive as (data, integers), read by
+    `codec` without protobuf's copies (with `views`, not copied at all: data is a
+    memoryview of the message); any other shape is parsed by protobuf and converted
+    by `from_message`."""
+    return bulk_method(channel, method, codec.deserializer(from_message, views=views))
 
 
 def _most_telling(error: RemoteLogError, previous: RemoteLogError | None) -> RemoteLogError:

@@ -12,7 +12,7 @@ from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
 from remotelog.core.model import TopicIdPartition
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import FETCH_RESPONSE, READ_OFFSET_RANGE_RESPONSE
 from remotelog.protocol.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
 
 
@@ -58,32 +58,6 @@ class OffsetAndTimestamp:
     leader_epoch: int | None
 
 
-_PARTITIONS_FIELD = pb.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].number
-_RECORDS_FIELD = pb.FetchPartitionResult.DESCRIPTOR.fields_by_name["records"].number
-
-
-def decode_fetch_response(raw: bytes) -> list[tuple[pb.FetchPartitionResult, bytes]]:
-    """Each partition's result and its records, the records sliced out once (bulk_wire).
-
-    Protobuf would copy them twice (parsing, then reading the field): the rest of
-    each result, small, is left to protobuf. Any shape not split here is parsed
-    by protobuf whole.
-    """
-    ranges = bulk_wire.message_fields(raw, _PARTITIONS_FIELD)
-    results = []
-    for start, end in ranges or ():
-        split = bulk_wire.split_bytes_field(raw, _RECORDS_FIELD, start, end)
-        if split is None:
-            ranges = None
-            break
-        rest, records = split
-        # Copied out: a FetchResult's records are bytes a caller may keep or search.
-        results.append((pb.FetchPartitionResult.FromString(rest), bytes(records)))
-    if ranges is None:
-        return [(r, r.records) for r in pb.FetchResponse.FromString(raw).partitions]
-    return results
-
-
 def _error(result: pb.FetchPartitionResult) -> RemoteLogError | None:
     if result.error_reason == error_pb2.ERROR_REASON_UNSPECIFIED:
         return None
@@ -96,11 +70,11 @@ class RemoteFetchClient(ServiceClient):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._stub = pb_grpc.RemoteFetchServiceStub(self.channel)  # type: ignore[no-untyped-call]
         methods = pb.DESCRIPTOR.services_by_name["RemoteFetchService"].methods_by_name
-        self._fetch = bulk_method(self.channel, methods["Fetch"], decode_fetch_response)
+        self._fetch = bulk_method(self.channel, methods["Fetch"], FETCH_RESPONSE.decode)
         self._read_offset_range = bulk_stream(
             self.channel,
             methods["ReadOffsetRange"],
-            2,
+            READ_OFFSET_RANGE_RESPONSE,
             lambda m: (m.records, (m.first_offset, m.last_offset)),
             views=True,
         )

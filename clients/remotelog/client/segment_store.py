@@ -6,7 +6,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import cast
+from typing import Any, cast
 
 import grpc
 
@@ -33,7 +33,7 @@ from remotelog.core.model import (
 )
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.segment_chunks import segment_chunks
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import COPY_CHUNK, FETCH_INDEX_RESPONSE, FETCH_LOG_SEGMENT_RESPONSE
 from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
@@ -43,18 +43,8 @@ URL_PAUSE_S = 10.0
 _log = logging.getLogger(__name__)
 
 
-def encode_chunk(kind: int, position: int, data: bytes) -> bytes:
-    """CopyLogSegmentDataRequest(chunk=SegmentDataChunk(...)) as its wire bytes (bulk_wire).
-
-    Built through protobuf, every byte of the segment would be copied into the
-    message and again when serialized.
-    """
-    chunk = [
-        *bulk_wire.varint_field(1, kind),
-        *bulk_wire.varint_field(2, position),
-        *bulk_wire.bytes_field(3, data),
-    ]
-    return b"".join(bulk_wire.message_field(2, chunk))
+def _data(message: Any) -> tuple[bytes, tuple[int, ...]]:
+    return message.data, ()
 
 
 class SegmentStoreClient(ServiceClient):
@@ -84,15 +74,11 @@ class SegmentStoreClient(ServiceClient):
         self._stub = pb_grpc.SegmentStoreServiceStub(self.channel)  # type: ignore[no-untyped-call]
         methods = pb.DESCRIPTOR.services_by_name["SegmentStoreService"].methods_by_name
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
-        self._fetch_log_segment = bulk_stream(
-            self.channel, methods["FetchLogSegment"], 0, lambda m: (m.data, ())
-        )
-        self._fetch_log_segment_views = bulk_stream(
-            self.channel, methods["FetchLogSegment"], 0, lambda m: (m.data, ()), views=True
-        )
-        self._fetch_index = bulk_stream(
-            self.channel, methods["FetchIndex"], 0, lambda m: (m.data, ())
-        )
+        fetch_log, fetch_index = methods["FetchLogSegment"], methods["FetchIndex"]
+        log = FETCH_LOG_SEGMENT_RESPONSE
+        self._fetch_log_segment = bulk_stream(self.channel, fetch_log, log, _data)
+        self._fetch_log_segment_views = bulk_stream(self.channel, fetch_log, log, _data, views=True)
+        self._fetch_index = bulk_stream(self.channel, fetch_index, FETCH_INDEX_RESPONSE, _data)
 
     async def copy_log_segment_data(
         self,
@@ -114,7 +100,7 @@ class SegmentStoreClient(ServiceClient):
             yield first
             async with contextlib.aclosing(segment_chunks(data, chunk_bytes)) as chunks:
                 async for kind, position, piece in chunks:
-                    yield encode_chunk(segment_file_to_proto(kind), position, piece)
+                    yield COPY_CHUNK.encode(segment_file_to_proto(kind), position, piece)
 
         response = await self.call_client_stream(
             self._copy_log_segment_data, requests, timeout_s=timeout_s

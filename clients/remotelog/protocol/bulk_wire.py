@@ -1,29 +1,27 @@
-"""Bulk-data messages encoded and decoded without protobuf's copies.
+"""The protobuf wire format's pieces, for the bulk messages' codecs (codecs.py).
 
-The streamed data messages (FetchLogSegmentResponse, FetchIndexResponse,
-ReadOffsetRangeResponse) are a `bytes` field 1 and at most a few integers.
+The streamed data messages are a `bytes` field and at most a few integers.
 Going through protobuf copies each chunk into the message, again when it is
 serialized, and twice more on the reading side (parse, then `.data`); for 1 MiB
 chunks those copies are most of what a service spends per chunk. Their wire
-form is simple: tag, varint length, the bytes, then the integer fields in field
+form is simple: tag, varint length, the bytes, the integer fields, all in field
 order, so it is written with one copy and read with one slice.
 
-The encoding is byte-identical to protobuf's (proto3: empty bytes and zero
-integers are omitted; field order is ascending), which the tests check against
-`SerializeToString`. The decoder takes the shapes protobuf writes and, for
-anything else (unknown fields, repeated fields, another encoder's choices),
-returns None so the caller falls back to protobuf: it never misreads.
+What is written here is byte-identical to protobuf's (proto3: empty bytes and
+zero integers are omitted; field order is ascending). The readers take the
+shapes protobuf writes and, for anything else (unknown fields, repeated
+fields, another encoder's choices), return None so the caller falls back to
+protobuf: they never misread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 _MASK64 = (1 << 64) - 1
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     value &= _MASK64  # negative int64 is its two's complement, ten bytes
     out = bytearray()
     while value > 0x7F:
@@ -33,43 +31,19 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def passing_bytes(serialize: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
-    """A serializer that sends already-encoded messages (bytes) as they are."""
-
-    def serializer(message: Any) -> bytes:
-        return message if type(message) is bytes else serialize(message)
-
-    return serializer
-
-
 def varint_field(number: int, value: int) -> list[bytes]:
     """The pieces of a proto3 integer or enum field (none when zero, as protobuf omits it)."""
-    return [_varint(number << 3), _varint(value)] if value else []
+    return [varint(number << 3), varint(value)] if value else []
 
 
 def bytes_field(number: int, data: bytes | memoryview) -> list[bytes | memoryview]:
     """The pieces of a proto3 `bytes` field (none when empty, as protobuf omits it)."""
-    return [_varint(number << 3 | 2), _varint(len(data)), data] if data else []
+    return [varint(number << 3 | 2), varint(len(data)), data] if data else []
 
 
 def message_field(number: int, pieces: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
     """The pieces of an embedded message field whose encoding is `pieces`."""
-    return [_varint(number << 3 | 2), _varint(sum(map(len, pieces))), *pieces]
-
-
-def encode(data: bytes | memoryview, *integers: tuple[int, int]) -> bytes:
-    """A message with `data` as bytes field 1 and each (field number >= 2, value) as int64."""
-    return encode_pieces((data,), len(data), *integers)
-
-
-def encode_pieces(
-    pieces: Sequence[bytes | memoryview], size: int, *integers: tuple[int, int]
-) -> bytes:
-    """As encode(), bytes field 1 given as consecutive pieces of `size` bytes in all: one copy."""
-    parts: list[bytes | memoryview] = [_varint(1 << 3 | 2), _varint(size), *pieces] if size else []
-    for number, value in integers:
-        parts += varint_field(number, value)
-    return b"".join(parts)
+    return [varint(number << 3 | 2), varint(sum(map(len, pieces))), *pieces]
 
 
 def split_bytes_field(
@@ -163,57 +137,34 @@ def _read_varint(raw: bytes, position: int) -> tuple[int, int]:
             raise IndexError("varint longer than ten bytes")
 
 
-def _locate(raw: bytes, integer_fields: int) -> tuple[int, int, tuple[int, ...]] | None:
-    """(start, end) of field 1's bytes in `raw` and the int64 fields 2..integer_fields+1."""
+def locate(
+    raw: bytes, data_number: int, integer_numbers: Sequence[int]
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """(start, end) of the `bytes` field `data_number` in `raw` and the values of the
+    int64 fields `integer_numbers`, in that order; None for any other shape."""
     start = end_of_data = 0
-    integers = [0] * integer_fields
-    seen = 0
+    index = {number: i for i, number in enumerate(integer_numbers)}
+    integers = [0] * len(integer_numbers)
+    seen: set[int] = set()
     position, end = 0, len(raw)
     try:
         while position < end:
             key, position = _read_varint(raw, position)
             number, wire_type = key >> 3, key & 7
-            if number > integer_fields + 1 or seen >> number & 1:
-                return None  # unknown, or repeated: protobuf's merge rules apply
-            seen |= 1 << number
-            if number == 1 and wire_type == 2:
+            if number in seen:
+                return None  # repeated: protobuf's merge rules apply
+            seen.add(number)
+            if number == data_number and wire_type == 2:
                 length, position = _read_varint(raw, position)
                 if position + length > end:
                     return None
                 start, end_of_data = position, position + length
                 position += length
-            elif number >= 2 and wire_type == 0:
+            elif number in index and wire_type == 0:
                 value, position = _read_varint(raw, position)
-                integers[number - 2] = value - (1 << 64) if value >> 63 else value
+                integers[index[number]] = value - (1 << 64) if value >> 63 else value
             else:
-                return None
+                return None  # unknown, or not of its type
     except IndexError:
         return None
     return start, end_of_data, tuple(integers)
-
-
-def decode(raw: bytes, integer_fields: int = 0) -> tuple[bytes, tuple[int, ...]] | None:
-    """(field 1's bytes, int64 fields 2..integer_fields+1) of `raw`; None = use protobuf.
-
-    Absent fields are b"" and 0, as protobuf reads them.
-    """
-    located = _locate(raw, integer_fields)
-    if located is None:
-        return None
-    start, end, integers = located
-    return raw[start:end], integers
-
-
-def decode_view(
-    raw: bytes, integer_fields: int = 0
-) -> tuple[bytes | memoryview, tuple[int, ...]] | None:
-    """As decode(), field 1 a view of `raw` rather than a copy (b"" when absent).
-
-    For a reader that copies the bytes on anyway (into another message): the
-    slice would be one more copy of every byte; the view keeps `raw` alive instead.
-    """
-    located = _locate(raw, integer_fields)
-    if located is None:
-        return None
-    start, end, integers = located
-    return (memoryview(raw)[start:end] if end > start else b""), integers

@@ -8,8 +8,8 @@ them. Against the mapped path this saves the kernel's page-table work for
 every page of the mapping (a twentieth of the service's CPU) and the
 interpreter's work per batch.
 
-The message is ReadOffsetRangeResponse's wire form as bulk_wire writes it
-(records as field 1, then first_offset and last_offset, zeros omitted) with
+The message is ReadOffsetRangeResponse's wire form as its codec writes it
+(records, then first_offset and last_offset, zeros omitted) with
 one difference: the records' length is a varint of fixed width, four bytes
 padded with continuation bits. The length is known only once the batches are
 walked, after they are read into place; protobuf's parsers (and bulk_wire's
@@ -31,9 +31,11 @@ from remotelog.core.errors import CorruptRecordError, RemoteStorageError
 from remotelog.fetch.batches import HEADER_BYTES, LOG_OVERHEAD
 from remotelog.fileio.pagecache import pread_cached
 from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import READ_OFFSET_RANGE_RESPONSE
 
-# ReadOffsetRangeResponse: records, first_offset, last_offset.
-RECORDS_FIELD, FIRST_OFFSET_FIELD, LAST_OFFSET_FIELD = 1, 2, 3
+# ReadOffsetRangeResponse's records, first_offset and last_offset, from its descriptor.
+RECORDS_FIELD = READ_OFFSET_RANGE_RESPONSE.data_number
+FIRST_OFFSET_FIELD, LAST_OFFSET_FIELD = READ_OFFSET_RANGE_RESPONSE.integer_numbers
 _PEEK_BYTES = 27  # a batch header through its last offset delta
 _MAGIC_AT = 16
 _LAST_OFFSET_DELTA_AT = 23

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
+from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.client import MetadataClient, SegmentStoreClient
 from remotelog.client.service_options import service_client_options
 from remotelog.fetch.config import RemoteFetchConfig
@@ -13,7 +13,7 @@ from remotelog.fetch.metrics import register
 from remotelog.fetch.redis_index_cache import RedisIndexFiles
 from remotelog.fetch.service import RemoteFetch
 from remotelog.fetch.servicer import RemoteFetchServicer
-from remotelog.rpc.encoded import registering_encoded
+from remotelog.rpc.bulk_service import bulk_service
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.factory import open_segment_store
 
@@ -59,7 +59,7 @@ async def start_remote_fetch(config: RemoteFetchConfig) -> RunningService[Remote
         return await start_service(
             config,
             fetch,
-            registering_encoded(pb_grpc.add_RemoteFetchServiceServicer_to_server, servicer),
+            bulk_service(pb.DESCRIPTOR.services_by_name["RemoteFetchService"], servicer),
             [SERVICE_NAME],
             stack.pop_all(),
         )

@@ -13,12 +13,11 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
-from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.fetch.batch_file import BatchMessage
 from remotelog.fetch.reader import PartitionRead
 from remotelog.fetch.service import FetchResult, RemoteFetch
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import FETCH_RESPONSE, READ_OFFSET_RANGE_RESPONSE, Piece
 from remotelog.protocol.convert import (
     at_least,
     error_reason_to_proto,
@@ -64,31 +63,21 @@ def partition_reads(request: pb.FetchRequest) -> list[PartitionRead]:
     return reads
 
 
-_PARTITIONS_FIELD = pb.FetchResponse.DESCRIPTOR.fields_by_name["partitions"].number
-_RECORDS_FIELD = pb.FetchPartitionResult.DESCRIPTOR.fields_by_name["records"].number
-
-
-def _result_pieces(message: pb.FetchPartition, result: FetchResult) -> list[bytes | memoryview]:
-    """One FetchPartitionResult as wire pieces, its records not copied (see bulk_wire).
-
-    Fields before `records` and after it are serialized by protobuf as two small
-    messages around it, so the whole is byte-identical to SerializeToString.
-    """
-    head = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
+def _result(
+    message: pb.FetchPartition, result: FetchResult
+) -> tuple[pb.FetchPartitionResult, Piece]:
+    """One partition's FetchPartitionResult without its records, and the records."""
+    answer = pb.FetchPartitionResult(topic_id_partition=message.topic_id_partition)
     if result.error is not None:
-        head.error_reason = error_reason_to_proto(result.error.reason)
-        head.error_message = result.error.message
-        return [head.SerializeToString()]
-    tail = pb.FetchPartitionResult(log_start_offset=result.data.log_start_offset)
-    tail.aborted_transactions.extend(
+        answer.error_reason = error_reason_to_proto(result.error.reason)
+        answer.error_message = result.error.message
+        return answer, b""
+    answer.log_start_offset = result.data.log_start_offset
+    answer.aborted_transactions.extend(
         pb.AbortedTransaction(producer_id=pid, first_offset=first)
         for pid, first in result.data.aborted_transactions
     )
-    return [
-        head.SerializeToString(),
-        *bulk_wire.bytes_field(_RECORDS_FIELD, result.data.records),
-        tail.SerializeToString(),
-    ]
+    return answer, result.data.records
 
 
 def encode_fetch_response(
@@ -96,19 +85,16 @@ def encode_fetch_response(
 ) -> bytes:
     """The FetchResponse's bytes; building it through protobuf would copy every partition's
     records twice (into the message, then out when serialized)."""
-    pieces = []
-    for message, result in zip(messages, results, strict=True):
-        pieces += bulk_wire.message_field(_PARTITIONS_FIELD, _result_pieces(message, result))
-    return b"".join(pieces)
+    return FETCH_RESPONSE.encode(map(_result, messages, results))
 
 
-class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
+class RemoteFetchServicer:
+    """RemoteFetchService; its bulk methods answer with encoded bytes (rpc.bulk_service)."""
+
     def __init__(self, fetch: RemoteFetch) -> None:
         self.remote_fetch = fetch
 
-    async def Fetch(
-        self, request: pb.FetchRequest, context: grpc.aio.ServicerContext
-    ) -> pb.FetchResponse:
+    async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> bytes:
         reads = partition_reads(request)
         results = await self.remote_fetch.fetch(
             reads,
@@ -116,11 +102,11 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
             max_bytes=request.max_bytes,
             timeout_s=context.time_remaining(),
         )
-        return encode_fetch_response(request.partitions, results)  # type: ignore[return-value]
+        return encode_fetch_response(request.partitions, results)
 
     async def ReadOffsetRange(
         self, request: pb.ReadOffsetRangeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.ReadOffsetRangeResponse]:
+    ) -> AsyncIterator[bytes]:
         tip = topic_id_partition_field(request, "")
         start = at_least(request.start_offset, 0, "start_offset")
         end = None
@@ -138,14 +124,11 @@ class RemoteFetchServicer(pb_grpc.RemoteFetchServiceServicer):
         async with contextlib.aclosing(reads):
             async for batches in reads:
                 if isinstance(batches, BatchMessage):  # read from the file, already encoded
-                    yield batches.message  # type: ignore[misc]
+                    yield batches.message
                     continue
-                # ReadOffsetRangeResponse, encoded without protobuf's copies of the records
-                yield bulk_wire.encode_pieces(  # type: ignore[misc]
-                    batches.pieces,
-                    batches.size,
-                    (2, batches.first_offset),
-                    (3, batches.last_offset),
+                # Encoded without protobuf's copies of the records.
+                yield READ_OFFSET_RANGE_RESPONSE.encode_pieces(
+                    batches.pieces, batches.size, batches.first_offset, batches.last_offset
                 )
 
     async def ListOffsets(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.rpc.encoded import registering_encoded
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
+from remotelog.rpc.bulk_service import bulk_service
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.factory import open_segment_store
@@ -28,8 +28,8 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
         return await start_service(
             config,
             store,
-            registering_encoded(
-                pb_grpc.add_SegmentStoreServiceServicer_to_server,
+            bulk_service(
+                pb.DESCRIPTOR.services_by_name["SegmentStoreService"],
                 servicer,
                 {"CopyLogSegmentData": decode_copy_request},
             ),

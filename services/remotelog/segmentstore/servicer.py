@@ -14,14 +14,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
-from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import IndexType
-from remotelog.protocol import bulk_wire
+from remotelog.protocol.codecs import COPY_CHUNK, FETCH_INDEX_RESPONSE, FETCH_LOG_SEGMENT_RESPONSE
 from remotelog.protocol.convert import (
     index_type_from_proto,
     segment_file_from_proto,
@@ -29,9 +27,6 @@ from remotelog.protocol.convert import (
 )
 from remotelog.segmentstore.backend import Chunk
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
-
-_CHUNK_FIELD = pb.CopyLogSegmentDataRequest.DESCRIPTOR.fields_by_name["chunk"].number
-_DATA_FIELD = pb.SegmentDataChunk.DESCRIPTOR.fields_by_name["data"].number
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +43,8 @@ def decode_copy_request(raw: bytes) -> DecodedChunk | None:
     protobuf copies a chunk's data when it parses the message and again for
     `.data`; a view copies nothing.
     """
-    split = bulk_wire.split_embedded_bytes_field(raw, _CHUNK_FIELD, _DATA_FIELD)
-    if split is None:
-        return None
-    rest, data = split
-    try:
-        chunk = pb.SegmentDataChunk.FromString(rest)
-    except DecodeError:
-        return None  # protobuf reports it when it parses the whole message
-    return DecodedChunk(chunk, data)
+    decoded = COPY_CHUNK.decode(raw)
+    return None if decoded is None else DecodedChunk(*decoded)
 
 
 # How long a failed copy keeps reading what the client still sends. grpc-python's
@@ -76,7 +64,9 @@ async def _drain(requests: AsyncIterator[object], within_s: float) -> None:
                 continue
 
 
-class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
+class SegmentStoreServicer:
+    """SegmentStoreService; its bulk methods answer with encoded bytes (rpc.bulk_service)."""
+
     def __init__(self, store: SegmentStore, *, copy_chunk_max_bytes: int) -> None:
         self.store = store
         self.copy_chunk_max_bytes = copy_chunk_max_bytes
@@ -132,7 +122,7 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
 
     async def FetchLogSegment(
         self, request: pb.FetchLogSegmentRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.FetchLogSegmentResponse]:
+    ) -> AsyncIterator[bytes]:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
         end = request.end_position if request.HasField("end_position") else None
         chunks = stream_within(
@@ -141,17 +131,17 @@ class SegmentStoreServicer(pb_grpc.SegmentStoreServiceServicer):
         )
         async with contextlib.aclosing(chunks):
             async for data in chunks:
-                yield bulk_wire.encode(data)  # type: ignore[misc]
+                yield FETCH_LOG_SEGMENT_RESPONSE.encode(data)
 
     async def FetchIndex(
         self, request: pb.FetchIndexRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.FetchIndexResponse]:
+    ) -> AsyncIterator[bytes]:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
         index = index_type_from_proto(request.index_type).segment_file
         chunks = stream_within(context.time_remaining(), self.store.fetch_index(metadata, index))
         async with contextlib.aclosing(chunks):
             async for data in chunks:
-                yield bulk_wire.encode(data)  # type: ignore[misc]
+                yield FETCH_INDEX_RESPONSE.encode(data)
 
     async def GetLogSegmentUrl(
         self, request: pb.GetLogSegmentUrlRequest, context: grpc.aio.ServicerContext
