@@ -21,6 +21,7 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, SegmentStoreClient
 from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
+from remotelog.client.log_readers import UrlLogReader
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
     InvalidArgumentError,
@@ -229,7 +230,8 @@ async def test_a_file_url_this_host_cannot_read_leaves_the_read_to_the_store(tmp
         metadata = segment_metadata(size=len(data))
         await running.client.copy_log_segment_data(metadata, synthetic_files(data))
         async with url_client(running) as by_url:
-            by_url._urls.keep(metadata.remote_log_segment_id, "file:///nowhere/x.log", 600)
+            (urls,) = [r for r in by_url._log_readers if isinstance(r, UrlLogReader)]
+            urls._urls.keep(metadata.remote_log_segment_id, "file:///nowhere/x.log", 600)
             assert await read(by_url, metadata, 5) == data[5:]
     finally:
         await running.stop()

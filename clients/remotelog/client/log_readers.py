@@ -1,0 +1,225 @@
+"""One reader of a stored log's bytes per transport, tried in turn by SegmentStoreClient.
+
+Each reader yields what it can of the range from its start, in order; a reader
+that ends before the range does hands the rest to the next one. The last is
+always the gRPC stream, which reads any range or reports why not. Which readers
+come before it is chosen where the client is made (`fetch_urls`,
+`short_circuit_socket`), as a service is assembled from its config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
+from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
+from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
+from remotelog.client.short_circuit import (
+    MAPPED_READ_MIN,
+    Descriptors,
+    ShortCircuit,
+    ShortCircuitUnavailable,
+    read_range,
+)
+from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
+from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from remotelog.fileio.descriptor_socket import close_all
+from remotelog.protocol.convert import segment_metadata_to_proto
+
+LogPiece = bytes | memoryview
+# After a read its URL could not finish, reads take the next reader for this long: an
+# object store this host cannot reach would otherwise cost each read a timeout.
+URL_PAUSE_S = 10.0
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LogRange:
+    """What is still wanted of a log: bytes `start`..`last`, as the caller asked for
+    `start`..`end` (None: to the end), within `deadline` (time.monotonic())."""
+
+    metadata: RemoteLogSegmentMetadata
+    start: int
+    end: int | None
+    last: int
+    views: bool
+    deadline: float
+
+    def remaining_s(self) -> float:
+        return max(self.deadline - time.monotonic(), 0.001)
+
+    def request(self) -> pb.FetchLogSegmentRequest:
+        return pb.FetchLogSegmentRequest(
+            remote_log_segment_metadata=segment_metadata_to_proto(self.metadata),
+            start_position=self.start,
+            end_position=self.end,
+        )
+
+
+class LogReader(Protocol):
+    def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
+        """Bytes of `wanted` from its start, in order; ending early leaves the rest to the
+        next reader."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class UrlLogReader:
+    """Ranged reads of the URL the store signs for the log (a presigned S3 URL, or a file
+    on this host). Off once the store says it hands out none; paused after a failure."""
+
+    def __init__(
+        self, sign: Callable[[RemoteLogSegmentMetadata, float], Awaitable[tuple[str, float]]]
+    ) -> None:
+        self._sign = sign  # (metadata, timeout_s) -> (URL, seconds it lasts)
+        self._enabled = True
+        self._paused_until = 0.0
+        self._urls: FetchUrls[RemoteLogSegmentId] = FetchUrls()
+        self._reader = UrlReader()
+
+    async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
+        """A URL refused with 403 (expired early: the store's clock runs ahead) is replaced
+        once; any other failure pauses the URLs and leaves the rest to the next reader."""
+        if not self._enabled or time.monotonic() < self._paused_until:
+            return
+        key = wanted.metadata.remote_log_segment_id
+        what = f"segment {key.id} of {wanted.metadata.topic_id_partition}"
+        start = wanted.start
+        for renewed in (False, True):
+            url = self._urls.get(key) or await self._new_url(wanted)
+            if url is None:
+                return
+            reads = self._reader.read(
+                url, start, wanted.last, what=what, timeout_s=wanted.remaining_s()
+            )
+            try:
+                async with contextlib.aclosing(reads):
+                    async for chunk in reads:
+                        start += len(chunk)
+                        yield chunk
+                return
+            except UrlReadUnavailable as exc:
+                self._urls.forget(key)
+                if not exc.refused or renewed:
+                    self._paused_until = time.monotonic() + URL_PAUSE_S
+                    _log.warning("fetching through the segment store instead: %s", exc)
+                    return
+
+    async def _new_url(self, wanted: LogRange) -> str | None:
+        """A new URL of the log, kept for the next reads; None where there are none."""
+        try:
+            url, valid_for_s = await self._sign(wanted.metadata, wanted.remaining_s())
+        except RemoteLogError as exc:
+            if exc.code != "UNIMPLEMENTED":  # a store with no URLs, or an older one
+                raise
+            self._enabled = False
+            return None
+        self._urls.keep(wanted.metadata.remote_log_segment_id, url, valid_for_s)
+        return url
+
+    async def close(self) -> None:
+        await self._reader.close()
+
+
+class ShortCircuitLogReader:
+    """The stored log file itself, lent by a store on this host over its short-circuit
+    socket and read from the page cache here. Off once the store says its backend keeps
+    no local files (S3)."""
+
+    def __init__(
+        self,
+        channel: ShortCircuit,
+        call_retrying: Callable[..., Awaitable[tuple[int, int]]],
+    ) -> None:
+        self.channel = channel
+        self._call_retrying = call_retrying  # ServiceClient.call_retrying
+        self._enabled = True
+        self._descriptors: Descriptors[RemoteLogSegmentId] = Descriptors()
+
+    async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
+        if not self._enabled:
+            return
+        if wanted.views and wanted.end is not None and wanted.end - wanted.start < MAPPED_READ_MIN:
+            # A Fetch's range, page-cached, of a file already lent: a view, no copy.
+            key = wanted.metadata.remote_log_segment_id
+            cached = self._descriptors.cached_view(key, wanted.start, wanted.last + 1)
+            if cached is not None:
+                yield cached
+                return
+        opened = await self.open(wanted.metadata, wanted.request(), wanted.remaining_s())
+        if opened is None:
+            return
+        fd, size = opened
+        last = size - 1 if wanted.end is None else min(wanted.end, size - 1)
+        chunks = read_range(fd, wanted.start, last, views=wanted.views)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+
+    async def open(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        request: pb.FetchLogSegmentRequest,
+        timeout_s: float | None,
+    ) -> tuple[int, int] | None:
+        """(descriptor, size) of the stored log: one kept from an earlier read, else one
+        asked of the store; None where the RPC must do it."""
+        if not self._enabled:
+            return None
+        key = metadata.remote_log_segment_id
+        opened = self._descriptors.take(key)
+        if opened is not None:
+            return opened
+        fetch = pb_short_circuit.ShortCircuitRequest(fetch_log_segment=request)
+
+        async def attempt(remaining_s: float) -> tuple[int, int]:
+            response, fds = await self.channel.call(fetch, timeout_s=remaining_s)
+            if len(fds) != 1:
+                close_all(fds)
+                raise ShortCircuitUnavailable("the store sent no descriptor")
+            return fds[0], response.object_size
+
+        try:
+            opened = await self._call_retrying(attempt, timeout_s=timeout_s)
+        except ShortCircuitUnavailable:
+            return None
+        except UnsupportedOperationError:
+            self._enabled = False
+            return None
+        self._descriptors.keep(key, *opened)
+        return opened
+
+    async def close(self) -> None:
+        self.channel.close()
+        self._descriptors.close()
+
+
+class GrpcLogReader:
+    """The store's FetchLogSegment stream: reads any range, or raises why not."""
+
+    def __init__(
+        self,
+        call_server_stream: Callable[..., AsyncGenerator[Any, None]],
+        copies: Any,
+        views: Any,
+    ) -> None:
+        self._call_server_stream = call_server_stream  # ServiceClient.call_server_stream
+        self._copies, self._views = copies, views  # the method, without and with views
+
+    async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
+        method = self._views if wanted.views else self._copies
+        responses = self._call_server_stream(
+            method, wanted.request(), timeout_s=wanted.remaining_s()
+        )
+        async with contextlib.aclosing(responses):
+            async for data, _ in responses:
+                yield data
+
+    async def close(self) -> None:
+        return None
