@@ -45,7 +45,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.dev.broker import EmbeddedBroker
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.manager import open_metadata_manager
 from remotelog.rpc.serve import serve_command
 
 PARTITIONS = 50  # Kafka's default remote.log.metadata.topic.num.partitions
@@ -225,15 +225,14 @@ def fill_topic(bootstrap: str, topic: str, events: int) -> list[TopicIdPartition
 
 async def time_to_ready(config: MetadataManagerConfig, topic: str, tips: list[TopicIdPartition]):
     started = time.perf_counter()
-    manager = TopicBasedRemoteLogMetadataManager(config, topic=topic)
-    await manager.start()
+    manager = await open_metadata_manager(config, topic=topic)
     # One user partition per metadata partition assigns them all (each holds many).
     firsts = {}
     for tip in tips:
         firsts.setdefault(metadata_partition(tip, PARTITIONS), tip)
-    manager.on_partition_leadership_changes(firsts.values(), [])
+    await manager.on_partition_leadership_changes(firsts.values(), [])
     while True:
-        if all(manager.is_ready(tip) for tip in firsts.values()):
+        if all(manager.store.is_ready(tip) for tip in firsts.values()):
             break
         await asyncio.sleep(0.005)
     return manager, time.perf_counter() - started
@@ -244,8 +243,7 @@ async def restart(report: Report, directory: Path, bootstrap: str, events: int) 
     filled = time.perf_counter()
     config, _ = load_config(MetadataManagerConfig, config_file(directory, bootstrap, "restart"))
     # Create the topic with its partition count before filling it.
-    manager = TopicBasedRemoteLogMetadataManager(config, topic=topic)
-    await manager.start()
+    manager = await open_metadata_manager(config, topic=topic)
     await manager.close()
     tips = fill_topic(bootstrap, topic, events)
     print(f"wrote {events} events in {time.perf_counter() - filled:.1f} s", file=sys.stderr)

@@ -50,7 +50,7 @@ from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.dev.stack import SERVICES, DevStack
 from remotelog.kafka.records import Record, decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.manager import open_metadata_manager
 from remotelog.remover.config import ScrubConfig
 
 TOPIC = "chaos"
@@ -516,20 +516,19 @@ class Soak:
         }
         path = self.stack.data_dir / "config" / "replay.properties"
         config = load_properties(MetadataManagerConfig, path, properties)
-        replay = TopicBasedRemoteLogMetadataManager(config)
-        await replay.start()
+        replay = await open_metadata_manager(config)
         try:
-            replay.on_partition_leadership_changes(self.writer.tips, [])
+            await replay.on_partition_leadership_changes(self.writer.tips, [])
             async with MetadataClient(restarted.address, options=OPTIONS) as metadata:
                 matches = True
                 for tip in self.writer.tips:
                     await eventually(
-                        lambda tip=tip: replay.is_ready(tip),
+                        lambda tip=tip: replay.store.is_ready(tip),
                         timeout_s=60 + self.config.seconds,
                         why=lambda: loading_state(replay, self.stack.broker),
                     )
                     served = [s async for s in metadata.list_remote_log_segments(tip)]
-                    if served != replay.list_remote_log_segments(tip):
+                    if served != replay.remote_log_segments(tip):
                         matches = False
                         self._fail(f"{tip.topic}-{tip.partition}: snapshot + tail != replay")
                 self.report.replay_matches = matches

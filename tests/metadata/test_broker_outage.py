@@ -11,7 +11,7 @@ from support.waiting import eventually
 
 from remotelog.core.errors import MetadataTopicUnavailableError
 from remotelog.dev.kafka_broker import KafkaBroker
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.manager import open_metadata_manager
 
 from .scenarios import COPIED, Seg, metadata_of, update_of
 
@@ -68,10 +68,9 @@ async def test_a_broker_killed_while_the_manager_writes_loses_no_acknowledged_ev
         "outage",
         **{"remote.log.metadata.consume.wait.ms": str(CONSUME_WAIT_MS)},
     )
-    manager = TopicBasedRemoteLogMetadataManager(config)
-    await manager.start()
+    manager = await open_metadata_manager(config)
     tip = new_partition("durable")
-    manager.on_partition_leadership_changes([tip], [])
+    await manager.on_partition_leadership_changes([tip], [])
     writer = Writer(manager, tip)
     writing = None
     try:
@@ -87,7 +86,7 @@ async def test_a_broker_killed_while_the_manager_writes_loses_no_acknowledged_ev
         await writing
         # Refused within the bound, not hung.
         assert max(writer.unavailable) < CONSUME_WAIT_MS / 1000 + 5
-        listed = manager.list_remote_log_segments(tip)
+        listed = manager.remote_log_segments(tip)
         assert [m.remote_log_segment_id for m in listed] == [
             m.remote_log_segment_id for m in writer.acknowledged
         ]
@@ -102,17 +101,16 @@ async def test_a_broker_killed_while_the_manager_writes_loses_no_acknowledged_ev
 
     # A fresh instance replaying the topic (no snapshot) finds the same: nothing
     # acknowledged before the kill was lost by the broker's recovery, nothing doubled.
-    fresh = TopicBasedRemoteLogMetadataManager(
+    fresh = await open_metadata_manager(
         metadata_config(tmp_path, own_broker.bootstrap_servers, "fresh")
     )
-    await fresh.start()
     try:
-        fresh.on_partition_leadership_changes([tip], [])
+        await fresh.on_partition_leadership_changes([tip], [])
         await eventually(
             lambda: fresh.is_ready(tip),
             interval_s=0.01,
             why=lambda: loading_state(fresh, own_broker),
         )
-        assert fresh.list_remote_log_segments(tip) == listed
+        assert fresh.remote_log_segments(tip) == listed
     finally:
         await fresh.close()

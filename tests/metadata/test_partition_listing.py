@@ -65,7 +65,7 @@ async def test_partitions_with_finished_segments_are_listed_by_topic_and_partiti
         # Stopping a partition it serves does not unassign what the listing needs.
         await other.client.on_partition_leadership_changes([orders_0])
         await other.client.on_stop_partitions([orders_0])
-        assert sorted(other.manager._assigned) == list(range(PARTITIONS))
-        assert all(a.caught_up for a in other.manager._assigned.values())
+        assert sorted(other.manager.store.assigned) == list(range(PARTITIONS))
+        assert all(a.caught_up for a in other.manager.store.assigned.values())
     finally:
         await other.stop()

@@ -15,7 +15,7 @@ from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata import topic as topic_module
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, open_metadata_manager
 
 from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
 
@@ -31,8 +31,7 @@ async def started(tmp_path, broker):
 
     async def start(name: str, topic: str, **extra: str) -> TopicBasedRemoteLogMetadataManager:
         config = metadata_config(tmp_path, broker.bootstrap_servers, name, **extra)
-        manager = TopicBasedRemoteLogMetadataManager(config, topic=topic)
-        await manager.start()
+        manager = await open_metadata_manager(config, topic=topic)
         running.append(manager)
         return manager
 
@@ -43,24 +42,25 @@ async def started(tmp_path, broker):
 
 async def until_ready(manager, tips) -> None:
     """Register `tips` and wait until they are ready (registration by a snapshot counts too)."""
-    manager.on_partition_leadership_changes(tips, [])
+    await manager.on_partition_leadership_changes(tips, [])
     await eventually(
-        lambda: all(manager.is_ready(tip) for tip in manager.registered_partitions()),
+        lambda: all(manager.store.is_ready(tip) for tip in manager.registered_partitions()),
         interval_s=0.01,
     )
 
 
-def answers(manager, tips) -> dict:
+async def answers(manager, tips) -> dict:
     """Everything the manager says about `tips`: listings, lookups, highest offsets, sizes."""
     result = {}
     for tip in tips:
-        result[tip, "all"] = manager.list_remote_log_segments(tip)
+        result[tip, "all"] = manager.remote_log_segments(tip)
         for epoch in range(4):
-            result[tip, "list", epoch] = manager.list_remote_log_segments(tip, epoch)
-            result[tip, "highest", epoch] = manager.highest_offset_for_epoch(tip, epoch)
-            result[tip, "size", epoch] = manager.remote_log_size(tip, epoch)
+            result[tip, "list", epoch] = manager.remote_log_segments(tip, epoch)
+            result[tip, "highest", epoch] = await manager.highest_offset_for_epoch(tip, epoch)
+            result[tip, "size", epoch] = await manager.remote_log_size(tip, epoch)
             for offset in range(0, 2000, 37):
-                result[tip, epoch, offset] = manager.remote_log_segment_metadata(tip, epoch, offset)
+                found = await manager.remote_log_segment_metadata(tip, epoch, offset)
+                result[tip, epoch, offset] = found
     return result
 
 
@@ -98,7 +98,7 @@ async def written(started, name: str, *, segments: int, salt: str):
     await until_ready(writer, tips)
     for number, tip in enumerate(tips):
         await write_history(writer, tip, random.Random(number), segments, salt)
-    return topic, tips, writer, answers(writer, tips)
+    return topic, tips, writer, await answers(writer, tips)
 
 
 async def test_two_instances_writing_interleaved_events_converge(started):
@@ -116,7 +116,7 @@ async def test_two_instances_writing_interleaved_events_converge(started):
     # A race on one segment: COPY_FINISHED from one, DELETE_STARTED from the other.
     contested = metadata_of(tips[0], Seg("race", 5000, 5010, {9: 5000}))
     await first.add_remote_log_segment_metadata(contested)
-    await eventually(lambda: second.list_remote_log_segments(tips[0], 9), interval_s=0.01)
+    await eventually(lambda: second.remote_log_segments(tips[0], 9), interval_s=0.01)
     outcomes = await asyncio.gather(
         first.update_remote_log_segment_metadata(update_of(contested, COPIED)),
         second.update_remote_log_segment_metadata(update_of(contested, DELETING)),
@@ -126,12 +126,16 @@ async def test_two_instances_writing_interleaved_events_converge(started):
     # and its writer was told so.
     assert outcomes[1] is None
     assert outcomes[0] is None or isinstance(outcomes[0], InvalidStateTransitionError)
+
     # The writers saw their own events applied; the other's may still be arriving.
-    await eventually(lambda: answers(first, tips) == answers(second, tips), timeout_s=60)
-    final = answers(first, tips)
-    assert final == answers(second, tips)
-    assert first.list_remote_log_segments(tips[0], 9)[0].state is DELETING
-    assert second.list_remote_log_segments(tips[0], 9)[0].state is DELETING
+    async def agree():
+        return await answers(first, tips) == await answers(second, tips)
+
+    await eventually(agree, timeout_s=60)
+    final = await answers(first, tips)
+    assert final == await answers(second, tips)
+    assert first.remote_log_segments(tips[0], 9)[0].state is DELETING
+    assert second.remote_log_segments(tips[0], 9)[0].state is DELETING
     assert sum(len(final[tip, "all"]) for tip in tips) > 40
 
 
@@ -143,7 +147,7 @@ async def test_restart_from_snapshot_answers_like_a_full_replay(started):
     await until_ready(writer, tips)
     for number, tip in enumerate(tips):
         await write_history(writer, tip, random.Random(number), 12, "s")
-    before = answers(writer, tips)
+    before = await answers(writer, tips)
     await writer.close()  # writes a final snapshot
 
     # While it is down, another instance appends a tail.
@@ -161,8 +165,8 @@ async def test_restart_from_snapshot_answers_like_a_full_replay(started):
     await until_ready(replayed, tips)
     assert restarted.events_applied == tail  # only the tail was consumed
     assert replayed.events_applied > tail
-    after = answers(restarted, tips)
-    assert after == answers(replayed, tips)
+    after = await answers(restarted, tips)
+    assert after == await answers(replayed, tips)
     assert after != before  # the tail is there
     assert len(after[tips[1], "all"]) > len(before[tips[1], "all"])
 
@@ -178,7 +182,7 @@ async def test_corrupt_snapshot_is_discarded_and_the_topic_replayed(started):
     restarted = await started("corrupt", topic)
     assert restarted.snapshot_status == "discarded: CRC mismatch (corrupt)"
     await until_ready(restarted, tips)
-    assert answers(restarted, tips) == expected
+    assert await answers(restarted, tips) == expected
 
 
 async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, broker):
@@ -196,7 +200,7 @@ async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, b
     assert restarted.topic.topic_id != old_topic_id
     assert restarted.snapshot_status.startswith("discarded: it is of topic id")
     await until_ready(restarted, tips)
-    assert restarted.list_remote_log_segments(tips[0]) == []
+    assert restarted.remote_log_segments(tips[0]) == []
 
 
 async def snapshot_appears(manager) -> bool:
@@ -256,6 +260,6 @@ async def test_a_failing_consumer_thread_starts_over_and_loses_nothing(
     monkeypatch.setattr(topic_module, "_parse", failing_once)
     replayed = await started("replayed-after-failure", topic)
     await until_ready(replayed, tips)
-    assert answers(replayed, tips) == expected
+    assert await answers(replayed, tips) == expected
     assert replayed.events_applied == writer.events_applied
     assert "metadata consumer failed; restarting it" in caplog.text

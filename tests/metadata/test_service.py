@@ -135,7 +135,8 @@ async def test_invalid_transitions_are_refused_and_nothing_is_published(metadata
     listed = [m async for m in client.list_remote_log_segments(tip)]
     assert [m.state for m in listed] == [DELETING]
     # Refused writes were never published: the metadata partition holds 2 adds + 1 update.
-    state = metadata.manager._assigned[metadata.manager._metadata_partition(tip)].state
+    store = metadata.manager.store
+    state = store.assigned[store.metadata_partition(tip)].state
     assert len(state.cache(tip)) == 1
 
 
@@ -199,10 +200,10 @@ async def test_partition_deletion_drops_the_cache_and_spares_a_recreated_topic(m
     with pytest.raises(InvalidStateTransitionError, match="MARKED: no new segments"):
         await client.add_remote_log_segment_metadata(late_copy)
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_STARTED))
-    assert metadata.manager.partition_delete_state(old) is D.DELETE_PARTITION_STARTED
+    assert await metadata.manager.remote_partition_delete_state(old) is D.DELETE_PARTITION_STARTED
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_FINISHED))
     await client.put_remote_partition_delete_metadata(delete(D.DELETE_PARTITION_FINISHED))
-    assert metadata.manager.partition_delete_state(old) is D.DELETE_PARTITION_FINISHED
+    assert await metadata.manager.remote_partition_delete_state(old) is D.DELETE_PARTITION_FINISHED
     assert await client.remote_partition_delete_state(old) is D.DELETE_PARTITION_FINISHED
     with pytest.raises(RemoteResourceNotFoundError, match="was deleted"):
         await client.highest_offset_for_epoch(old, 0)
@@ -229,13 +230,12 @@ async def test_stop_partitions_unassigns_and_a_later_read_reloads(metadata):
 async def test_wrong_partition_count_is_refused(tmp_path, broker):
     from support.services import metadata_config
 
-    from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+    from remotelog.metadata.manager import open_metadata_manager
 
     topic = f"__remote_log_metadata_{uuid.uuid4().hex[:8]}"
-    first = TopicBasedRemoteLogMetadataManager(
+    first = await open_metadata_manager(
         metadata_config(tmp_path, broker.bootstrap_servers, "first"), topic=topic
     )
-    await first.start()
     await first.close()
     config = metadata_config(
         tmp_path,
@@ -243,8 +243,7 @@ async def test_wrong_partition_count_is_refused(tmp_path, broker):
         "second",
         **{"remote.log.metadata.topic.num.partitions": "7"},
     )
-    second = TopicBasedRemoteLogMetadataManager(config, topic=topic)
     with pytest.raises(InvalidArgumentError) as refused:
-        await second.start()
+        await open_metadata_manager(config, topic=topic)
     assert refused.value.field == "remote.log.metadata.topic.num.partitions"
     assert "has 5 partitions" in str(refused.value)

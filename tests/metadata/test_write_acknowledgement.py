@@ -17,9 +17,11 @@ from support.services import metadata_config
 from remotelog.core.errors import InvalidStateTransitionError
 from remotelog.core.metadata_serde import deserialize
 from remotelog.core.model import TopicIdPartition
-from remotelog.metadata import manager as manager_module
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, _Assigned
+from remotelog.metadata import partition_store
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 from remotelog.metadata.partition_state import MetadataPartitionState
+from remotelog.metadata.partition_store import Assigned
+from remotelog.metadata.topic import TopicInfo
 
 from .scenarios import COPIED, DELETING, Seg, metadata_of, update_of
 
@@ -35,11 +37,11 @@ class ConsumedBeforeAcked:
         self.ahead_of_ours = ahead_of_ours  # events another writer got in first
 
     async def publish(self, partition: int, value: bytes) -> int:
-        state = self.manager._assigned[partition].state
+        state = self.manager.store.assigned[partition].state
         events = [*self.ahead_of_ours, deserialize(value)]
         offsets = range(state.next_offset, state.next_offset + len(events))
         records = [(partition, GENERATION, o, e) for o, e in zip(offsets, events, strict=True)]
-        self.manager._on_records(records, [])
+        self.manager.store.on_records(records, [])
         return offsets[-1]
 
 
@@ -53,19 +55,40 @@ class AckedBeforeConsumed:
         self.written: list[tuple[int, bytes]] = []
 
     async def publish(self, partition: int, value: bytes) -> int:
-        offset = self.manager._assigned[partition].state.next_offset + self.behind
+        offset = self.manager.store.assigned[partition].state.next_offset + self.behind
         self.written.append((offset, value))
         return offset
+
+
+class HandedRecords:
+    """The metadata consumer's part: nothing consumed but what a test hands the store."""
+
+    def start(self) -> None: ...
+
+    def assign(self, partition: int, offset: int, generation: int) -> None: ...
+
+    def unassign(self, partition: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NoProducer:
+    async def publish(self, partition: int, value: bytes) -> int:
+        raise AssertionError("each test chooses how its write's race goes")
+
+    def close(self) -> None: ...
 
 
 @pytest.fixture
 def manager(tmp_path):
     """A manager serving TIP's metadata partition, caught up, with one segment being copied."""
-    manager = TopicBasedRemoteLogMetadataManager(metadata_config(tmp_path, "127.0.0.1:1"))
-    partition = manager._metadata_partition(TIP)
+    config = metadata_config(tmp_path, "127.0.0.1:1")
+    topic = TopicInfo(uuid.UUID(int=1), config.metadata_topic_num_partitions)
+    manager = TopicBasedRemoteLogMetadataManager(config, topic, NoProducer(), HandedRecords())
+    partition = manager.store.metadata_partition(TIP)
     state = MetadataPartitionState(partition)
-    manager._assigned[partition] = _Assigned(state, GENERATION, caught_up=True)
-    manager._registered.add(TIP)
+    manager.store.assigned[partition] = Assigned(state, GENERATION, caught_up=True)
+    manager.store.registered.add(TIP)
     segment = metadata_of(TIP, Seg("raced", 0, 9, {0: 0}))
     assert state.apply(0, segment) is None
     return manager, segment
@@ -75,25 +98,25 @@ async def test_a_dropped_event_consumed_before_its_ack_is_reported(manager):
     manager, segment = manager
     # Another writer's DELETE_SEGMENT_STARTED lands first: our COPY_SEGMENT_FINISHED
     # is dropped by every consumer, and we must be told.
-    manager._producer = ConsumedBeforeAcked(manager, [update_of(segment, DELETING)])
+    manager.producer.producer = ConsumedBeforeAcked(manager, [update_of(segment, DELETING)])
     with pytest.raises(InvalidStateTransitionError, match="not applied"):
         await manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
-    (listed,) = manager.list_remote_log_segments(TIP)
+    (listed,) = manager.remote_log_segments(TIP)
     assert listed.state is DELETING
 
 
 async def test_an_applied_event_consumed_before_its_ack_succeeds(manager):
     manager, segment = manager
-    manager._producer = ConsumedBeforeAcked(manager, [])
+    manager.producer.producer = ConsumedBeforeAcked(manager, [])
     await manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
-    (listed,) = manager.list_remote_log_segments(TIP)
+    (listed,) = manager.remote_log_segments(TIP)
     assert listed.state is COPIED
 
 
 async def test_only_the_latest_drops_are_remembered(manager, monkeypatch):
     manager, _ = manager
-    monkeypatch.setattr(manager_module, "RECENT_DROPS_KEPT", 3)
-    assigned = manager._assigned[manager._metadata_partition(TIP)]
+    monkeypatch.setattr(partition_store, "RECENT_DROPS_KEPT", 3)
+    assigned = manager.store.assigned[manager.store.metadata_partition(TIP)]
     for offset in range(10, 15):
         assigned.remember_drop(offset, f"dropped {offset}")
     assert assigned.recent_drops == {12: "dropped 12", 13: "dropped 13", 14: "dropped 14"}
@@ -101,38 +124,40 @@ async def test_only_the_latest_drops_are_remembered(manager, monkeypatch):
 
 async def test_an_acknowledged_write_next_in_order_is_applied_once(manager):
     manager, segment = manager
-    producer = manager._producer = AckedBeforeConsumed(manager)
-    partition = manager._metadata_partition(TIP)
+    producer = manager.producer.producer = AckedBeforeConsumed(manager)
+    partition = manager.store.metadata_partition(TIP)
     applied_before = manager.events_applied
     # Returns with nothing consumed: applied from the bytes this instance sent.
     await manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
-    (listed,) = manager.list_remote_log_segments(TIP)
+    (listed,) = manager.remote_log_segments(TIP)
     assert listed.state is COPIED
     ((offset, value),) = producer.written
-    assert manager._assigned[partition].state.next_offset == offset + 1
+    assert manager.store.assigned[partition].state.next_offset == offset + 1
     # The consumer's copy of the same record comes later and is not applied again
     # (applied twice, COPY_SEGMENT_FINISHED -> COPY_SEGMENT_FINISHED would be dropped).
-    manager._on_records([(partition, GENERATION, offset, deserialize(value))], [])
+    manager.store.on_records([(partition, GENERATION, offset, deserialize(value))], [])
     assert manager.events_applied == applied_before + 1
-    assert manager._assigned[partition].recent_drops == {}
-    (listed,) = manager.list_remote_log_segments(TIP)
+    assert manager.store.assigned[partition].recent_drops == {}
+    (listed,) = manager.remote_log_segments(TIP)
     assert listed.state is COPIED
 
 
 async def test_a_write_behind_records_not_consumed_waits_and_applies_in_order(manager):
     manager, segment = manager
-    manager._producer = AckedBeforeConsumed(manager, behind=1)
-    partition = manager._metadata_partition(TIP)
-    next_offset = manager._assigned[partition].state.next_offset
+    manager.producer.producer = AckedBeforeConsumed(manager, behind=1)
+    partition = manager.store.metadata_partition(TIP)
+    next_offset = manager.store.assigned[partition].state.next_offset
     write = asyncio.create_task(
         manager.update_remote_log_segment_metadata(update_of(segment, COPIED))
     )
     await asyncio.sleep(0.05)
     assert not write.done()  # another writer's record comes first, unseen yet
     # It arrives: another writer's DELETE_SEGMENT_STARTED at the offset before ours.
-    manager._on_records([(partition, GENERATION, next_offset, update_of(segment, DELETING))], [])
+    manager.store.on_records(
+        [(partition, GENERATION, next_offset, update_of(segment, DELETING))], []
+    )
     with pytest.raises(InvalidStateTransitionError, match="not applied"):
         await write
-    (listed,) = manager.list_remote_log_segments(TIP)
+    (listed,) = manager.remote_log_segments(TIP)
     assert listed.state is DELETING
-    assert manager._assigned[partition].state.next_offset == next_offset + 2
+    assert manager.store.assigned[partition].state.next_offset == next_offset + 2

@@ -332,7 +332,7 @@ def loading_state(manager, broker) -> str:
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "diagnosis"})
     try:
         rows = []
-        for metadata_part, assigned in manager._assigned.items():
+        for metadata_part, assigned in manager.store.assigned.items():
             watermarks = consumer.get_watermark_offsets(
                 TopicPartition(manager.topic_name, metadata_part), timeout=5
             )

@@ -1,25 +1,14 @@
 """TopicBasedRemoteLogMetadataManager: Kafka's RLMM over `__remote_log_metadata`, asyncio.
 
-- Registration (`on_partition_leadership_changes`, or the first read or write
-  of a partition) assigns the partition's metadata partition to the consumer,
-  from the snapshot's offset when there is one, else from the beginning.
-- A user partition is ready once its metadata partition reached its end
-  after being assigned; until then reads and writes raise MetadataNotReadyError.
-- Writes are checked against the cache (state transitions, custom metadata
-  size), published, and return only once the cache holds them, within
-  `consume.wait.ms`: Kafka waits until its consumer has read the record back
-  (waitTillConsumptionCatchesUp). Here an acknowledged write whose offset is
-  the next one to apply is applied from the bytes this instance sent, as the
-  consumer would apply them, and the consumer skips it later; a write behind
-  records not consumed yet (another instance's) waits for them. The cache
-  sees every record once, in offset order, either way, and a write returns
-  after its acknowledgement instead of a consumer fetch later (one wait of
-  `consumer.fetch.max.wait.ms` on brokers that answer a fetch only when its
-  wait ends, as Tansu does). An event the cache dropped on the way (a
-  concurrent writer won) is reported as INVALID_STATE_TRANSITION, not as
-  success.
-- A snapshot of all materialised state is written every N events or T ms and
-  at close; a restart loads it and consumes only what came after.
+Composed as Kafka composes its own: the metadata consumer (topic.MetadataConsumer,
+Kafka's ConsumerTask) applies records to the partition metadata store
+(partition_store, Kafka's RemotePartitionMetadataStore); writes are checked
+against the store and published by the producer manager (producer_manager),
+which returns once this instance has applied them. The manager is handed its
+Kafka clients (open_metadata_manager makes them), validates writes, answers
+reads from the store, and writes a snapshot of all materialised state every N
+events or T ms and at close, which a restart loads to consume only what came
+after.
 
 All state is touched by the event loop thread alone; the Kafka clients'
 threads hand records over through `call_soon_threadsafe`.
@@ -32,32 +21,22 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from opentelemetry.metrics import Observation
 
-from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import (
     InvalidArgumentError,
     InvalidStateTransitionError,
-    MetadataNotReadyError,
-    MetadataTopicUnavailableError,
     RemoteResourceNotFoundError,
 )
 from remotelog.core.gauges import InstanceGauges
 from remotelog.core.kafka_client import kafka_client_config
-from remotelog.core.metadata_serde import serialize
-from remotelog.core.metrics import (
-    METADATA_READ_LATENCY,
-    METADATA_SEGMENTS,
-    METADATA_WRITE_LATENCY,
-    histogram,
-)
+from remotelog.core.metrics import METADATA_READ_LATENCY, METADATA_SEGMENTS, histogram
 from remotelog.core.model import (
-    RemoteLogMetadata,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
@@ -65,7 +44,7 @@ from remotelog.core.model import (
     TopicIdPartition,
     check_custom_metadata_size,
 )
-from remotelog.core.partitioner import metadata_partition
+from remotelog.core.ports import RemoteLogMetadataManager
 from remotelog.core.states import (
     RemoteLogSegmentState,
     RemotePartitionDeleteState,
@@ -74,103 +53,96 @@ from remotelog.core.states import (
 )
 from remotelog.core.tasks import in_thread_until_cancelled
 from remotelog.metadata import snapshot as snapshots
-from remotelog.metadata.cache import RemoteLogMetadataCache
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.partition_state import MetadataPartitionState
+from remotelog.metadata.partition_store import (
+    Assignments,
+    RemotePartitionMetadataStore,
+    refuse_deleted,
+)
+from remotelog.metadata.producer_manager import ProducerManager, Publisher
 from remotelog.metadata.topic import (
     METADATA_TOPIC,
-    OFFSET_BEGINNING,
     EndOfPartition,
     MetadataConsumer,
     MetadataProducer,
     Record,
     TopicInfo,
     ensure_metadata_topic,
-    parse_record,
 )
 
 log = logging.getLogger(__name__)
 SCOPE = "remotelog.metadata"
-# A write's acknowledgement lags its consumption by at most the writes in flight.
-RECENT_DROPS_KEPT = 1024
 
 
-@dataclass
-class _Assigned:
-    """A metadata partition this instance consumes."""
-
-    state: MetadataPartitionState
-    generation: int
-    caught_up: bool = False
-    # offset -> futures of writes waiting to see that offset consumed
-    waiters: dict[int, list[asyncio.Future[str | None]]] = field(default_factory=dict)
-    # offset -> why, for events dropped before their writer started waiting: the
-    # consumer can apply a write before the producer's acknowledgement arrives.
-    recent_drops: dict[int, str] = field(default_factory=dict)
-    # offset -> value of this instance's acknowledged writes not applied yet
-    own_writes: dict[int, bytes] = field(default_factory=dict)
-
-    def remember_drop(self, offset: int, why: str) -> None:
-        self.recent_drops[offset] = why
-        if len(self.recent_drops) > RECENT_DROPS_KEPT:
-            del self.recent_drops[next(iter(self.recent_drops))]  # offsets arrive in order
+class KafkaClient(Protocol):
+    def close(self) -> None: ...
 
 
-class TopicBasedRemoteLogMetadataManager:
-    def __init__(self, config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC) -> None:
+class Consumer(Assignments, KafkaClient, Protocol):
+    def start(self) -> None: ...
+
+
+class Producer(Publisher, KafkaClient, Protocol):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadedSnapshot:
+    """What a start takes from the snapshot: states by metadata partition, the registered
+    partitions, and how it went ("none", "loaded", "discarded: <why>")."""
+
+    states: dict[int, MetadataPartitionState] = field(default_factory=dict)
+    registered: frozenset[TopicIdPartition] = frozenset()
+    status: str = "none"
+
+
+class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
+    """Kafka's RemoteLogMetadataManager (core.ports) over the metadata topic."""
+
+    def __init__(
+        self,
+        config: MetadataManagerConfig,
+        topic: TopicInfo,
+        producer: Producer,
+        consumer: Consumer,
+        *,
+        topic_name: str = METADATA_TOPIC,
+        snapshot: LoadedSnapshot | None = None,
+    ) -> None:
         self.config = config
-        self.topic_name = topic
+        self.topic = topic
+        self.topic_name = topic_name
+        self._producer_client = producer
+        self._consumer = consumer
+        snapshot = snapshot or LoadedSnapshot()
+        self.snapshot_status = snapshot.status
+        self._registered_at_start = snapshot.registered
+        self.store = RemotePartitionMetadataStore(
+            topic_name,
+            config.metadata_topic_num_partitions,
+            consumer,
+            parked=snapshot.states,
+            on_applied=self._count_applied,
+        )
+        self.producer = ProducerManager(
+            producer, self.store, consume_wait_ms=config.consume_wait_ms, scope=SCOPE
+        )
         self._read_latency = histogram(SCOPE, METADATA_READ_LATENCY)
-        self._write_latency = histogram(SCOPE, METADATA_WRITE_LATENCY)
-        self.client_config: dict[str, Any] = kafka_client_config(config)
-        self.topic: TopicInfo | None = None
-        # How the last start went with the snapshot: "none", "loaded", "discarded: <why>".
-        self.snapshot_status = "none"
-        self._assigned: dict[int, _Assigned] = {}
-        # States loaded from the snapshot whose metadata partition is not assigned (yet).
-        self._parked: dict[int, MetadataPartitionState] = {}
-        self._registered: set[TopicIdPartition] = set()
-        # Set by the first partition listing: every metadata partition stays assigned.
-        self._discovering = False
-        self._generations = itertools.count(1)
         self._events_since_snapshot = 0
         # Records applied since start (a restart from a snapshot applies only the tail).
         self.events_applied = 0
         self._snapshot_due = asyncio.Event()
         self._snapshot_task: asyncio.Task[None] | None = None
-        self._producer: MetadataProducer | None = None
-        self._consumer: MetadataConsumer | None = None
         self._closed = False
         self._gauges: InstanceGauges | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        c = self.config
-        self.topic = await in_thread_until_cancelled(
-            ensure_metadata_topic,
-            self.client_config,
-            topic=self.topic_name,
-            partitions=c.metadata_topic_num_partitions,
-            replication_factor=c.metadata_topic_replication_factor,
-            retention_ms=c.metadata_topic_retention_ms,
-            retry_interval_ms=c.initialization_retry_interval_ms,
-            max_timeout_ms=c.initialization_retry_max_timeout_ms,
-        )
-        registered = self._load_snapshot(self.topic)
-        self._producer = MetadataProducer(
-            self.client_config, topic=self.topic_name, timeout_ms=c.consume_wait_ms
-        )
-        self._consumer = MetadataConsumer(
-            self.client_config,
-            topic=self.topic_name,
-            loop=asyncio.get_running_loop(),
-            sink=self._on_records,
-            fetch_wait_ms=c.consumer_fetch_wait_ms,
-        )
         self._consumer.start()
-        for tip in registered:
-            self._register(tip)
+        for tip in self._registered_at_start:
+            self.store.register(tip)
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
         # Live segments materialised by this manager.
         self._gauges = InstanceGauges(
@@ -189,148 +161,10 @@ class TopicBasedRemoteLogMetadataManager:
             self._snapshot_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._snapshot_task
-        if self._consumer is not None:
-            await asyncio.to_thread(self._consumer.close)
-        if self._producer is not None:
-            await asyncio.to_thread(self._producer.close)
-        if self.topic is not None:
-            await self.write_snapshot()
-        for assigned in self._assigned.values():
-            _fail_waiters(assigned, "the metadata manager is shutting down")
-
-    def _load_snapshot(self, topic: TopicInfo) -> frozenset[TopicIdPartition]:
-        directory = Path(self.config.snapshot_dir).expanduser()
-        try:
-            loaded = snapshots.load(directory)
-        except snapshots.SnapshotError as exc:
-            return self._discard_snapshot(directory, str(exc))
-        if loaded is None:
-            return frozenset()
-        if loaded.topic_id != topic.topic_id:
-            return self._discard_snapshot(
-                directory,
-                f"it is of topic id {loaded.topic_id}, the topic now has {topic.topic_id} "
-                "(deleted and recreated)",
-            )
-        if loaded.num_partitions != topic.partitions:
-            return self._discard_snapshot(
-                directory,
-                f"it has {loaded.num_partitions} metadata partitions, the topic {topic.partitions}",
-            )
-        self._parked = dict(loaded.states)
-        self.snapshot_status = "loaded"
-        log.info(
-            "loaded metadata snapshot: %d metadata partitions, %d segments",
-            len(loaded.states),
-            sum(state.segment_count() for state in loaded.states.values()),
-        )
-        return loaded.registered
-
-    def _discard_snapshot(self, directory: Path, why: str) -> frozenset[TopicIdPartition]:
-        self.snapshot_status = f"discarded: {why}"
-        log.warning(
-            "discarding metadata snapshot in %s: %s; replaying %s", directory, why, self.topic_name
-        )
-        return frozenset()
-
-    # -- registration and readiness ------------------------------------------------
-
-    def on_partition_leadership_changes(
-        self, leaders: Iterable[TopicIdPartition], followers: Iterable[TopicIdPartition]
-    ) -> None:
-        for tip in itertools.chain(leaders, followers):
-            self._register(tip)
-
-    def on_stop_partitions(self, partitions: Iterable[TopicIdPartition]) -> None:
-        stopped = set(partitions) & self._registered
-        self._registered -= stopped
-        if self._discovering:
-            return  # every metadata partition is served for the listing
-        still_served = {self._metadata_partition(tip) for tip in self._registered}
-        for metadata_part in {self._metadata_partition(tip) for tip in stopped} - still_served:
-            assigned = self._assigned.pop(metadata_part, None)
-            if assigned is not None:
-                assert self._consumer is not None
-                self._consumer.unassign(metadata_part)
-                _fail_waiters(assigned, "the partition is no longer served here")
-
-    def is_ready(self, tip: TopicIdPartition) -> bool:
-        return self._assigned_for(tip).caught_up
-
-    def registered_partitions(self) -> frozenset[TopicIdPartition]:
-        return frozenset(self._registered)
-
-    def _metadata_partition(self, tip: TopicIdPartition) -> int:
-        return metadata_partition(tip, self.config.metadata_topic_num_partitions)
-
-    def _register(self, tip: TopicIdPartition) -> _Assigned:
-        assigned = self._assign(self._metadata_partition(tip))
-        self._registered.add(tip)
-        return assigned
-
-    def _assign(self, metadata_part: int) -> _Assigned:
-        if self._closed:
-            raise MetadataNotReadyError("the metadata manager is not running")
-        assigned = self._assigned.get(metadata_part)
-        if assigned is not None:
-            return assigned
-        if self._consumer is None:
-            raise MetadataNotReadyError("the metadata manager is not running")
-        state = self._parked.pop(metadata_part, None) or MetadataPartitionState(metadata_part)
-        assigned = _Assigned(state, next(self._generations))
-        self._assigned[metadata_part] = assigned
-        start = state.next_offset if state.next_offset > 0 else OFFSET_BEGINNING
-        self._consumer.assign(metadata_part, start, assigned.generation)
-        return assigned
-
-    def _assigned_for(self, tip: TopicIdPartition, *, register: bool = False) -> _Assigned:
-        # A read assigns the metadata partition that holds `tip` (at most the topic's
-        # partition count of them) but registers nothing: reads of arbitrary
-        # partitions must not grow the registered set, or the snapshot, without bound.
-        # A write registers its partition, as it creates state there anyway.
-        if register:
-            return self._register(tip)
-        return self._assign(self._metadata_partition(tip))
-
-    def _ready(self, tip: TopicIdPartition, *, register: bool = False) -> MetadataPartitionState:
-        assigned = self._assigned_for(tip, register=register)
-        if not assigned.caught_up:
-            raise MetadataNotReadyError(
-                f"metadata of {tip} is loading from {self.topic_name}-{assigned.state.partition}",
-                metadata={"partition": str(tip)},
-            )
-        return assigned.state
-
-    # -- consumption (event loop thread) --------------------------------------------
-
-    def _on_records(self, records: list[Record], ends: list[EndOfPartition]) -> None:
-        touched: set[int] = set()
-        applied = 0
-        for metadata_part, generation, offset, event in records:
-            assigned = self._assigned.get(metadata_part)
-            if assigned is None or assigned.generation != generation:
-                continue
-            if offset < assigned.state.next_offset:
-                continue  # applied already (this instance's own write)
-            self._apply(assigned, offset, event)
-            applied += 1
-            touched.add(metadata_part)
-        for metadata_part, generation, end in ends:
-            assigned = self._assigned.get(metadata_part)
-            if assigned is None or assigned.generation != generation:
-                continue
-            # Past the end, there is nothing more to apply: offsets up to it
-            # (control records, gaps) are consumed too.
-            assigned.state.next_offset = max(assigned.state.next_offset, end)
-            if not assigned.caught_up:
-                assigned.caught_up = True
-                log.info("%s-%d caught up at offset %d", self.topic_name, metadata_part, end)
-            touched.add(metadata_part)
-        for metadata_part in touched:
-            assigned = self._assigned[metadata_part]
-            applied += self._apply_own_writes(assigned)
-            self._release_waiters(assigned)
-        self._count_applied(applied)
+        await asyncio.to_thread(self._consumer.close)
+        await asyncio.to_thread(self._producer_client.close)
+        await self.write_snapshot()
+        self.store.close("the metadata manager is shutting down")
 
     def _count_applied(self, applied: int) -> None:
         self.events_applied += applied
@@ -338,54 +172,35 @@ class TopicBasedRemoteLogMetadataManager:
         if self._events_since_snapshot >= self.config.snapshot_interval_events:
             self._snapshot_due.set()
 
-    def _apply(self, assigned: _Assigned, offset: int, event: RemoteLogMetadata | None) -> None:
-        """Apply the record at `offset` (the next one) and answer the writes waiting for it."""
-        state = assigned.state
-        if event is None:
-            state.next_offset = offset + 1
-            dropped: str | None = "unreadable record"
-        else:
-            dropped = state.apply(offset, event)
-            if dropped is not None:
-                log.warning(
-                    "dropped %s at %s-%d@%d: %s",
-                    type(event).__name__,
-                    self.topic_name,
-                    state.partition,
-                    offset,
-                    dropped,
-                )
-        waiting = assigned.waiters.pop(offset, None)
-        if waiting is None and dropped is not None:
-            assigned.remember_drop(offset, dropped)
-        for future in waiting or ():
-            if not future.done():
-                future.set_result(dropped)
+    # -- registration and readiness ------------------------------------------------
 
-    def _apply_own_writes(self, assigned: _Assigned) -> int:
-        """Apply this instance's acknowledged writes that are next in offset order."""
-        state, own = assigned.state, assigned.own_writes
-        for offset in [o for o in own if o < state.next_offset]:
-            del own[offset]  # the consumer applied it first
-        applied = 0
-        while (value := own.pop(state.next_offset, None)) is not None:
-            offset = state.next_offset
-            where = f"{self.topic_name}-{state.partition} offset {offset}"
-            self._apply(assigned, offset, parse_record(value, where))
-            applied += 1
-        return applied
+    async def on_partition_leadership_changes(
+        self,
+        leaders: Iterable[TopicIdPartition],
+        followers: Iterable[TopicIdPartition] = (),
+        *,
+        timeout_s: float | None = None,
+    ) -> None:
+        for tip in itertools.chain(leaders, followers):
+            self.store.register(tip)
 
-    @staticmethod
-    def _release_waiters(assigned: _Assigned) -> None:
-        consumed = assigned.state.next_offset
-        for offset in [o for o in assigned.waiters if o < consumed]:
-            for future in assigned.waiters.pop(offset):
-                if not future.done():
-                    future.set_result(None)
+    async def on_stop_partitions(
+        self, partitions: Iterable[TopicIdPartition], *, timeout_s: float | None = None
+    ) -> None:
+        self.store.stop(partitions)
+
+    async def is_ready(
+        self, partition: TopicIdPartition, *, timeout_s: float | None = None
+    ) -> bool:
+        return self.store.is_ready(partition)
+
+    def registered_partitions(self) -> frozenset[TopicIdPartition]:
+        return frozenset(self.store.registered)
 
     # -- writes -----------------------------------------------------------------------
-
-    async def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
+    async def add_remote_log_segment_metadata(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> None:
         if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
             raise InvalidArgumentError(
                 "remote_log_segment_metadata.state",
@@ -393,8 +208,8 @@ class TopicBasedRemoteLogMetadataManager:
             )
         check_custom_metadata_size(metadata.custom_metadata, self.config.custom_metadata_max_bytes)
         tip = metadata.topic_id_partition
-        state = self._ready(tip, register=True)
-        self._refuse_deleted(state, tip)
+        state = self.store.ready(tip, register=True)
+        refuse_deleted(state, tip)
         being_deleted = state.deletes.get(tip)
         if being_deleted is not None:
             # The remover lists the segments to delete after the marker; a copy
@@ -407,10 +222,10 @@ class TopicBasedRemoteLogMetadataManager:
             None if cache is None else cache.segment_state(metadata.remote_log_segment_id.id.bytes)
         )
         _check_segment_transition(current, metadata.state, metadata)
-        await self._publish(state, metadata)
+        await self.producer.publish(state.partition, metadata)
 
     async def update_remote_log_segment_metadata(
-        self, update: RemoteLogSegmentMetadataUpdate
+        self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
     ) -> None:
         if update.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
             raise InvalidArgumentError(
@@ -419,8 +234,8 @@ class TopicBasedRemoteLogMetadataManager:
             )
         check_custom_metadata_size(update.custom_metadata, self.config.custom_metadata_max_bytes)
         tip = update.topic_id_partition
-        state = self._ready(tip, register=True)
-        self._refuse_deleted(state, tip)
+        state = self.store.ready(tip, register=True)
+        refuse_deleted(state, tip)
         cache = state.cache(tip)
         current = (
             None if cache is None else cache.segment_state(update.remote_log_segment_id.id.bytes)
@@ -430,13 +245,13 @@ class TopicBasedRemoteLogMetadataManager:
                 f"no remote log segment metadata for {update.remote_log_segment_id}"
             )
         _check_segment_transition(current, update.state, update)
-        await self._publish(state, update)
+        await self.producer.publish(state.partition, update)
 
     async def put_remote_partition_delete_metadata(
-        self, delete: RemotePartitionDeleteMetadata
+        self, delete: RemotePartitionDeleteMetadata, *, timeout_s: float | None = None
     ) -> None:
         tip = delete.topic_id_partition
-        state = self._ready(tip, register=True)
+        state = self.store.ready(tip, register=True)
         if tip in state.deleted:
             if delete.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
                 return  # already finished: idempotent
@@ -450,57 +265,9 @@ class TopicBasedRemoteLogMetadataManager:
                 f"partition {tip}: {source.name if source else 'no deletion state'} can not "
                 f"move to {delete.state.name}"
             )
-        await self._publish(state, delete)
+        await self.producer.publish(state.partition, delete)
 
-    @staticmethod
-    def _refuse_deleted(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
-        if tip in state.deleted:
-            raise RemoteResourceNotFoundError(f"partition {tip} was deleted")
-
-    async def _publish(self, state: MetadataPartitionState, event: RemoteLogMetadata) -> None:
-        started = time.perf_counter()
-        assert self._producer is not None
-        wait_s = self.config.consume_wait_ms / 1000
-        deadline = current_deadline()
-        if deadline is not None:
-            wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
-        value = serialize(event)
-        metadata_part = state.partition
-        try:
-            async with asyncio.timeout(wait_s):
-                offset = await self._producer.publish(metadata_part, value)
-                dropped = await self._consumed(metadata_part, offset, value)
-        except TimeoutError:
-            raise MetadataTopicUnavailableError(
-                f"{self.topic_name}-{metadata_part} did not confirm the write within "
-                f"{wait_s * 1000:.0f} ms (remote.log.metadata.consume.wait.ms); it may still "
-                "land: retry"
-            ) from None
-        finally:
-            self._write_latency.record((time.perf_counter() - started) * 1000)
-        if dropped is not None:
-            raise InvalidStateTransitionError(f"the event was not applied: {dropped}")
-
-    async def _consumed(self, metadata_part: int, offset: int, value: bytes) -> str | None:
-        """Once the record written at `offset` is applied: why it was dropped, or None."""
-        assigned = self._assigned.get(metadata_part)
-        if assigned is None:
-            raise MetadataNotReadyError("the partition is no longer served here")
-        if offset < assigned.state.next_offset:
-            return assigned.recent_drops.get(offset)
-        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        assigned.waiters.setdefault(offset, []).append(future)
-        assigned.own_writes[offset] = value
-        self._count_applied(self._apply_own_writes(assigned))
-        self._release_waiters(assigned)
-        return await future
-
-    # -- reads ------------------------------------------------------------------------
-
-    def _read_cache(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
-        state = self._ready(tip)
-        self._refuse_deleted(state, tip)
-        return state.cache(tip) or RemoteLogMetadataCache(tip)
+    # -- reads: answered from the store at once (`timeout_s` is the port's) -------------
 
     @contextlib.contextmanager
     def _timed_read(self) -> Iterator[None]:
@@ -510,78 +277,72 @@ class TopicBasedRemoteLogMetadataManager:
         finally:
             self._read_latency.record((time.perf_counter() - started) * 1000)
 
-    def remote_log_segment_metadata(
-        self, tip: TopicIdPartition, leader_epoch: int, offset: int
+    async def remote_log_segment_metadata(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
     ) -> RemoteLogSegmentMetadata | None:
         with self._timed_read():
-            return self._read_cache(tip).remote_log_segment_metadata(leader_epoch, offset)
+            return self.store.cache(partition).remote_log_segment_metadata(leader_epoch, offset)
 
-    def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> int | None:
+    async def highest_offset_for_epoch(
+        self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
+    ) -> int | None:
         with self._timed_read():
-            return self._read_cache(tip).highest_offset_for_epoch(leader_epoch)
+            return self.store.cache(partition).highest_offset_for_epoch(leader_epoch)
 
-    def list_remote_log_segments(
-        self, tip: TopicIdPartition, leader_epoch: int | None = None
+    async def list_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> AsyncGenerator[RemoteLogSegmentMetadata, None]:
+        for segment in self.remote_log_segments(partition, leader_epoch):
+            yield segment
+
+    def remote_log_segments(
+        self, partition: TopicIdPartition, leader_epoch: int | None = None
     ) -> list[RemoteLogSegmentMetadata]:
+        """list_remote_log_segments as one list, for the service that sends it in batches."""
         with self._timed_read():
-            return self._read_cache(tip).list_remote_log_segments(leader_epoch)
+            return self.store.cache(partition).list_remote_log_segments(leader_epoch)
 
-    def remote_log_size(self, tip: TopicIdPartition, leader_epoch: int) -> int:
+    async def remote_log_size(
+        self, partition: TopicIdPartition, leader_epoch: int, *, timeout_s: float | None = None
+    ) -> int:
         with self._timed_read():
-            return self._read_cache(tip).remote_log_size(leader_epoch)
+            return self.store.cache(partition).remote_log_size(leader_epoch)
 
-    def next_segment_with_txn_index(
-        self, tip: TopicIdPartition, leader_epoch: int, offset: int
+    async def next_segment_with_txn_index(
+        self,
+        partition: TopicIdPartition,
+        leader_epoch: int,
+        offset: int,
+        *,
+        timeout_s: float | None = None,
     ) -> RemoteLogSegmentMetadata | None:
         with self._timed_read():
-            return self._read_cache(tip).next_segment_with_txn_index(leader_epoch, offset)
+            return self.store.cache(partition).next_segment_with_txn_index(leader_epoch, offset)
 
-    def partition_delete_state(self, tip: TopicIdPartition) -> RemotePartitionDeleteState | None:
-        """The partition's deletion state; FINISHED once its cache is dropped."""
-        state = self._ready(tip)
-        if tip in state.deleted:
-            return RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
-        current = state.deletes.get(tip)
-        return None if current is None else current.state
+    async def remote_partition_delete_state(
+        self, partition: TopicIdPartition, *, timeout_s: float | None = None
+    ) -> RemotePartitionDeleteState | None:
+        return self.store.delete_state(partition)
 
-    def list_remote_partitions(self, topic: str | None = None) -> list[RemotePartitionSummary]:
-        """Every user partition (of `topic`, or all) with COPY_SEGMENT_FINISHED segments,
-        by topic, partition and topic id. A partition whose deletion has begun is not
-        listed: for a reader its topic is gone.
-
-        Discovery needs the whole topic: the first call assigns every metadata
-        partition, for good, and raises MetadataNotReadyError until each is caught up.
-        """
-        self._discovering = True
-        for metadata_part in range(self.config.metadata_topic_num_partitions):
-            self._assign(metadata_part)
-        loading = sorted(p for p, a in self._assigned.items() if not a.caught_up)
-        if loading:
-            raise MetadataNotReadyError(
-                f"{len(loading)} partitions of {self.topic_name} are loading "
-                f"(first: {self.topic_name}-{loading[0]})"
-            )
-        found = []
+    async def list_remote_partitions(
+        self, topic: str | None = None, *, timeout_s: float | None = None
+    ) -> list[RemotePartitionSummary]:
+        """Every user partition (of `topic`, or all) with COPY_SEGMENT_FINISHED segments;
+        see RemotePartitionMetadataStore.list_remote_partitions."""
         with self._timed_read():
-            for assigned in self._assigned.values():
-                state = assigned.state
-                for tip, cache in state.caches.items():
-                    if (topic is not None and tip.topic != topic) or tip in state.deletes:
-                        continue
-                    summary = cache.summary()
-                    if summary is not None:
-                        found.append(summary)
-        return sorted(
-            found,
-            key=lambda s: (
-                s.topic_id_partition.topic,
-                s.topic_id_partition.partition,
-                s.topic_id_partition.topic_id,
-            ),
-        )
+            return self.store.list_remote_partitions(topic)
 
     def segment_count(self) -> int:
-        return sum(a.state.segment_count() for a in self._assigned.values())
+        return self.store.segment_count()
 
     # -- snapshots ----------------------------------------------------------------------
 
@@ -600,19 +361,89 @@ class TopicBasedRemoteLogMetadataManager:
 
     async def write_snapshot(self) -> Path:
         """Write the snapshot now (also every N events / T ms, and at close)."""
-        assert self.topic is not None
         self._events_since_snapshot = 0
-        states = snapshots.copy_states(
-            itertools.chain((a.state for a in self._assigned.values()), self._parked.values())
-        )
         snapshot = snapshots.Snapshot(
             topic_id=self.topic.topic_id,
             num_partitions=self.topic.partitions,
-            registered=frozenset(self._registered),
-            states=states,
+            registered=frozenset(self.store.registered),
+            states=snapshots.copy_states(self.store.states()),
         )
         directory = Path(self.config.snapshot_dir).expanduser()
         return await asyncio.to_thread(snapshots.write, directory, snapshot)
+
+
+async def open_metadata_manager(
+    config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC
+) -> TopicBasedRemoteLogMetadataManager:
+    """The manager, started, with the Kafka clients it is handed: the metadata topic made
+    or checked first, the snapshot loaded, then its producer and consumer."""
+    client_config = kafka_client_config(config)
+    info = await in_thread_until_cancelled(
+        ensure_metadata_topic,
+        client_config,
+        topic=topic,
+        partitions=config.metadata_topic_num_partitions,
+        replication_factor=config.metadata_topic_replication_factor,
+        retention_ms=config.metadata_topic_retention_ms,
+        retry_interval_ms=config.initialization_retry_interval_ms,
+        max_timeout_ms=config.initialization_retry_max_timeout_ms,
+    )
+    snapshot = load_snapshot(config, info, topic)
+    producer = MetadataProducer(client_config, topic=topic, timeout_ms=config.consume_wait_ms)
+    manager: TopicBasedRemoteLogMetadataManager | None = None
+
+    def sink(records: list[Record], ends: list[EndOfPartition]) -> None:
+        assert manager is not None  # records come only once the manager started the consumer
+        manager.store.on_records(records, ends)
+
+    consumer = MetadataConsumer(
+        client_config,
+        topic=topic,
+        loop=asyncio.get_running_loop(),
+        sink=sink,
+        fetch_wait_ms=config.consumer_fetch_wait_ms,
+    )
+    manager = TopicBasedRemoteLogMetadataManager(
+        config, info, producer, consumer, topic_name=topic, snapshot=snapshot
+    )
+    try:
+        await manager.start()
+    except BaseException:
+        await manager.close()
+        raise
+    return manager
+
+
+def load_snapshot(config: MetadataManagerConfig, topic: TopicInfo, name: str) -> LoadedSnapshot:
+    """The snapshot in `remote.log.metadata.snapshot.dir`, if it is of this topic as it is
+    now; one that is not is discarded, and the topic replayed from the beginning."""
+    directory = Path(config.snapshot_dir).expanduser()
+
+    def discard(why: str) -> LoadedSnapshot:
+        log.warning("discarding metadata snapshot in %s: %s; replaying %s", directory, why, name)
+        return LoadedSnapshot(status=f"discarded: {why}")
+
+    try:
+        loaded = snapshots.load(directory)
+    except snapshots.SnapshotError as exc:
+        return discard(str(exc))
+    if loaded is None:
+        return LoadedSnapshot()
+    if loaded.topic_id != topic.topic_id:
+        return discard(
+            f"it is of topic id {loaded.topic_id}, the topic now has {topic.topic_id} "
+            "(deleted and recreated)"
+        )
+    if loaded.num_partitions != topic.partitions:
+        return discard(
+            f"it has {loaded.num_partitions} metadata partitions, the topic {topic.partitions}"
+        )
+    log.info(
+        "loaded metadata snapshot: %d metadata partitions, %d segments",
+        len(loaded.states),
+        sum(state.segment_count() for state in loaded.states.values()),
+    )
+    return LoadedSnapshot(dict(loaded.states), loaded.registered, "loaded")
 
 
 def _check_segment_transition(
@@ -624,11 +455,3 @@ def _check_segment_transition(
             f"segment {segment}: {current.name if current else 'no state'} can not move to "
             f"{target.name}"
         )
-
-
-def _fail_waiters(assigned: _Assigned, why: str) -> None:
-    for futures in assigned.waiters.values():
-        for future in futures:
-            if not future.done():
-                future.set_exception(MetadataNotReadyError(why))
-    assigned.waiters.clear()

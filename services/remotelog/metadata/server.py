@@ -6,7 +6,7 @@ from contextlib import AsyncExitStack
 
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, open_metadata_manager
 from remotelog.metadata.servicer import MetadataServicer
 from remotelog.rpc.server import RunningService, start_service
 
@@ -17,9 +17,8 @@ async def start_metadata_manager(
     config: MetadataManagerConfig,
 ) -> RunningService[TopicBasedRemoteLogMetadataManager]:
     async with AsyncExitStack() as stack:
-        manager = TopicBasedRemoteLogMetadataManager(config)
-        stack.push_async_callback(manager.close)  # closes what a failed start opened
-        await manager.start()
+        manager = await open_metadata_manager(config)
+        stack.push_async_callback(manager.close)
         servicer = MetadataServicer(manager)
         return await start_service(
             config,

@@ -71,7 +71,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def GetRemoteLogSegmentMetadata(
         self, request: pb.GetRemoteLogSegmentMetadataRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemoteLogSegmentMetadataResponse:
-        found = self.manager.remote_log_segment_metadata(
+        found = await self.manager.remote_log_segment_metadata(
             topic_id_partition_field(request),
             non_negative(request.leader_epoch, "leader_epoch"),
             non_negative(request.offset, "offset"),
@@ -85,7 +85,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def GetHighestOffsetForEpoch(
         self, request: pb.GetHighestOffsetForEpochRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetHighestOffsetForEpochResponse:
-        offset = self.manager.highest_offset_for_epoch(
+        offset = await self.manager.highest_offset_for_epoch(
             topic_id_partition_field(request), non_negative(request.leader_epoch, "leader_epoch")
         )
         return pb.GetHighestOffsetForEpochResponse(offset=offset)
@@ -98,7 +98,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
             if request.HasField("leader_epoch")
             else None
         )
-        segments = self.manager.list_remote_log_segments(topic_id_partition_field(request), epoch)
+        segments = self.manager.remote_log_segments(topic_id_partition_field(request), epoch)
         for start in range(0, len(segments), LIST_BATCH):
             yield pb.ListRemoteLogSegmentsResponse(
                 remote_log_segment_metadata=[
@@ -109,7 +109,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def GetRemoteLogSize(
         self, request: pb.GetRemoteLogSizeRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemoteLogSizeResponse:
-        size = self.manager.remote_log_size(
+        size = await self.manager.remote_log_size(
             topic_id_partition_field(request), non_negative(request.leader_epoch, "leader_epoch")
         )
         return pb.GetRemoteLogSizeResponse(remote_log_size_bytes=size)
@@ -117,7 +117,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def GetNextSegmentWithTxnIndex(
         self, request: pb.GetNextSegmentWithTxnIndexRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetNextSegmentWithTxnIndexResponse:
-        found = self.manager.next_segment_with_txn_index(
+        found = await self.manager.next_segment_with_txn_index(
             topic_id_partition_field(request),
             non_negative(request.leader_epoch, "leader_epoch"),
             non_negative(request.offset, "offset"),
@@ -135,20 +135,20 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
         followers = topic_id_partitions_from_proto(
             request.follower_partitions, "follower_partitions"
         )
-        self.manager.on_partition_leadership_changes(leaders, followers)
+        await self.manager.on_partition_leadership_changes(leaders, followers)
         return pb.OnPartitionLeadershipChangesResponse()
 
     async def OnStopPartitions(
         self, request: pb.OnStopPartitionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.OnStopPartitionsResponse:
         partitions = topic_id_partitions_from_proto(request.partitions, "partitions")
-        self.manager.on_stop_partitions(partitions)
+        await self.manager.on_stop_partitions(partitions)
         return pb.OnStopPartitionsResponse()
 
     async def GetRemotePartitionDeleteState(
         self, request: pb.GetRemotePartitionDeleteStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetRemotePartitionDeleteStateResponse:
-        state = self.manager.partition_delete_state(topic_id_partition_field(request))
+        state = await self.manager.remote_partition_delete_state(topic_id_partition_field(request))
         if state is None:
             return pb.GetRemotePartitionDeleteStateResponse()
         return pb.GetRemotePartitionDeleteStateResponse(
@@ -158,12 +158,13 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
     async def IsReady(
         self, request: pb.IsReadyRequest, context: grpc.aio.ServicerContext
     ) -> pb.IsReadyResponse:
-        return pb.IsReadyResponse(ready=self.manager.is_ready(topic_id_partition_field(request)))
+        ready = await self.manager.is_ready(topic_id_partition_field(request))
+        return pb.IsReadyResponse(ready=ready)
 
     async def ListRemotePartitions(
         self, request: pb.ListRemotePartitionsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ListRemotePartitionsResponse]:
-        partitions = self.manager.list_remote_partitions(request.topic or None)
+        partitions = await self.manager.list_remote_partitions(request.topic or None)
         for start in range(0, len(partitions), LIST_BATCH):
             yield pb.ListRemotePartitionsResponse(
                 partitions=[
