@@ -16,7 +16,7 @@ protobuf: they never misread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _MASK64 = (1 << 64) - 1
 
@@ -63,27 +63,44 @@ def split_bytes_field(
         while position < end:
             begin = position
             key, position = _read_varint(raw, position)
-            wire_type = key & 7
-            if wire_type == 0:
-                _, position = _read_varint(raw, position)
-            elif wire_type == 1:
-                position += 8
-            elif wire_type == 5:
-                position += 4
-            elif wire_type == 2:
+            if key & 7 == 2 and key >> 3 == number:
                 length, position = _read_varint(raw, position)
                 position += length
-                if key >> 3 == number:
-                    data = whole[position - length : position]
-                    continue
-            else:
-                return None  # groups: not in proto3
+                data = whole[position - length : position]
+                continue
+            position = _skip_value(raw, position, key & 7)
             rest.append(raw[begin:position])
     except IndexError:
         return None
     if position != end:
         return None
     return b"".join(rest), data
+
+
+def _skip_value(raw: bytes, position: int, wire_type: int) -> int:
+    """Where the value of a field of `wire_type` that starts at `position` ends."""
+    if wire_type == 0:
+        return _read_varint(raw, position)[1]
+    if wire_type == 1:
+        return position + 8
+    if wire_type == 5:
+        return position + 4
+    if wire_type == 2:
+        length, position = _read_varint(raw, position)
+        return position + length
+    raise IndexError("groups: not in proto3")
+
+
+def fields_below(raw: bytes, number: int) -> int:
+    """How many leading bytes of `raw`, a message as protobuf writes it (fields in number
+    order), hold its fields numbered below `number`: where a field `number` goes."""
+    position = 0
+    while position < len(raw):
+        key, after = _read_varint(raw, position)
+        if key >> 3 >= number:
+            return position
+        position = _skip_value(raw, after, key & 7)
+    return position
 
 
 def split_embedded_bytes_field(
@@ -138,33 +155,36 @@ def _read_varint(raw: bytes, position: int) -> tuple[int, int]:
 
 
 def locate(
-    raw: bytes, data_number: int, integer_numbers: Sequence[int]
+    raw: bytes, data_number: int, integer_index: Mapping[int, int]
 ) -> tuple[int, int, tuple[int, ...]] | None:
-    """(start, end) of the `bytes` field `data_number` in `raw` and the values of the
-    int64 fields `integer_numbers`, in that order; None for any other shape."""
+    """(start, end) of the `bytes` field `data_number` in `raw` and the values of the int64
+    fields, placed by `integer_index` (field number -> position); None for any other shape."""
     start = end_of_data = 0
-    index = {number: i for i, number in enumerate(integer_numbers)}
-    integers = [0] * len(integer_numbers)
-    seen: set[int] = set()
+    integers = [0] * len(integer_index)
+    seen = 0  # bit 0: the data; bit i + 1: the i-th integer
     position, end = 0, len(raw)
     try:
         while position < end:
             key, position = _read_varint(raw, position)
             number, wire_type = key >> 3, key & 7
-            if number in seen:
-                return None  # repeated: protobuf's merge rules apply
-            seen.add(number)
             if number == data_number and wire_type == 2:
+                bit = 0
+            elif number in integer_index and wire_type == 0:
+                bit = integer_index[number] + 1
+            else:
+                return None  # unknown, or not of its type
+            if seen >> bit & 1:
+                return None  # repeated: protobuf's merge rules apply
+            seen |= 1 << bit
+            if bit == 0:
                 length, position = _read_varint(raw, position)
                 if position + length > end:
                     return None
                 start, end_of_data = position, position + length
                 position += length
-            elif number in index and wire_type == 0:
-                value, position = _read_varint(raw, position)
-                integers[index[number]] = value - (1 << 64) if value >> 63 else value
             else:
-                return None  # unknown, or not of its type
+                value, position = _read_varint(raw, position)
+                integers[bit - 1] = value - (1 << 64) if value >> 63 else value
     except IndexError:
         return None
     return start, end_of_data, tuple(integers)

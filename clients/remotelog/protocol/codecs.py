@@ -48,6 +48,7 @@ class BulkCodec(Generic[M]):
         numbers = (self.data_number, *self.integer_numbers)
         if len(message.DESCRIPTOR.fields) != len(numbers):
             raise TypeError(f"{message.DESCRIPTOR.full_name} has fields the codec does not write")
+        self._integer_index = {number: i for i, number in enumerate(self.integer_numbers)}
         # Protobuf writes fields in number order: None marks the data, i the i-th integer.
         self._order = sorted(
             [
@@ -79,7 +80,7 @@ class BulkCodec(Generic[M]):
 
         Absent fields are b"" and 0, as protobuf reads them.
         """
-        located = bulk_wire.locate(raw, self.data_number, self.integer_numbers)
+        located = bulk_wire.locate(raw, self.data_number, self._integer_index)
         if located is None:
             return None
         start, end, integers = located
@@ -88,7 +89,7 @@ class BulkCodec(Generic[M]):
     def decode_view(self, raw: bytes) -> tuple[Piece, tuple[int, ...]] | None:
         """As decode(), the data a view of `raw` rather than a copy (b"" when absent): for a
         reader that copies the bytes on anyway, the slice would be one more copy."""
-        located = bulk_wire.locate(raw, self.data_number, self.integer_numbers)
+        located = bulk_wire.locate(raw, self.data_number, self._integer_index)
         if located is None:
             return None
         start, end, integers = located
@@ -167,24 +168,17 @@ class FetchResponseCodec:
     def encode(self, results: Iterable[tuple[fetch_pb.FetchPartitionResult, Piece]]) -> bytes:
         """Each (result without its records, the records) as one FetchPartitionResult.
 
-        The fields numbered below `records` are written before it and the rest
-        after, so the whole is byte-identical to SerializeToString.
+        The records go where protobuf would put them: after the result's fields
+        numbered below them, so the whole is byte-identical to SerializeToString.
         """
         pieces: list[Piece] = []
         for result, records in results:
-            head, tail = fetch_pb.FetchPartitionResult(), fetch_pb.FetchPartitionResult()
-            for field, value in result.ListFields():
-                target = head if field.number < self.records_number else tail
-                if field.is_repeated:
-                    getattr(target, field.name).extend(value)
-                elif field.type == FieldDescriptor.TYPE_MESSAGE:
-                    getattr(target, field.name).CopyFrom(value)
-                else:
-                    setattr(target, field.name, value)
+            rest = result.SerializeToString()
+            cut = bulk_wire.fields_below(rest, self.records_number)
             partition = [
-                head.SerializeToString(),
+                rest[:cut],
                 *bulk_wire.bytes_field(self.records_number, records),
-                tail.SerializeToString(),
+                rest[cut:],
             ]
             pieces += bulk_wire.message_field(self.partitions_number, partition)
         return b"".join(pieces)

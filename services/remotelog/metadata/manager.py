@@ -84,7 +84,7 @@ class Consumer(Assignments, KafkaClient, Protocol):
 
 
 class Producer(Publisher, KafkaClient, Protocol):
-    pass
+    """The metadata producer (topic.MetadataProducer) as the manager holds it."""
 
 
 @dataclass(frozen=True)
