@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
+.PHONY: setup spark-kafka-jars demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,19 @@ $(KAFKA_LIBS)/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
 		-DoutputDirectory=$(abspath $(KAFKA_LIBS))
 	@touch $@
 
+# Spark's own Kafka source, the baseline of the side-by-side tests and bench/spark_vs_kafka.py;
+# pyproject.toml pins pyspark to the minor version jvm/spark-kafka/pom.xml names.
+SPARK_KAFKA_POM := jvm/spark-kafka/pom.xml
+SPARK_KAFKA_JARS := .tools/spark-kafka/jars
+
+$(SPARK_KAFKA_JARS)/.resolved: $(SPARK_KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
+	rm -rf $(SPARK_KAFKA_JARS)
+	$(MVN) -f $(SPARK_KAFKA_POM) dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(abspath $(SPARK_KAFKA_JARS))
+	@touch $@
+
+spark-kafka-jars: $(SPARK_KAFKA_JARS)/.resolved
+
 # The remotelog plugin for Apache Kafka: one shaded jar, its stubs generated from protos/.
 PLUGIN := clients/kafka-plugin
 PLUGIN_JAR := $(PLUGIN)/target/remotelog-kafka-plugin-0.1.0.jar
@@ -71,7 +84,8 @@ $(PLUGIN_JAR): $(PLUGIN_INPUTS) | $(SYSTEM_TOOLS)
 	$(MVN) -f $(PLUGIN)/pom.xml package -DskipTests
 	@touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(PLUGIN_JAR)
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(SPARK_KAFKA_JARS)/.resolved \
+	$(PLUGIN_JAR)
 
 # The main job on embedded defaults: see README.md's quick start.
 demo: setup

@@ -184,13 +184,16 @@ def tier(contender: Contender, topic: str, segments: int) -> float:
         time.sleep(0.2)
 
 
-def wait_local_deleted(broker: KafkaBroker, topic: str) -> None:
-    deadline = time.monotonic() + 300
+def wait_local_deleted(
+    broker: KafkaBroker, topic: str, partitions: int = PARTITIONS, timeout_s: float = 300
+) -> None:
+    """Until only the active segment of each partition is left on the broker's disk."""
+    deadline = time.monotonic() + timeout_s
     while any(
-        len(list((broker.data_dir / f"{topic}-{p}").glob("*.log"))) > 1 for p in range(PARTITIONS)
+        len(list((broker.data_dir / f"{topic}-{p}").glob("*.log"))) > 1 for p in range(partitions)
     ):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{topic}: local segments were not deleted")
+            raise RuntimeError(f"{topic}: local segments were not deleted\n{broker.log_tail()}")
         time.sleep(0.2)
 
 

@@ -276,7 +276,7 @@ def main() -> None:
         report.ratio_rounds(
             "full scan, connector vs prebuilt Arrow batches",
             ratios["ceiling"],
-            0.7,
+            0.85,
             records_per_s=round(rates["connector"]),
             baseline_records_per_s=round(ceiling),
         )

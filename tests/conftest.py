@@ -122,9 +122,10 @@ def secured_broker(tmp_path_factory) -> SecuredBroker:
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for the run, with the remotelog source registered. Its
-    Python workers run this interpreter, the one remotelog is installed in."""
-    from remotelog.dev.spark_session import local_session
+    """One local[2] SparkSession for the run, with the remotelog source registered and
+    Spark's own Kafka source on its classpath. Its Python workers run this
+    interpreter, the one remotelog is installed in."""
+    from remotelog.dev.spark_session import kafka_source_jars, local_session
 
     session = local_session(
         "remotelog-tests",
@@ -133,6 +134,7 @@ def spark():
             "spark.sql.session.timeZone": "UTC",
             "spark.sql.python.filterPushdown.enabled": "true",
         },
+        jars=kafka_source_jars(),
     )
     yield session
     session.stop()

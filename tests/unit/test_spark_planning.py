@@ -90,13 +90,47 @@ def test_options_parse_as_spark_names_them():
             "startingOffsetsByTimestampStrategy",
         ),
         ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
-        ({"subscribe": "a", "minOffsetsPerTrigger": "5"}, "minoffsetspertrigger"),
+        ({"subscribe": "a", "minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger"),
+        ({"subscribe": "a", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+        ({"subscribe": "a", "kafkaConsumer.pollTimeoutMs": "512"}, "kafkaconsumer.polltimeoutms"),
+        ({"subscribe": "a", "fetchOffset.numRetries": "3"}, "fetchoffset.numretries"),
+        ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset"),
     ],
 )
 def test_bad_options_name_themselves(extra, field):
     with pytest.raises(InvalidArgumentError) as raised:
         parse_options({**ADDRESSES, **extra})
     assert raised.value.field == field
+
+
+def test_trigger_bounds_and_kafka_settings_parse_as_spark_s_kafka_source_reads_them():
+    options = parse_options(
+        {
+            **ADDRESSES,
+            "subscribe": "a",
+            "minOffsetsPerTrigger": "500",
+            "maxTriggerDelay": "30s",
+            "groupIdPrefix": "etl",
+            "kafka.bootstrap.servers": "b:9092",
+            "kafka.client.id": "nightly",
+            "kafka.isolation.level": "read_committed",
+        },
+        streaming=True,
+    )
+    assert options.min_offsets_per_trigger == 500
+    assert options.max_trigger_delay_ms == 30_000
+    assert options.group_id_prefix == "etl"
+    # Passed on to the tail consumer, but for what the source reads itself.
+    assert options.kafka_config == (("client.id", "nightly"),)
+    assert options.read_committed
+    defaults = parse_options({**ADDRESSES, "subscribe": "a"}, streaming=True)
+    assert defaults.max_trigger_delay_ms == 15 * 60 * 1000  # Spark's default, 15m
+    assert (
+        parse_options(
+            {**ADDRESSES, "subscribe": "a", "maxTriggerDelay": "250"}
+        ).max_trigger_delay_ms
+        == 250
+    )
 
 
 def test_a_timestamp_for_all_partitions_wins_over_one_per_partition():

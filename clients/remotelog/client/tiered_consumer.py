@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
@@ -342,9 +343,7 @@ class _BrokerTail:
         self._consumer: Any = None
 
     async def open(self) -> None:
-        from confluent_kafka import Consumer
-
-        self._consumer = await asyncio.to_thread(Consumer, self.owner._kafka_config())
+        self._consumer = await asyncio.to_thread(kafka_consumer, self.owner._kafka_config())
 
     def _topic_partition(self, offset: int = -1001) -> Any:
         from confluent_kafka import TopicPartition
@@ -380,12 +379,28 @@ class _BrokerTail:
             await asyncio.to_thread(consumer.close)
 
 
+def kafka_consumer(config: Mapping[str, Any]) -> Any:
+    """A confluent-kafka Consumer; a setting librdkafka refuses is an InvalidArgumentError
+    naming it as the caller passed it (`kafka.<name>`)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException
+
+    try:
+        return Consumer(dict(config))
+    except KafkaException as exc:
+        error = exc.args[0]
+        if not isinstance(error, KafkaError) or error.code() != KafkaError._INVALID_ARG:
+            raise
+        named = re.search(r'property "([^"]+)"', error.str())
+        field = f"kafka.{named[1]}" if named else "kafka"
+        raise InvalidArgumentError(field, error.str()) from None
+
+
 def _broker_partitions(config: dict[str, Any], topic: str | None) -> list[tuple[str, int, int]]:
     """(topic, partition, log start offset) of the broker's partitions of `topic`, or
     of every topic but the internal ones; blocking."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    consumer = Consumer(config)
+    consumer = kafka_consumer(config)
     try:
         cluster = consumer.list_topics(topic, timeout=10)
         found = []

@@ -1,8 +1,8 @@
 """The `remotelog` source's options, named and checked as Spark's Kafka source names them.
 
 Everything is checked on the driver before a task runs; a bad option raises
-InvalidArgumentError naming it. Options Spark's Kafka source has that this source
-does not handle yet are refused by name rather than ignored.
+InvalidArgumentError naming it. Options of Spark's Kafka source that mean nothing
+here are refused by name, with the reason, rather than ignored.
 """
 
 from __future__ import annotations
@@ -16,8 +16,28 @@ from pathlib import Path
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-# Spark's Kafka source's options that this source does not handle yet.
-NOT_YET = frozenset({"minoffsetspertrigger", "maxtriggerdelay"})
+# Options of Spark's Kafka source refused here, and why.
+REFUSED = {
+    "fetchoffset.numretries": "the remotelog source's driver asks the metadata manager, "
+    "whose client retries by its own policy, not the broker",
+    "fetchoffset.retryintervalms": "the remotelog source's driver asks the metadata "
+    "manager, whose client retries by its own policy, not the broker",
+    "kafkaconsumer.polltimeoutms": "the remotelog source reads the tail until the broker "
+    "reports the partition's end, however long a poll takes",
+}
+# kafka.* settings Spark's Kafka source refuses as well: the source owns them.
+KAFKA_REFUSED = {
+    "kafka.auto.offset.reset": "use startingOffsets",
+    "kafka.enable.auto.commit": "the source commits no offsets to Kafka",
+    "kafka.key.deserializer": "keys are always read as bytes",
+    "kafka.value.deserializer": "values are always read as bytes",
+    "kafka.interceptor.classes": "the tail consumer is librdkafka's, not Java's",
+}
+# Options of the source itself, not passed on to the tail consumer.
+_KAFKA_OWN = ("kafka.bootstrap.servers", "kafka.isolation.level")
+# Spark's Kafka source's default maxTriggerDelay.
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 # Where a streaming query ends is up to its trigger, as in Spark's Kafka source.
 BATCH_ONLY = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 KNOWN = frozenset(
@@ -47,6 +67,9 @@ KNOWN = frozenset(
         "endingoffsetsbytimestamp",
         "startingoffsetsbytimestampstrategy",
         "maxoffsetspertrigger",
+        "minoffsetspertrigger",
+        "maxtriggerdelay",
+        "groupidprefix",
     }
 )
 
@@ -128,6 +151,13 @@ class ReadOptions:
     # spark.sql.python.filterPushdown.enabled is true, which a source cannot see.
     push_filters: bool = False
     max_offsets_per_trigger: int | None = None  # streaming admission control
+    # Streaming: wait for this many new offsets, up to max_trigger_delay_ms since the
+    # last micro-batch (Spark's KafkaMicroBatchStream.delayBatch).
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    # The tail consumer's kafka.* settings, prefix removed, and its group id's prefix.
+    kafka_config: tuple[tuple[str, str], ...] = ()
+    group_id_prefix: str = "remotelog-tiered"
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -138,8 +168,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         if name.lower() in options:
             raise InvalidArgumentError(name, "is not valid in a streaming query")
     for key in options:
-        if key in NOT_YET:
-            raise InvalidArgumentError(key, "is not supported by the remotelog source yet")
+        refused = REFUSED.get(key) or KAFKA_REFUSED.get(key)
+        if refused:
+            raise InvalidArgumentError(key, f"is not an option of the remotelog source: {refused}")
         if key not in KNOWN and not key.startswith("kafka."):
             raise InvalidArgumentError(key, "is not an option of the remotelog source")
     for required in ("remotelog.fetch.address", "remotelog.metadata.address"):
@@ -185,6 +216,16 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         max_offsets_per_trigger=_positive(
             options.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger"
         ),
+        min_offsets_per_trigger=_positive(
+            options.get("minoffsetspertrigger"), "minOffsetsPerTrigger"
+        ),
+        max_trigger_delay_ms=_duration_ms(options.get("maxtriggerdelay"), "maxTriggerDelay"),
+        kafka_config=tuple(
+            (key.removeprefix("kafka."), value)
+            for key, value in sorted(options.items())
+            if key.startswith("kafka.") and key not in _KAFKA_OWN
+        ),
+        group_id_prefix=options.get("groupidprefix", "remotelog-tiered"),
         push_filters=_boolean(
             options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
         ),
@@ -324,6 +365,16 @@ def _positive(value: str | None, name: str) -> int | None:
     if not value.strip().isdigit() or int(value) < 1:
         raise InvalidArgumentError(name, f"{value!r}: a positive integer")
     return int(value)
+
+
+def _duration_ms(value: str | None, name: str) -> int:
+    """Spark's time strings ("15m", "30s", "500ms"; a bare number is milliseconds)."""
+    if value is None:
+        return DEFAULT_MAX_TRIGGER_DELAY_MS
+    found = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", value.lower())
+    if found is None:
+        raise InvalidArgumentError(name, f"{value!r}: a duration such as 30s, 5m or 500ms")
+    return int(found[1]) * _DURATION_MS[found[2] or "ms"]
 
 
 def _boolean(value: str, name: str) -> bool:

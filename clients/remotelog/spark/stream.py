@@ -5,16 +5,24 @@ Offsets are Spark's Kafka source's JSON, `{"topic": {"0": next_offset}}`, kept i
 query's checkpoint; a micro-batch reads [start, end) of each partition, so a
 restart replays exactly what was not committed. `maxOffsetsPerTrigger` caps a
 micro-batch, shared between partitions in proportion to what each has waiting
-(KafkaMicroBatchStream.rateLimit); `Trigger.AvailableNow` reads what exists when
+(KafkaMicroBatchStream.rateLimit); `minOffsetsPerTrigger` holds a micro-batch back
+until that many offsets wait or `maxTriggerDelay` has passed since the last one
+(KafkaMicroBatchStream.delayBatch). `Trigger.AvailableNow` reads what exists when
 the query starts, in as many capped micro-batches as that takes. Partitions that
 appear later are read from their earliest offset.
+
+Spark's Kafka source hands both bounds to Spark as one composite read limit; the
+Python data source API takes only the built-in ones, so the reader asks Spark for
+ReadMinRows or ReadMaxRows and applies the other bound from its own options. A
+ReadAllAvailable from Spark (Trigger.Once) overrides both, as it does there.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -22,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -40,10 +49,15 @@ Positions = dict[tuple[str, int], int]
 
 
 class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(
+        self, options: ReadOptions, clock_ms: Callable[[], float] = lambda: time.time() * 1000
+    ) -> None:
         self.options = options
         # Set by Trigger.AvailableNow: no micro-batch goes past these.
         self.target: Positions | None = None
+        self.clock_ms = clock_ms
+        # When the last micro-batch was let through; 0, so that the first one is.
+        self.last_trigger_ms = 0.0
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         starting = self.options.starting
@@ -65,8 +79,12 @@ class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _to_json(positions)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        options = self.options
+        if options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(options.max_offsets_per_trigger)
+        if options.min_offsets_per_trigger is not None:
+            return ReadMinRows(options.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target, _ = self._available()
@@ -88,9 +106,27 @@ class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             for key, end in ends.items()
             if key in begin or end > earliest[key]
         }
+        if isinstance(limit, ReadAllAvailable):
+            return _to_json({**begin, **ends})
+        if self.holds_back({**earliest, **begin}, ends):
+            return _to_json(begin)
         if isinstance(limit, ReadMaxRows):
             ends = rate_limit({**earliest, **begin}, ends, limit.max_rows)
         return _to_json({**begin, **ends})
+
+    def holds_back(self, begin: Positions, ends: Positions) -> bool:
+        """Whether to hold this micro-batch back: fewer than minOffsetsPerTrigger new
+        offsets and maxTriggerDelay not yet passed since the last micro-batch. Never
+        under Trigger.AvailableNow, where nothing more is coming to wait for."""
+        wanted = self.options.min_offsets_per_trigger
+        if wanted is None or self.target is not None:
+            return False
+        now = self.clock_ms()
+        waiting = sum(end - begin[key] for key, end in ends.items())
+        if now - self.last_trigger_ms < self.options.max_trigger_delay_ms and waiting < wanted:
+            return True
+        self.last_trigger_ms = now
+        return False
 
     def partitions(
         self, start: Mapping[str, Mapping[str, int]], end: Mapping[str, Mapping[str, int]]
