@@ -331,3 +331,33 @@ async def test_a_stream_writes_the_same_rows_as_spark_s_kafka_source(
     finally:
         for query in queries:
             await asyncio.to_thread(query.stop)
+
+
+async def test_a_topic_tiered_to_its_end_is_read_without_a_task_for_the_broker(
+    spark, kafka_tiering
+):
+    """Once the broker's log ends where the remote tier does (idle, Kafka rolls the
+    active segment under local retention and tiers it), a batch plans one task per
+    remote segment and none for the broker, whose log end it fixed when planning."""
+    broker = kafka_tiering.broker
+    name, topic_id = await asyncio.to_thread(tiered_topic, kafka_tiering, "whole")
+    ends = await asyncio.to_thread(log_ends, kafka_tiering.bootstrap, name)
+
+    def tiered_to_the_end() -> bool:
+        tiered = broker.list_offsets(name, "latest-tiered")
+        return all(tiered.get(p) == end - 1 for p, end in ends.items())
+
+    await eventually(
+        lambda: asyncio.to_thread(tiered_to_the_end), timeout_s=TIERING_TIMEOUT_S, interval_s=1
+    )
+    segments = [
+        await kafka_tiering.stack.segments(
+            TopicIdPartition(topic_id, name, p), {RemoteLogSegmentState.COPY_SEGMENT_FINISHED}
+        )
+        for p in range(PARTITIONS)
+    ]
+    frame = source(spark, kafka_tiering, "remotelog", subscribe=name)
+    tasks = await asyncio.to_thread(lambda: frame.rdd.getNumPartitions())
+    assert tasks == sum(len(found) for found in segments)
+    rows = await side_by_side(spark, kafka_tiering, subscribe=name)
+    assert len(rows) == PARTITIONS * RECORDS

@@ -2,6 +2,7 @@
 
 import pytest
 
+from remotelog.client.tiered_consumer import kafka_consumer
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from remotelog.spark.options import parse_options
@@ -172,3 +173,11 @@ def test_a_stream_starts_at_latest_and_takes_no_ending_bound():
             parse_options({**ADDRESSES, "subscribe": "a", name: "latest"}, streaming=True)
         assert raised.value.field == name
     assert parse_options({**ADDRESSES, "subscribe": "a"}).starting.of("a", 0) == EARLIEST_TIMESTAMP
+
+
+def test_a_kafka_setting_librdkafka_refuses_names_itself():
+    with pytest.raises(InvalidArgumentError) as raised:
+        kafka_consumer(
+            {"bootstrap.servers": "127.0.0.1:9", "group.id": "g", "fetch.max.bytes": "x"}
+        )
+    assert raised.value.field == "kafka.fetch.max.bytes"

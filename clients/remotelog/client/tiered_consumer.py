@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,6 +212,15 @@ class TieredConsumer:
         async with self._broker_tail(partition) as tail:
             return await self._end(remote, tail)
 
+    async def end_offsets(
+        self, partitions: Sequence[TopicIdPartition]
+    ) -> dict[TopicIdPartition, int]:
+        """`end_offset` of each partition, the broker's asked through one consumer: a
+        consumer per partition costs its connection and close, more than the lookups."""
+        if not self.bootstrap_servers:
+            return {tip: await self.end_offset(tip) for tip in partitions}
+        return await asyncio.to_thread(_high_watermarks, self._kafka_config(), partitions)
+
     async def segment_ends(self, partition: TopicIdPartition) -> list[int]:
         """The offsets right after each readable remote segment, ascending: where a
         reader can cut the partition's history without splitting a segment."""
@@ -395,6 +404,25 @@ def kafka_consumer(config: Mapping[str, Any]) -> Any:
         raise InvalidArgumentError(field, error.str()) from None
 
 
+def _high_watermarks(
+    config: dict[str, Any], partitions: Sequence[TopicIdPartition]
+) -> dict[TopicIdPartition, int]:
+    """The broker's high watermark (under read_committed its last stable offset) of each
+    partition; blocking."""
+    from confluent_kafka import TopicPartition
+
+    consumer = kafka_consumer(config)
+    try:
+        return {
+            tip: int(
+                consumer.get_watermark_offsets(TopicPartition(tip.topic, tip.partition), 10)[1]
+            )
+            for tip in partitions
+        }
+    finally:
+        consumer.close()
+
+
 def _broker_partitions(config: dict[str, Any], topic: str | None) -> list[tuple[str, int, int]]:
     """(topic, partition, log start offset) of the broker's partitions of `topic`, or
     of every topic but the internal ones; blocking."""
@@ -476,6 +504,9 @@ class BlockingTieredConsumer:
 
     def end_offset(self, partition: TopicIdPartition) -> int:
         return self._loop.run_until_complete(self._consumer.end_offset(partition))
+
+    def end_offsets(self, partitions: Sequence[TopicIdPartition]) -> dict[TopicIdPartition, int]:
+        return self._loop.run_until_complete(self._consumer.end_offsets(partitions))
 
     def read(
         self, partition: TopicIdPartition, start: Start = "earliest", end_offset: int | None = None

@@ -10,7 +10,7 @@ filters (pushdown.py), then cut further for `maxRecordsPerPartition` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -70,7 +70,16 @@ class RemotelogReader(DataSourceReader):
                 for summary in subscribed(consumer, options)
                 if pushed.keeps(summary.topic_id_partition)
             ]
-            planned = [r for summary in found for r in _plan(consumer, summary, options, pushed)]
+            # As Spark's Kafka source: a batch ends where the broker's log ends when it is
+            # planned, so a partition with nothing past the remote tier gets no tail task.
+            ends = (
+                consumer.end_offsets([s.topic_id_partition for s in found])
+                if options.bootstrap_servers
+                else {}
+            )
+            planned = [
+                r for summary in found for r in _plan(consumer, summary, options, pushed, ends)
+            ]
         cut = split(planned, options.min_partitions, options.max_records_per_partition)
         return [OffsetRange(r) for r in cut]
 
@@ -91,13 +100,17 @@ def _plan(
     summary: RemotePartitionSummary,
     options: ReadOptions,
     pushed: Pushed,
+    ends: Mapping[TopicIdPartition, int],
 ) -> list[PlannedRange]:
     """The partition's range in the remote tier, one piece per segment, and with a
-    broker its tail beyond."""
+    broker its tail beyond, up to `ends` (the broker's log end) where no ending option
+    says otherwise."""
     tip = summary.topic_id_partition
     bounds = _bounds(consumer, summary, options)
     if bounds is None:
         return []
+    if bounds[1] is None and tip in ends:
+        bounds = (bounds[0], ends[tip])
     start, end = pushed.offsets.clip(*bounds)
     if pushed.timestamp_from_ms is not None:
         found = consumer.offset_for_time(tip, pushed.timestamp_from_ms)

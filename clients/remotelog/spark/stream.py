@@ -169,7 +169,8 @@ class RemotelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             earliest = {_key(s): s.earliest_offset for s in found}
             if not self.options.bootstrap_servers:
                 return {_key(s): s.latest_tiered_offset + 1 for s in found}, earliest
-            return {_key(s): consumer.end_offset(s.topic_id_partition) for s in found}, earliest
+            ends = consumer.end_offsets([s.topic_id_partition for s in found])
+            return {(tip.topic, tip.partition): end for tip, end in ends.items()}, earliest
 
     def _lost(self, what: str) -> None:
         if self.options.fail_on_data_loss:
