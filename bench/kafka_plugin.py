@@ -38,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common import Report, process_cpu_seconds, serve, serve_metadata_manager
 
@@ -273,6 +274,49 @@ def run_round(contender: Contender, number: int) -> int:
     return size
 
 
+def plugin_broker(
+    directory: Path, store_port: int, metadata_port: int, **broker: Any
+) -> KafkaBroker:
+    """A started broker tiering through the remotelog plugin to the services on these
+    ports; the plugin reads segment logs by the file URLs the store hands out."""
+    return KafkaBroker(
+        directory,
+        properties={
+            **tiered_storage_properties(
+                plugin_jar(),
+                f"127.0.0.1:{store_port}",
+                f"127.0.0.1:{metadata_port}",
+                task_interval_ms=TASK_INTERVAL_MS,
+                **{"fetch.urls.enabled": "true"},
+            ),
+            **QUICK_RETENTION,
+        },
+        **broker,
+    ).start()
+
+
+def serve_plugin_services(
+    work: Path, bootstrap_servers: str, store_port: int, metadata_port: int, **store: str
+) -> list[subprocess.Popen[str]]:
+    """The filesystem segment store (handing out file URLs; `store` adds settings) and
+    the metadata manager that `plugin_broker`'s plugin calls."""
+    segment_store, _ = serve(
+        "segment-store",
+        work / "store.properties",
+        {
+            "listen.address": f"127.0.0.1:{store_port}",
+            "storage.backend": "filesystem",
+            "storage.root": str(work / "segments"),
+            "storage.filesystem.fetch.urls.enabled": "true",
+            **store,
+        },
+    )
+    metadata, _ = serve_metadata_manager(
+        work, bootstrap_servers, listen=f"127.0.0.1:{metadata_port}"
+    )
+    return [segment_store, metadata]
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     if not any(BENCH_LIBS.glob("kafka-storage-*-test.jar")):
@@ -282,35 +326,11 @@ def main() -> None:
     try:
         store_port, metadata_port = free_port(), free_port()
         # Both brokers run the Kafka of the test jars.
-        plugin = KafkaBroker(
-            work / "remotelog",
-            libs=BENCH_LIBS,
-            properties={
-                **tiered_storage_properties(
-                    plugin_jar(),
-                    f"127.0.0.1:{store_port}",
-                    f"127.0.0.1:{metadata_port}",
-                    task_interval_ms=TASK_INTERVAL_MS,
-                    **{"fetch.urls.enabled": "true"},
-                ),
-                **QUICK_RETENTION,
-            },
-        ).start()
+        plugin = plugin_broker(work / "remotelog", store_port, metadata_port, libs=BENCH_LIBS)
         contenders.append(Contender("remotelog", plugin, work / "segments"))
-        store, _ = serve(
-            "segment-store",
-            work / "store.properties",
-            {
-                "listen.address": f"127.0.0.1:{store_port}",
-                "storage.backend": "filesystem",
-                "storage.root": str(work / "segments"),
-                "storage.filesystem.fetch.urls.enabled": "true",
-            },
+        contenders[0].services = serve_plugin_services(
+            work, plugin.bootstrap_servers, store_port, metadata_port
         )
-        metadata, _ = serve_metadata_manager(
-            work, plugin.bootstrap_servers, listen=f"127.0.0.1:{metadata_port}"
-        )
-        contenders[0].services = [store, metadata]
         local = KafkaBroker(
             work / "kafka",
             libs=BENCH_LIBS,

@@ -44,21 +44,16 @@ from common import (
     RoundPlan,
     interleaved,
     process_cpu_seconds,
-    serve,
     serve_fetch,
-    serve_metadata_manager,
     tree_cpu_seconds,
 )
-from kafka_plugin import wait_local_deleted
+from kafka_plugin import plugin_broker, serve_plugin_services, wait_local_deleted
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
 from remotelog.dev.broker import free_port
 from remotelog.dev.kafka_broker import (
-    QUICK_RETENTION,
     KafkaBroker,
-    plugin_jar,
-    tiered_storage_properties,
 )
 from remotelog.dev.spark_session import kafka_source_jars, local_session
 from remotelog.process.memory import keep_freed_memory
@@ -130,36 +125,14 @@ def main() -> None:
     broker: KafkaBroker | None = None
     try:
         store_port, metadata_port = free_port(), free_port()
-        broker = KafkaBroker(
-            work / "kafka",
-            heap="1g",
-            properties={
-                **tiered_storage_properties(
-                    plugin_jar(),
-                    f"127.0.0.1:{store_port}",
-                    f"127.0.0.1:{metadata_port}",
-                    task_interval_ms=200,
-                    **{"fetch.urls.enabled": "true"},
-                ),
-                **QUICK_RETENTION,
-            },
-        ).start()
-        store, _ = serve(
-            "segment-store",
-            work / "store.properties",
-            {
-                "listen.address": f"127.0.0.1:{store_port}",
-                "storage.backend": "filesystem",
-                "storage.root": str(work / "segments"),
-                "storage.filesystem.fetch.urls.enabled": "true",
-                "short.circuit.socket.path": str(work / "store.sock"),
-            },
+        broker = plugin_broker(work / "kafka", store_port, metadata_port, heap="1g")
+        processes += serve_plugin_services(
+            work,
+            broker.bootstrap_servers,
+            store_port,
+            metadata_port,
+            **{"short.circuit.socket.path": str(work / "store.sock")},
         )
-        processes.append(store)
-        metadata, _ = serve_metadata_manager(
-            work, broker.bootstrap_servers, listen=f"127.0.0.1:{metadata_port}"
-        )
-        processes.append(metadata)
         addresses = {
             "segment.store.address": f"127.0.0.1:{store_port}",
             "metadata.manager.address": f"127.0.0.1:{metadata_port}",

@@ -73,6 +73,7 @@ class TieredConsumer:
         bootstrap_servers: str | None = None,
         isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted",
         kafka_config: Mapping[str, Any] | None = None,
+        group_id_prefix: str = "remotelog-tiered",
         chunk_bytes: int = 0,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
@@ -84,6 +85,8 @@ class TieredConsumer:
         self.bootstrap_servers = bootstrap_servers
         self.read_committed = isolation_level == "read_committed"
         self.kafka_config = dict(kafka_config or {})
+        # The group id's prefix (the consumer never joins it), unless kafka_config names one.
+        self.group_id_prefix = group_id_prefix
         # Bytes per chunk of a bulk read (0: the fetch service's default).
         self.chunk_bytes = chunk_bytes
         self._owned: list[RemoteFetchClient | MetadataClient] = []
@@ -141,7 +144,7 @@ class TieredConsumer:
         """A group-less consumer's configuration: it assigns and seeks, never joins."""
         return {
             "bootstrap.servers": self.bootstrap_servers,
-            "group.id": f"remotelog-tiered-{uuid.uuid4().hex[:8]}",
+            "group.id": f"{self.group_id_prefix}-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "isolation.level": "read_committed" if self.read_committed else "read_uncommitted",

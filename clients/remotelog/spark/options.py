@@ -16,12 +16,14 @@ from pathlib import Path
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
+_OWN_RETRIES = (
+    "the remotelog source's driver asks the metadata manager, whose client retries "
+    "by its own policy, not the broker"
+)
 # Options of Spark's Kafka source refused here, and why.
 REFUSED = {
-    "fetchoffset.numretries": "the remotelog source's driver asks the metadata manager, "
-    "whose client retries by its own policy, not the broker",
-    "fetchoffset.retryintervalms": "the remotelog source's driver asks the metadata "
-    "manager, whose client retries by its own policy, not the broker",
+    "fetchoffset.numretries": _OWN_RETRIES,
+    "fetchoffset.retryintervalms": _OWN_RETRIES,
     "kafkaconsumer.polltimeoutms": "the remotelog source reads the tail until the broker "
     "reports the partition's end, however long a poll takes",
 }

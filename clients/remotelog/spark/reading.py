@@ -81,11 +81,6 @@ def _batches(
 
 
 def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
-    # As Spark's Kafka source: kafka.group.id, else the prefix and a fresh suffix.
-    kafka_config = {
-        "group.id": f"{options.group_id_prefix}-{uuid.uuid4().hex[:8]}",
-        **dict(options.kafka_config),
-    }
     return BlockingTieredConsumer(
         options.fetch_address,
         options.metadata_address,
@@ -97,7 +92,9 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
         ),
         bootstrap_servers=options.bootstrap_servers,
         isolation_level="read_committed" if options.read_committed else "read_uncommitted",
-        kafka_config=kafka_config,
+        # As Spark's Kafka source: kafka.group.id, else groupIdPrefix and a fresh suffix.
+        kafka_config=dict(options.kafka_config),
+        group_id_prefix=options.group_id_prefix,
         chunk_bytes=CHUNK_BYTES,
     )
 
