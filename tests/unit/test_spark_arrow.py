@@ -1,6 +1,9 @@
 """The Arrow batches a task yields: built from decoded columns, they equal what the
 records' Python objects give, row for row and type for type."""
 
+import subprocess
+import sys
+
 import pyarrow as pa
 import pytest
 
@@ -48,3 +51,23 @@ def test_headers_nulls_and_append_time_give_the_same_batches(codec):
         {"key": "ü", "value": b""},
     ]
     from_columns.validate(full=True)
+
+
+def test_a_worker_heap_is_frozen_once():
+    # In a fresh interpreter, as a Spark worker starts: the first task freezes what
+    # is alive, a later task leaves the count alone.
+    code = (
+        "import gc\n"
+        "from remotelog.spark.reading import freeze_worker_heap\n"
+        "before = gc.get_freeze_count()\n"
+        "freeze_worker_heap()\n"
+        "first = gc.get_freeze_count()\n"
+        "kept = [[] for _ in range(1000)]\n"
+        "freeze_worker_heap()\n"
+        "print(before, first, gc.get_freeze_count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, first, after = map(int, out.stdout.split())
+    assert before == 0
+    assert first > 10_000  # the imported modules' objects
+    assert after == first
