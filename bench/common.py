@@ -349,7 +349,7 @@ def serve(
 
 
 def serve_metadata_manager(
-    work: Path, bootstrap_servers: str, listen: str = "127.0.0.1:0"
+    work: Path, bootstrap_servers: str, listen: str = "127.0.0.1:0", replication_factor: int = 1
 ) -> tuple[subprocess.Popen[str], int]:
     """A metadata manager on the benchmark's broker, its snapshots under `work`.
 
@@ -366,7 +366,7 @@ def serve_metadata_manager(
         {
             "listen.address": listen,
             "bootstrap.servers": bootstrap_servers,
-            "remote.log.metadata.topic.replication.factor": "1",
+            "remote.log.metadata.topic.replication.factor": str(replication_factor),
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
         },
     )

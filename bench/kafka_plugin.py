@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,19 +115,23 @@ def admin(broker: KafkaBroker):  # type: ignore[no-untyped-def]
 
 def fill_topic(broker: KafkaBroker, topic: str) -> int:
     """A new topic with remote storage off, filled; the number of records."""
-    from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
 
     config = {"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "-1"}
     client = admin(broker)
     client.create_topics([NewTopic(topic, PARTITIONS, 1, config=config)])[topic].result(60)
-    producer = Producer(
-        {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20, "batch.size": 1 << 20}
-    )
-    records = MIB_PER_PARTITION * 1024 * 1024 // RECORD_BYTES
+    return produce_incompressible(broker.bootstrap_servers, topic, PARTITIONS, MIB_PER_PARTITION)
+
+
+def produce_incompressible(bootstrap: str, topic: str, partitions: int, mib: int) -> int:
+    """`mib` MiB of incompressible 1 KiB records to each partition; the number of records."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    records = mib * 1024 * 1024 // RECORD_BYTES
     value = os.urandom(RECORD_BYTES * 64)
     for number in range(records):
-        for partition in range(PARTITIONS):
+        for partition in range(partitions):
             start = (number * 17 + partition) % 63 * RECORD_BYTES
             while True:
                 try:
@@ -136,8 +141,8 @@ def fill_topic(broker: KafkaBroker, topic: str) -> int:
                     break
                 except BufferError:
                     producer.poll(0.05)
-    assert producer.flush(120) == 0
-    return records * PARTITIONS
+    assert producer.flush(300) == 0
+    return records * partitions
 
 
 def rolled(broker: KafkaBroker, topic: str) -> tuple[int, int]:
@@ -275,10 +280,15 @@ def run_round(contender: Contender, number: int) -> int:
 
 
 def plugin_broker(
-    directory: Path, store_port: int, metadata_port: int, **broker: Any
+    directory: Path,
+    store_port: int,
+    metadata_port: int,
+    properties: Mapping[str, str] | None = None,
+    **broker: Any,
 ) -> KafkaBroker:
     """A started broker tiering through the remotelog plugin to the services on these
-    ports; the plugin reads segment logs by the file URLs the store hands out."""
+    ports; the plugin reads segment logs by the file URLs the store hands out.
+    `properties` go over the broker's, `broker` are KafkaBroker's fields."""
     return KafkaBroker(
         directory,
         properties={
@@ -290,16 +300,23 @@ def plugin_broker(
                 **{"fetch.urls.enabled": "true"},
             ),
             **QUICK_RETENTION,
+            **(properties or {}),
         },
         **broker,
     ).start()
 
 
 def serve_plugin_services(
-    work: Path, bootstrap_servers: str, store_port: int, metadata_port: int, **store: str
+    work: Path,
+    bootstrap_servers: str,
+    store_port: int,
+    metadata_port: int,
+    metadata_replication: int = 1,
+    **store: str,
 ) -> list[subprocess.Popen[str]]:
     """The filesystem segment store (handing out file URLs; `store` adds settings) and
-    the metadata manager that `plugin_broker`'s plugin calls."""
+    the metadata manager that `plugin_broker`'s plugin calls, its topic with
+    `metadata_replication` replicas."""
     segment_store, _ = serve(
         "segment-store",
         work / "store.properties",
@@ -312,7 +329,7 @@ def serve_plugin_services(
         },
     )
     metadata, _ = serve_metadata_manager(
-        work, bootstrap_servers, listen=f"127.0.0.1:{metadata_port}"
+        work, bootstrap_servers, f"127.0.0.1:{metadata_port}", metadata_replication
     )
     return [segment_store, metadata]
 

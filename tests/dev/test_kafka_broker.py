@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from support.topics import broker_records, produce
 
 from remotelog.dev.broker import BrokerError
@@ -72,3 +73,37 @@ def test_missing_jars_are_one_line_saying_how_to_get_them(tmp_path):
         f"run `make setup` in the remotelog checkout, or set {LIBS_ENV} to a folder of "
         "kafka_2.13 and its dependencies"
     ]
+
+
+def test_a_second_node_is_a_broker_of_the_first_ones_controller(tmp_path):
+    first = KafkaBroker(tmp_path / "1", controller_port=9093, cluster_id="abc")
+    second = KafkaBroker(tmp_path / "2", port=9192, node_id=2, quorum=first)
+    properties = second._server_properties()
+    assert (properties["process.roles"], properties["node.id"]) == ("broker", "2")
+    assert properties["controller.quorum.voters"] == "1@127.0.0.1:9093"
+    assert properties["listeners"] == "PLAINTEXT://127.0.0.1:9192"
+    assert "CONTROLLER" not in properties["listeners"]
+    own = first._server_properties()
+    assert own["process.roles"] == "broker,controller"
+    assert own["listeners"].endswith(",CONTROLLER://127.0.0.1:9093")
+
+
+def test_a_broker_is_wiped_only_when_stopped_and_then_formats_into_its_cluster(tmp_path):
+    broker = KafkaBroker(tmp_path / "kafka").start()
+    try:
+        cluster = broker.cluster_id
+        assert cluster
+        with pytest.raises(BrokerError, match="stop the broker"):
+            broker.wipe()
+        produce(broker.bootstrap_servers, "gone", 5)
+        broker.stop()
+        broker.wipe()
+        assert not broker.data_dir.exists()
+        broker.start()
+        assert broker.cluster_id == cluster
+        meta = (broker.data_dir / "meta.properties").read_text()
+        assert f"cluster.id={cluster}" in meta
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        assert "gone" not in admin.list_topics(timeout=30).topics
+    finally:
+        broker.stop()

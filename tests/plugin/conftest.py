@@ -5,7 +5,9 @@ fetch service reading what Kafka tiered. The store is on the broker's host and
 hands out file URLs, which the plugin reads segment logs by (the secured tests
 take the FetchLogSegment stream)."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -38,7 +40,15 @@ class KafkaTiering:
         return self.broker.bootstrap_servers
 
 
-def tiering_broker(tmp, store_address: str, metadata_address: str, **broker: str) -> KafkaBroker:
+def tiering_broker(
+    tmp,
+    store_address: str,
+    metadata_address: str,
+    node: Mapping[str, Any] | None = None,
+    **broker: str,
+) -> KafkaBroker:
+    """A broker in `tmp`/kafka tiering through the services at these addresses; `node`:
+    KafkaBroker's fields (node_id, quorum, ...), `broker`: properties over the defaults."""
     try:
         jar = plugin_jar()
     except BrokerError as exc:
@@ -49,7 +59,7 @@ def tiering_broker(tmp, store_address: str, metadata_address: str, **broker: str
         "log.segment.bytes": str(SEGMENT_BYTES),
         **broker,
     }
-    return KafkaBroker(tmp / "kafka", properties=properties)
+    return KafkaBroker(tmp / "kafka", properties=properties, **(node or {}))
 
 
 @pytest_asyncio.fixture(scope="module")

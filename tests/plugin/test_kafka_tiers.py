@@ -54,7 +54,11 @@ class Produced:
         return [r[:3] for r in self.records[partition] if not (committed_only and r[3])]
 
 
-def create_tiered_topic(bootstrap: str, topic: str, **config: str) -> uuid.UUID:
+def create_tiered_topic(
+    bootstrap: str, topic: str, replicas: list[list[int]] | None = None, **config: str
+) -> uuid.UUID:
+    """A tiered topic of PARTITIONS partitions, on the given replicas (node ids, the
+    preferred leader first) or one replica each; its topic id."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     settings = {
         "remote.storage.enable": "true",
@@ -63,7 +67,12 @@ def create_tiered_topic(bootstrap: str, topic: str, **config: str) -> uuid.UUID:
         "retention.ms": "-1",
         **config,
     }
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=settings)])[topic].result(30)
+    new = (
+        NewTopic(topic, len(replicas), replica_assignment=replicas, config=settings)
+        if replicas
+        else NewTopic(topic, PARTITIONS, 1, config=settings)
+    )
+    admin.create_topics([new])[topic].result(30)
     for _ in range(100):  # until the new topic's metadata reached the broker
         try:
             described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)

@@ -185,6 +185,14 @@ class KafkaBroker(BrokerProcess):
     ssl_port: int = 0
     sasl_ssl_port: int = 0
     controller_port: int = 0
+    node_id: int = 1
+    # A broker-only node of `quorum`'s cluster (None: a cluster of its own, this node
+    # its broker and its controller).
+    quorum: KafkaBroker | None = None
+    # Set at the first format (a random id), or taken from `quorum`.
+    cluster_id: str = ""
+    # A JMX port for Kafka's JmxTool (metrics()); 0: no JMX.
+    jmx_port: int = 0
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     # Where this run's lines begin in the log: a failure shows only those.
     _log_start: int = field(default=0, repr=False)
@@ -230,7 +238,7 @@ class KafkaBroker(BrokerProcess):
         log4j = self.directory / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.log_path))
         jvm = [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
-        jvm += [f"-Dlog4j2.configurationFile={log4j}", "-cp", str(libs / "*")]
+        jvm += [f"-Dlog4j2.configurationFile={log4j}", *self._jmx_options(), "-cp", str(libs / "*")]
         if not (self.data_dir / "meta.properties").exists():
             self._format(jvm, config)
         with self.log_path.open("ab") as out:
@@ -251,7 +259,8 @@ class KafkaBroker(BrokerProcess):
     def _choose_ports(self) -> None:
         """Free ports once; a restart keeps them, so clients find the broker where it was."""
         self.port = self.port or free_port(self.host)
-        self.controller_port = self.controller_port or free_port(self.host)
+        if self.quorum is None:
+            self.controller_port = self.controller_port or free_port(self.host)
         if self.tls is not None:
             self.ssl_port = self.ssl_port or free_port(self.host)
             self.sasl_ssl_port = self.sasl_ssl_port or free_port(self.host)
@@ -263,10 +272,7 @@ class KafkaBroker(BrokerProcess):
         advertised = ",".join(f"{name}://{self.host}:{port}" for name, port in listeners.items())
         protocols = {name: name for name in listeners} | {"CONTROLLER": "PLAINTEXT"}
         properties = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+            **self._role_properties(advertised),
             "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -290,6 +296,43 @@ class KafkaBroker(BrokerProcess):
             **(self._tls_properties() if self.tls is not None else {}),
         }
         return {**properties, **self.properties}
+
+    def _role_properties(self, advertised: str) -> dict[str, str]:
+        """Broker and controller in one node, or a broker of `quorum`'s controller."""
+        controller = self.quorum or self
+        voters = f"{controller.node_id}@{self.host}:{controller.controller_port}"
+        if self.quorum is not None:
+            return {
+                "process.roles": "broker",
+                "node.id": str(self.node_id),
+                "controller.quorum.voters": voters,
+                "listeners": advertised,
+            }
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+        }
+
+    def _jmx_options(self) -> list[str]:
+        if not self.jmx_port:
+            return []
+        port = self.jmx_port
+        return [
+            f"-Dcom.sun.management.jmxremote.port={port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
+            f"-Djava.rmi.server.hostname={self.host}",
+        ]
+
+    def wipe(self) -> None:
+        """Delete the stopped broker's data directory, as a lost disk does: the next
+        start formats it again, into the same cluster."""
+        if self._process is not None:
+            raise BrokerError("stop the broker before wiping its data")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _tls_properties(self) -> dict[str, str]:
         assert self.tls is not None
@@ -316,8 +359,12 @@ class KafkaBroker(BrokerProcess):
         }
 
     def _format(self, jvm: list[str], config: Path) -> None:
-        """Format the log dir with a random cluster id, SCRAM users included."""
-        command = [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={random_cluster_id()}"]
+        """Format the log dir into the cluster (a random id for a new one), SCRAM users
+        included."""
+        if self.quorum is not None:
+            self.cluster_id = self.quorum.cluster_id
+        self.cluster_id = self.cluster_id or random_cluster_id()
+        command = [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}"]
         command += ["-c", str(config)]
         for name, secret in self.sasl_users.scram_sha_512.items():
             command += ["--add-scram", f'SCRAM-SHA-512=[name="{name}",password="{secret}"]']
@@ -330,7 +377,8 @@ class KafkaBroker(BrokerProcess):
             )
 
     def _wait_until_ready(self, timeout_s: float) -> None:
-        """Until the broker lists itself in a metadata answer on its PLAINTEXT listener."""
+        """Until the broker lists itself (its node id) in a metadata answer on its
+        PLAINTEXT listener."""
         from confluent_kafka.admin import AdminClient
 
         config: dict[str, Any] = {
@@ -346,7 +394,7 @@ class KafkaBroker(BrokerProcess):
             if code is not None:
                 raise BrokerError(f"kafka exited with status {code}{self.log_tail()}")
             try:
-                if admin.list_topics(timeout=1).brokers:
+                if self.node_id in admin.list_topics(timeout=1).brokers:
                     return
             except Exception:
                 time.sleep(0.1)
@@ -371,14 +419,40 @@ class KafkaBroker(BrokerProcess):
             found[int(partition)] = int(offset) if offset else -1
         return found
 
+    def jmx(self, object_name: str, attribute: str = "Count") -> dict[str, float]:
+        """`attribute` of each MBean that `object_name` matches (wildcards allowed), by
+        name, read once through Kafka's JmxTool; the broker needs a `jmx_port`."""
+        if not self.jmx_port:
+            raise BrokerError("the broker was started without a jmx_port")
+        url = f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.jmx_port}/jmxrmi"
+        command = [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*")]
+        command += ["org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--one-time", "true"]
+        command += ["--object-name", object_name, "--attributes", attribute]
+        command += ["--report-format", "properties"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0 or not done.stdout.startswith("time="):
+            raise BrokerError(f"JmxTool {object_name} failed: {done.stderr.strip()[-500:]}")
+        suffix = f":{attribute}"
+        found = {}
+        for line in done.stdout.splitlines()[1:]:  # name:attribute=value; names hold "=" too
+            name, value = line.rsplit("=", 1)
+            found[name.removesuffix(suffix)] = float(value)
+        return found
+
+    def run_log(self) -> list[str]:
+        """The lines this run (the last start) wrote to the broker's log."""
+        if self.log_path is None or not self.log_path.exists():
+            return []
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace").splitlines()
+
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """This run's first ERROR line (the cause, before the shutdown's lines bury it)
         and the end of its log, indented, for an error message."""
-        if self.log_path is None or not self.log_path.exists():
+        run = self.run_log()
+        if not run:
             return ""
-        with self.log_path.open("rb") as log:
-            log.seek(self._log_start)
-            run = log.read().decode(errors="replace").splitlines()
         first = next((n for n, line in enumerate(run) if "] ERROR " in line), None)
         cause = ""
         if first is not None and first < len(run) - lines:

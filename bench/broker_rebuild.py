@@ -1,0 +1,205 @@
+"""A broker rebuilt from the remote tier against one rebuilt from its peer's disk.
+
+KIP-405's test case 3, on this machine: two Apache Kafka brokers in one KRaft
+cluster (node 1 broker and controller, node 2 broker only), both with the
+remotelog plugin and the services (filesystem segment store, metadata manager
+with its topic on both brokers). A topic of PARTITIONS partitions, both brokers
+its replicas and node 1 its leader, is filled with MIB_PER_PARTITION of
+incompressible 1 KiB records in 1 MiB segments. Then node 2 is stopped, its
+data directory deleted, and started again. The rebuild lasts from the start of
+its replica fetcher for the topic (Kafka's clock, in node 2's log) until node 1
+lists it in every partition's ISR (watched from before its start); the time
+with start-up is from its process start. Its bytes are what it fetched from
+the leader (Kafka's ReplicationBytesInPerSec, through JMX). Each way runs on a
+cluster of its own, ROUNDS rebuilds each (medians):
+- local: remote storage off; node 2 fetches the whole topic from node 1;
+- tiered: remote storage on, local.retention.bytes of LOCAL_MIB a partition:
+  node 2 builds its leader-epoch cache and producer state from the remote tier
+  through the plugin and fetches from node 1's local log start (Kafka's default);
+- tiered, KIP-1023: the same with follower.fetch.last.tiered.offset.enable: it
+  fetches from the offset after the last tiered one (reported).
+Run: .venv/bin/python bench/broker_rebuild.py [MiB a partition, default 1024]
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common import Report
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_plugin import (
+    SEGMENT_BYTES,
+    plugin_broker,
+    produce_incompressible,
+    serve_plugin_services,
+)
+
+from remotelog.dev.broker import free_port
+from remotelog.dev.kafka_broker import KafkaBroker
+
+PARTITIONS = 4
+LOCAL_MIB = 2
+ROUNDS = 3
+TOPIC = "rebuilt"
+# Both brokers hold every internal topic: the wiped one loses nothing but its disk.
+PAIR = {
+    "offsets.topic.replication.factor": "2",
+    "transaction.state.log.replication.factor": "2",
+    "auto.leader.rebalance.enable": "false",
+}
+KIP_1023 = "follower.fetch.last.tiered.offset.enable"
+REPLICATION_BYTES = "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec"
+TIMEOUT_S = 900
+_FETCHER = re.compile(r"^\[([\d-]+ [\d:,]+)\] INFO .*Added fetcher to broker")
+
+
+@dataclass
+class Way:
+    name: str
+    tiered: bool
+    last_tiered: bool = False
+    seconds: list[float] = field(default_factory=list)
+    with_start_s: list[float] = field(default_factory=list)
+    fetched: list[float] = field(default_factory=list)
+
+
+def fill(bootstrap: str, mib: int, tiered: bool) -> None:
+    config = {"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "-1"}
+    if tiered:
+        config |= {
+            "remote.storage.enable": "true",
+            "local.retention.ms": "-2",
+            "local.retention.bytes": str(LOCAL_MIB * 1024 * 1024),
+        }
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(TOPIC, PARTITIONS, replica_assignment=[[1, 2]] * PARTITIONS, config=config)
+    admin.create_topics([new])[TOPIC].result(60)
+    produce_incompressible(bootstrap, TOPIC, PARTITIONS, mib)
+
+
+def log_files(broker: KafkaBroker) -> list[Path]:
+    return [p for n in range(PARTITIONS) for p in (broker.data_dir / f"{TOPIC}-{n}").glob("*.log")]
+
+
+def wait_tiered(brokers: list[KafkaBroker]) -> None:
+    """Until local retention left at most LOCAL_MIB and the active segment a partition
+    on each broker: the rest is in the remote tier."""
+    most = PARTITIONS * (LOCAL_MIB + 2)
+    deadline = time.monotonic() + TIMEOUT_S
+    while any(len(log_files(b)) > most for b in brokers):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not tiered in {TIMEOUT_S} s\n{brokers[0].log_tail()}")
+        time.sleep(0.5)
+
+
+def in_sync(admin: AdminClient) -> bool:
+    try:
+        described = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30)
+    except KafkaException:
+        return False  # asked node 2 as it stopped
+    return all(2 in [n.id for n in p.isr] for p in described.partitions)
+
+
+def rebuild(second: KafkaBroker, admin: AdminClient, way: Way) -> None:
+    """Node 2 wiped and started again; the rebuild lasts from its fetcher's start for
+    the topic (Kafka's clock, in its log) until it is in every partition's ISR (watched
+    from node 1 while node 2 starts: a short rebuild ends before start-up does)."""
+    second.stop()
+    second.wipe()
+    began = time.time()
+    starting = threading.Thread(target=second.start)
+    starting.start()
+    while not in_sync(admin):
+        if time.time() - began > TIMEOUT_S:
+            raise RuntimeError(f"{way.name}: not in sync\n{second.log_tail()}")
+        time.sleep(0.05)
+    done = time.time()
+    starting.join()
+    fetching = [line for line in second.run_log() if _FETCHER.match(line) and f"{TOPIC}-" in line]
+    stamp = datetime.datetime.strptime(_FETCHER.match(fetching[0])[1], "%Y-%m-%d %H:%M:%S,%f")
+    way.seconds.append(done - stamp.replace(tzinfo=datetime.UTC).timestamp())
+    way.with_start_s.append(done - began)
+    way.fetched.append(sum(second.jmx(REPLICATION_BYTES).values()))
+
+
+def run(way: Way, mib: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix=f"remotelog-bench-rebuild-{way.name.split()[0]}-"))
+    store_port, metadata_port = free_port(), free_port()
+    brokers: list[KafkaBroker] = []
+    services: list[subprocess.Popen[str]] = []
+    try:
+        first = plugin_broker(work / "1", store_port, metadata_port, PAIR)
+        brokers.append(first)
+        properties = {**PAIR, KIP_1023: str(way.last_tiered).lower()}
+        node = {"node_id": 2, "quorum": first, "jmx_port": free_port()}
+        second = plugin_broker(work / "2", store_port, metadata_port, properties, **node)
+        brokers.append(second)
+        services = serve_plugin_services(
+            work, first.bootstrap_servers, store_port, metadata_port, metadata_replication=2
+        )
+        admin = AdminClient({"bootstrap.servers": first.bootstrap_servers})
+        began = time.monotonic()
+        fill(first.bootstrap_servers, mib, way.tiered)
+        if way.tiered:
+            wait_tiered(brokers)
+        print(f"{way.name}: filled in {time.monotonic() - began:.1f} s", flush=True)
+        for _ in range(ROUNDS):
+            rebuild(second, admin, way)
+            print(
+                f"{way.name}: rebuilt in {way.seconds[-1]:.2f} s "
+                f"({way.with_start_s[-1]:.2f} s with start-up), "
+                f"{way.fetched[-1] / 1e6:.1f} MB fetched",
+                flush=True,
+            )
+    finally:
+        for broker in reversed(brokers):
+            broker.stop()
+        for process in services:
+            process.terminate()
+            process.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
+    report = Report("broker_rebuild")
+    ways = [Way("local", False), Way("tiered", True), Way("tiered KIP-1023", True, True)]
+    for way in ways:
+        run(way, mib)
+    local, tiered, last_tiered = ways
+    print(
+        f"{mib * PARTITIONS} MiB in {PARTITIONS} partitions, {LOCAL_MIB} MiB a partition "
+        f"kept locally when tiered; median of {ROUNDS} rebuilds:"
+    )
+    for way in ways:
+        print(
+            f"  {way.name}: {statistics.median(way.seconds):.2f} s "
+            f"({statistics.median(way.with_start_s):.2f} s with start-up), "
+            f"{statistics.median(way.fetched) / 1e6:.1f} MB fetched"
+        )
+    for name, way, target in (("", tiered, 10.0), (" (KIP-1023)", last_tiered, None)):
+        for figure, ours, theirs in (
+            ("time", way.seconds, local.seconds),
+            ("bytes", way.fetched, local.fetched),
+        ):
+            report.ratio(
+                f"rebuild_{figure}_tiered_vs_local{name}",
+                statistics.median(theirs) / statistics.median(ours),
+                target,
+            )
+    report.finish()
+
+
+if __name__ == "__main__":
+    main()
