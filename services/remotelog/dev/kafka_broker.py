@@ -419,19 +419,22 @@ class KafkaBroker(BrokerProcess):
             found[int(partition)] = int(offset) if offset else -1
         return found
 
-    def jmx(self, object_name: str, attribute: str = "Count") -> dict[str, float]:
-        """`attribute` of each MBean that `object_name` matches (wildcards allowed), by
+    def jmx(self, *object_names: str, attribute: str = "Count") -> dict[str, float]:
+        """`attribute` of each MBean that the object names match (wildcards allowed), by
         name, read once through Kafka's JmxTool; the broker needs a `jmx_port`."""
         if not self.jmx_port:
             raise BrokerError("the broker was started without a jmx_port")
         url = f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.jmx_port}/jmxrmi"
         command = [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*")]
         command += ["org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--one-time", "true"]
-        command += ["--object-name", object_name, "--attributes", attribute]
+        for name in object_names:
+            command += ["--object-name", name]
+        command += ["--attributes", attribute]
         command += ["--report-format", "properties"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0 or not done.stdout.startswith("time="):
-            raise BrokerError(f"JmxTool {object_name} failed: {done.stderr.strip()[-500:]}")
+            named = ", ".join(object_names)
+            raise BrokerError(f"JmxTool {named} failed: {done.stderr.strip()[-500:]}")
         suffix = f":{attribute}"
         found = {}
         for line in done.stdout.splitlines()[1:]:  # name:attribute=value; names hold "=" too
