@@ -191,7 +191,7 @@ class KafkaBroker(BrokerProcess):
     quorum: KafkaBroker | None = None
     # Set at the first format (a random id), or taken from `quorum`.
     cluster_id: str = ""
-    # A JMX port for Kafka's JmxTool (metrics()); 0: no JMX.
+    # A JMX port for Kafka's JmxTool (jmx()); 0: no JMX.
     jmx_port: int = 0
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     # Where this run's lines begin in the log: a failure shows only those.
@@ -301,18 +301,16 @@ class KafkaBroker(BrokerProcess):
         """Broker and controller in one node, or a broker of `quorum`'s controller."""
         controller = self.quorum or self
         voters = f"{controller.node_id}@{self.host}:{controller.controller_port}"
-        if self.quorum is not None:
-            return {
-                "process.roles": "broker",
-                "node.id": str(self.node_id),
-                "controller.quorum.voters": voters,
-                "listeners": advertised,
-            }
+        own = self.quorum is None
         return {
-            "process.roles": "broker,controller",
+            "process.roles": "broker,controller" if own else "broker",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+            "listeners": (
+                f"{advertised},CONTROLLER://{self.host}:{self.controller_port}"
+                if own
+                else advertised
+            ),
         }
 
     def _jmx_options(self) -> list[str]:
@@ -403,12 +401,15 @@ class KafkaBroker(BrokerProcess):
             f"{timeout_s:.0f} s{self.log_tail()}"
         )
 
+    def _tool(self, main_class: str) -> list[str]:
+        """The command line of one of Kafka's tools from the broker's jars."""
+        return [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*"), main_class]
+
     def list_offsets(self, topic: str, time: str) -> dict[int, int]:
         """Each partition's offset for ListOffsets `time` (earliest, latest, earliest-local
         (-4), latest-tiered (-5), ...), asked by Kafka's own GetOffsetShell: librdkafka
         refuses to send the tiered-storage ones."""
-        command = [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*")]
-        command += ["org.apache.kafka.tools.GetOffsetShell"]
+        command = self._tool("org.apache.kafka.tools.GetOffsetShell")
         command += ["--bootstrap-server", self.bootstrap_servers, "--topic", topic, "--time", time]
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
@@ -425,8 +426,8 @@ class KafkaBroker(BrokerProcess):
         if not self.jmx_port:
             raise BrokerError("the broker was started without a jmx_port")
         url = f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.jmx_port}/jmxrmi"
-        command = [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*")]
-        command += ["org.apache.kafka.tools.JmxTool", "--jmx-url", url, "--one-time", "true"]
+        command = self._tool("org.apache.kafka.tools.JmxTool")
+        command += ["--jmx-url", url, "--one-time", "true"]
         for name in object_names:
             command += ["--object-name", name]
         command += ["--attributes", attribute]
