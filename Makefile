@@ -56,11 +56,23 @@ $(SYSTEM_TOOLS):
 	$(call require,mvn,Maven (Debian's maven))
 	@mkdir -p .tools && touch $@
 
+# A pom's runtime dependencies copied into a folder: $(call resolve_jars,pom,folder).
+define resolve_jars
+	rm -rf $(2)
+	$(MVN) -f $(1) dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(abspath $(2))
+	@touch $(2)/.resolved
+endef
+
 $(KAFKA_LIBS)/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
-	rm -rf $(KAFKA_LIBS)
-	$(MVN) -f $(KAFKA_POM) dependency:copy-dependencies -DincludeScope=runtime \
-		-DoutputDirectory=$(abspath $(KAFKA_LIBS))
-	@touch $@
+	$(call resolve_jars,$(KAFKA_POM),$(KAFKA_LIBS))
+
+# Apache Kafka 3.5, from before tiered storage: the broker of the sidecar's tests.
+KAFKA_35_POM := jvm/kafka-3.5-broker/pom.xml
+KAFKA_35_LIBS := .tools/kafka-3.5/libs
+
+$(KAFKA_35_LIBS)/.resolved: $(KAFKA_35_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
+	$(call resolve_jars,$(KAFKA_35_POM),$(KAFKA_35_LIBS))
 
 # Spark's own Kafka source, the baseline of the side-by-side tests and bench/spark_vs_kafka.py;
 # pyproject.toml pins pyspark to the minor version jvm/spark-kafka/pom.xml names.
@@ -68,10 +80,7 @@ SPARK_KAFKA_POM := jvm/spark-kafka/pom.xml
 SPARK_KAFKA_JARS := .tools/spark-kafka/jars
 
 $(SPARK_KAFKA_JARS)/.resolved: $(SPARK_KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
-	rm -rf $(SPARK_KAFKA_JARS)
-	$(MVN) -f $(SPARK_KAFKA_POM) dependency:copy-dependencies -DincludeScope=runtime \
-		-DoutputDirectory=$(abspath $(SPARK_KAFKA_JARS))
-	@touch $@
+	$(call resolve_jars,$(SPARK_KAFKA_POM),$(SPARK_KAFKA_JARS))
 
 spark-kafka-jars: $(SPARK_KAFKA_JARS)/.resolved
 
@@ -84,8 +93,8 @@ $(PLUGIN_JAR): $(PLUGIN_INPUTS) | $(SYSTEM_TOOLS)
 	$(MVN) -f $(PLUGIN)/pom.xml package -DskipTests
 	@touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(SPARK_KAFKA_JARS)/.resolved \
-	$(PLUGIN_JAR)
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(KAFKA_35_LIBS)/.resolved \
+	$(SPARK_KAFKA_JARS)/.resolved $(PLUGIN_JAR)
 
 # The main job on embedded defaults: see README.md's quick start.
 demo: setup

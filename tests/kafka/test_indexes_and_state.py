@@ -169,6 +169,12 @@ def test_leader_epoch_checkpoint(kafka_logs):
         parse_leader_epoch_checkpoint("0\n2\n0 0\n")
     with pytest.raises(CorruptStateFileError, match="expected version 0"):
         parse_leader_epoch_checkpoint("1\n0\n")
+    with pytest.raises(CorruptStateFileError, match="expected version 0"):
+        parse_leader_epoch_checkpoint("1\n")
+    # As Kafka's CheckpointFile reads them: the empty file a new follower's partition
+    # starts with, and one holding only its version, have no entries.
+    assert parse_leader_epoch_checkpoint("") == []
+    assert parse_leader_epoch_checkpoint("0\n") == []
 
 
 def test_partition_metadata(kafka_logs):

@@ -19,8 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import pytest_asyncio
-from confluent_kafka import ElectionType, KafkaException, Producer, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
+from support.kafka_admin import PAIR, elect_preferred, in_sync, leaders
 from support.services import BackendStack, started
 from support.serving import serve_in_background
 from support.topics import read_to_end
@@ -39,13 +39,6 @@ from .test_kafka_tiers import (
     wait_for_offsets,
 )
 
-# Both brokers hold every internal topic: the one wiped must lose nothing but its disk.
-PAIR = {
-    "offsets.topic.replication.factor": "2",
-    "transaction.state.log.replication.factor": "2",
-    # Leadership moves when the test says, not at Kafka's five-minute rebalance.
-    "auto.leader.rebalance.enable": "false",
-}
 KIP_1023 = "follower.fetch.last.tiered.offset.enable"
 # Broker 2 is every partition's preferred leader.
 REPLICAS = [[2, 1]] * PARTITIONS
@@ -66,8 +59,9 @@ class Pair:
     second: KafkaBroker  # node 2: a broker only, the one rebuilt
     stack: BackendStack
 
-    def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.first.bootstrap_servers})
+    @property
+    def bootstrap(self) -> str:
+        return self.first.bootstrap_servers
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -178,15 +172,6 @@ def segment_sizes(broker: KafkaBroker, topic: str, partition: int) -> dict[int, 
     }
 
 
-def in_sync(pair: Pair, topic: str, node_id: int) -> bool:
-    admin = pair.admin()  # alive until its answer: a dropped client cancels its requests
-    try:
-        described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
-    except KafkaException:
-        return False  # asked broker 2 as it stopped
-    return all(node_id in [n.id for n in p.isr] for p in described.partitions)
-
-
 def topic_count(broker: KafkaBroker, name: str, topic: str) -> float:
     """A BrokerTopicMetrics meter's count for the topic (0 before its first mark)."""
     return sum(broker.jmx(f"{METRICS},name={name},topic={topic}").values())
@@ -243,7 +228,7 @@ async def rebuild(
         await while_down()
 
     async def caught_up() -> bool:
-        return await asyncio.to_thread(in_sync, pair, topic, 2)
+        return await asyncio.to_thread(in_sync, pair.bootstrap, topic, 2)
 
     await eventually(caught_up, timeout_s=TIERING_TIMEOUT_S, interval_s=0.5)
     found.first_local = first_local_offsets(second, topic)
@@ -296,7 +281,7 @@ async def test_a_wiped_broker_rebuilds_from_the_remote_tier_and_then_leads(kafka
             )
 
         await eventually(failed, timeout_s=TIERING_TIMEOUT_S, interval_s=0.5)
-        assert not await asyncio.to_thread(in_sync, pair, topic, 2)
+        assert not await asyncio.to_thread(in_sync, pair.bootstrap, topic, 2)
         await pair.stack.start_store()
 
     from_local = await rebuild(pair, topic, traffic, False, while_down=failing_then_back)
@@ -320,15 +305,11 @@ async def test_a_wiped_broker_rebuilds_from_the_remote_tier_and_then_leads(kafka
     assert from_tiered.replicated < from_local.replicated
 
     # Broker 2 leads again; the producers go on writing, through it.
-    admin = pair.admin()
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    await asyncio.to_thread(admin.elect_leaders(ElectionType.PREFERRED, partitions).result)
+    await elect_preferred(pair.bootstrap, topic, PARTITIONS)
 
     async def led_by_second() -> bool:
-        described = await asyncio.to_thread(
-            lambda: admin.describe_topics(TopicCollection([topic]))[topic].result(30)
-        )
-        return all(p.leader.id == 2 for p in described.partitions)
+        found = await asyncio.to_thread(leaders, pair.bootstrap, topic)
+        return set(found.values()) == {2}
 
     await eventually(led_by_second, timeout_s=60, interval_s=0.5)
     last = await asyncio.to_thread(commit_one_more, pair.second.bootstrap_servers, topic)

@@ -16,14 +16,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
 )
+from support.kafka_admin import create_topic, produce_random, set_topic_config
 from support.serving import serve_in_background
 from support.topics import read_to_end
 from support.waiting import eventually
@@ -59,7 +56,6 @@ def create_tiered_topic(
 ) -> uuid.UUID:
     """A tiered topic of PARTITIONS partitions, on the given replicas (node ids, the
     preferred leader first) or one replica each; its topic id."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     settings = {
         "remote.storage.enable": "true",
         "segment.bytes": str(SEGMENT_BYTES),
@@ -67,21 +63,7 @@ def create_tiered_topic(
         "retention.ms": "-1",
         **config,
     }
-    new = (
-        NewTopic(topic, len(replicas), replica_assignment=replicas, config=settings)
-        if replicas
-        else NewTopic(topic, PARTITIONS, 1, config=settings)
-    )
-    admin.create_topics([new])[topic].result(30)
-    for _ in range(100):  # until the new topic's metadata reached the broker
-        try:
-            described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
-            break
-        except KafkaException:
-            time.sleep(0.1)
-    high = described.topic_id.get_most_significant_bits() & (2**64 - 1)
-    low = described.topic_id.get_least_significant_bits() & (2**64 - 1)
-    return uuid.UUID(int=(high << 64) | low)
+    return create_topic(bootstrap, topic, partitions=PARTITIONS, replicas=replicas, config=settings)
 
 
 def produce_every_kind(bootstrap: str, topic: str) -> Produced:
@@ -232,23 +214,8 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
 
 
 def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[bytes]]:
-    """`records` incompressible 1 KiB values to each partition; the values by partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    values: dict[int, list[bytes]] = defaultdict(list)
-    for _ in range(records):
-        for partition in range(PARTITIONS):
-            value = os.urandom(1024)
-            producer.produce(topic, value, partition=partition)
-            values[partition].append(value)
-    assert producer.flush(60) == 0
-    return values
-
-
-def set_topic_config(bootstrap: str, topic: str, key: str, value: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    entry = ConfigEntry(key, str(value), incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource("TOPIC", topic, incremental_configs=[entry])
-    admin.incremental_alter_configs([resource])[resource].result(30)
+    """`records` incompressible 1 KiB values to each of the PARTITIONS partitions."""
+    return produce_random(bootstrap, topic, records, PARTITIONS)
 
 
 def wait_for_offsets(broker, topic: str, time_spec: str, done, what: str) -> dict[int, int]:

@@ -28,13 +28,14 @@ from remotelog.cli.stats import add_stats_command
 from remotelog.core.config import ConfigError, load_config, render, shown_settings
 from remotelog.core.errors import RemoteLogError
 from remotelog.core.kafka_client import kafka_client_config
-from remotelog.core.settings import MetadataTopicSettings
+from remotelog.core.settings import KafkaClusterSettings
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.process.memory import keep_freed_memory, long_lived_objects_frozen
 from remotelog.remover.config import ScrubConfig
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
+from remotelog.scheduler.config import DiscoverySettings
 
 # Named, not __name__: run as `python -m remotelog.cli.main` that is "__main__".
 log = logging.getLogger("remotelog.cli")
@@ -49,12 +50,14 @@ def _config_check(args: argparse.Namespace) -> int:
         service=args.service,
         all_known_keys=all_config_keys(),
     )
-    if isinstance(config, MetadataTopicSettings):
-        # What the service would refuse at start: the Kafka security settings together.
-        try:
+    # What the service would refuse at start: settings that only make sense together.
+    try:
+        if isinstance(config, KafkaClusterSettings):
             kafka_client_config(config)
-        except RemoteLogError as exc:
-            raise CliError(f"config check: {exc}") from None
+        if isinstance(config, DiscoverySettings):
+            config.discovery_log_dirs()
+    except RemoteLogError as exc:
+        raise CliError(f"config check: {exc}") from None
     print(f"# effective configuration of {args.service}")
     print("\n".join(render(config, sources)))
     return 0

@@ -8,11 +8,13 @@ broker that never answers.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.settings import KafkaSecuritySettings, MetadataTopicSettings
+from remotelog.core.settings import KafkaClusterSettings, KafkaSecuritySettings
 
 _LOGIN_MODULES = {
     "org.apache.kafka.common.security.plain.PlainLoginModule": ("PLAIN",),
@@ -122,7 +124,7 @@ def _unused(settings: KafkaSecuritySettings, uses_ssl: bool, uses_sasl: bool) ->
         )
 
 
-def kafka_client_config(settings: MetadataTopicSettings) -> dict[str, str]:
+def kafka_client_config(settings: KafkaClusterSettings) -> dict[str, str]:
     """librdkafka's settings for `bootstrap.servers` under the configured security."""
     protocol = settings.security_protocol
     uses_ssl = protocol in ("SSL", "SASL_SSL")
@@ -169,3 +171,10 @@ def connection_problem(
             f"the broker at {servers} does not trust this client certificate: {message}",
         )
     return None
+
+
+def uuid_of(kafka_uuid: Any) -> uuid.UUID:
+    """A topic id as confluent-kafka's admin answers give it (its Uuid), as a UUID."""
+    high = kafka_uuid.get_most_significant_bits() & (2**64 - 1)
+    low = kafka_uuid.get_least_significant_bits() & (2**64 - 1)
+    return uuid.UUID(int=(high << 64) | low)

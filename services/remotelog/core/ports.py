@@ -20,6 +20,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    RemotePartitionSummary,
     TopicIdPartition,
 )
 from remotelog.core.states import RemotePartitionDeleteState
@@ -170,3 +171,11 @@ class RemoteLogMetadataManager(SegmentLookup, SegmentStateWriter, Protocol):
     async def is_ready(
         self, partition: TopicIdPartition, *, timeout_s: float | None = None
     ) -> bool: ...
+
+
+class RemotePartitionLister(Protocol):
+    """Not Kafka's: every partition with data in the remote tier (ListRemotePartitions)."""
+
+    async def list_remote_partitions(
+        self, topic: str | None = None, *, timeout_s: float | None = None
+    ) -> list[RemotePartitionSummary]: ...

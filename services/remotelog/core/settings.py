@@ -216,16 +216,22 @@ class KafkaSecuritySettings:
 
 
 @dataclass(frozen=True)
-class MetadataTopicSettings(KafkaSecuritySettings):
-    """The `__remote_log_metadata` topic (Kafka's TopicBasedRemoteLogMetadataManagerConfig)."""
+class KafkaClusterSettings(KafkaSecuritySettings):
+    """The Kafka cluster a service's clients join, under the security settings."""
 
     bootstrap_servers: str = setting(
         "bootstrap.servers",
         "127.0.0.1:9092",
-        "Kafka brokers holding the metadata topic",
+        "Kafka brokers of the cluster (the metadata topic's; the one discovery follows)",
         form=BOOTSTRAP_SERVERS_FORM,
         check=host_port_list,
     )
+
+
+@dataclass(frozen=True)
+class MetadataTopicSettings(KafkaClusterSettings):
+    """The `__remote_log_metadata` topic (Kafka's TopicBasedRemoteLogMetadataManagerConfig)."""
+
     metadata_topic_num_partitions: int = setting(
         "remote.log.metadata.topic.num.partitions",
         50,

@@ -30,6 +30,8 @@ PLUGIN_PACKAGE = "dev.remotelog.kafka"
 # The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
 _CHECKOUT = Path(__file__).resolve().parents[3]
 _CHECKOUT_LIBS = _CHECKOUT / ".tools" / "kafka" / "libs"
+# Apache Kafka 3.5, from before tiered storage: the broker a sidecar scheduler follows.
+_CHECKOUT_LIBS_3_5 = _CHECKOUT / ".tools" / "kafka-3.5" / "libs"
 _CHECKOUT_PLUGIN = _CHECKOUT / "clients" / "kafka-plugin" / "target"
 # Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
 DEFAULT_HEAP = "512m"
@@ -66,6 +68,11 @@ def kafka_libs(configured: str | None = None) -> Path:
             f"checkout, or set {LIBS_ENV} to a folder of kafka_2.13 and its dependencies"
         )
     return libs
+
+
+def kafka_3_5_libs() -> Path:
+    """The folder of Apache Kafka 3.5's jars that `make setup` resolves."""
+    return kafka_libs(str(_CHECKOUT_LIBS_3_5))
 
 
 def kafka_version(libs: Path) -> str:

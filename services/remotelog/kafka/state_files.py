@@ -86,7 +86,12 @@ def parse_leader_epoch_checkpoint(
     text: str, source: str = "leader-epoch-checkpoint"
 ) -> list[tuple[int, int]]:
     lines = text.splitlines()
-    if len(lines) < 2 or lines[0].strip() != "0":
+    # Kafka creates the file empty with the partition and reads an empty file, or one
+    # holding only its version, as no entries (CheckpointFile): a follower's stays so
+    # until its first fetched batch.
+    if len(lines) < 2 and (not lines or lines[0].strip() == "0"):
+        return []
+    if lines[0].strip() != "0":
         raise CorruptStateFileError(f"{source}: expected version 0 and an entry count")
     try:
         count = int(lines[1])

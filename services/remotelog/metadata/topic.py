@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from remotelog.core.errors import InvalidArgumentError, MetadataTopicUnavailableError
-from remotelog.core.kafka_client import connection_problem
+from remotelog.core.kafka_client import connection_problem, uuid_of
 from remotelog.core.metadata_serde import deserialize
 from remotelog.core.model import RemoteLogMetadata
 
@@ -48,12 +48,6 @@ class TopicWaitStopped(Exception):
 class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
-
-
-def _uuid_of(kafka_uuid: Any) -> uuid.UUID:
-    high = kafka_uuid.get_most_significant_bits() & (2**64 - 1)
-    low = kafka_uuid.get_least_significant_bits() & (2**64 - 1)
-    return uuid.UUID(int=(high << 64) | low)
 
 
 def ensure_metadata_topic(
@@ -173,7 +167,7 @@ def _describe(
                 f"is {partitions} but the existing topic {topic} has {found} partitions; "
                 "set it to the topic's partition count",
             )
-        return TopicInfo(_uuid_of(description.topic_id), found)
+        return TopicInfo(uuid_of(description.topic_id), found)
     verb = "create or describe" if create is not None else "find"
     raise MetadataTopicUnavailableError(
         f"could not {verb} {topic} through bootstrap.servers="

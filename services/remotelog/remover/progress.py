@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from remotelog.core.errors import MetadataTopicUnavailableError
 
 _LIBRDKAFKA_LOG = logging.getLogger("remotelog.remover.librdkafka")
+_RETRY_S = 0.2
+# What Kafka's own consumer retries while the group coordinator moves or loads.
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
 
 
 class Progress(Protocol):
@@ -49,10 +57,18 @@ class KafkaGroupProgress:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="remover-progress")
 
     async def _run(self, what: str, fn: Any, *args: Any) -> Any:
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
-        except KafkaException as exc:
-            raise MetadataTopicUnavailableError(f"{what} {self.topic}: {exc}") from None
+        """`fn` in the thread, tried again on what Kafka calls retriable (the group
+        coordinator of a new cluster still loading: NOT_COORDINATOR) for timeout_s."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+            except KafkaException as exc:
+                error = exc.args[0]
+                passing = error.retriable() or error.code() in _COORDINATOR_MOVING
+                if not passing or time.monotonic() > deadline:
+                    raise MetadataTopicUnavailableError(f"{what} {self.topic}: {exc}") from None
+                await asyncio.sleep(_RETRY_S)
 
     async def committed(self, partitions: list[int]) -> dict[int, int]:
         asked = [KafkaTopicPartition(self.topic, p) for p in partitions]

@@ -2,20 +2,85 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from remotelog.core.addresses import grpc_address
 from remotelog.core.config import setting
+from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import INT64_MAX
 from remotelog.core.settings import (
+    ADDRESS_FORM,
     BrokerIdSettings,
     CustomMetadataSettings,
+    KafkaClusterSettings,
     listen_address_setting,
 )
 from remotelog.segmentstore.config import TierClientSettings
 
 
+def _pattern_problem(value: str) -> str | None:
+    try:
+        re.compile(value)
+    except re.error as error:
+        return f"is not a regular expression: {error}"
+    return None
+
+
 @dataclass(frozen=True)
-class CopySchedulerConfig(TierClientSettings, CustomMetadataSettings, BrokerIdSettings):
+class DiscoverySettings(KafkaClusterSettings):
+    """A sidecar's discovery: the partitions this broker leads and follows, found from the
+    cluster (bootstrap.servers, with the security settings) and the broker's log.dirs."""
+
+    discovery_enabled: bool = setting(
+        "remote.log.manager.discovery.enabled",
+        False,
+        "Find this broker's partitions by itself every interval (a sidecar beside a broker "
+        "without the plugin) and follow topic deletions; false: partitions come from "
+        "OnPartitionLeadershipChanges calls",
+    )
+    discovery_interval_ms: int = setting(
+        "remote.log.manager.discovery.interval.ms",
+        10_000,
+        "Pause between looks at the cluster and the log directories",
+        min=100,
+    )
+    log_dirs: str = setting(
+        "log.dirs",
+        "",
+        "The broker's log.dirs, comma-separated, as this process sees them (needed with discovery)",
+        form=(r"([^,\s]+(\s*,\s*[^,\s]+)*)?", "path[,path...]"),
+    )
+    discovery_topic_pattern: str = setting(
+        "remote.log.manager.discovery.topic.pattern",
+        "",
+        "Tier the topics whose whole name matches this regular expression, besides those with "
+        "remote.storage.enable=true (brokers from 3.6 refuse that config without their own "
+        "tiered storage); empty: only those",
+        check=_pattern_problem,
+    )
+    partition_remover_address: str = setting(
+        "partition.remover.address",
+        "127.0.0.1:7305",
+        "host:port of the partition remover, told when a topic with remote data is deleted",
+        form=ADDRESS_FORM,
+        check=grpc_address(),
+    )
+
+    def discovery_log_dirs(self) -> list[str]:
+        """log.dirs as a list; refused when discovery is on without them."""
+        dirs = [d.strip() for d in self.log_dirs.split(",") if d.strip()]
+        if self.discovery_enabled and not dirs:
+            raise InvalidArgumentError(
+                "log.dirs", "remote.log.manager.discovery.enabled=true needs the broker's log.dirs"
+            )
+        return dirs
+
+
+@dataclass(frozen=True)
+class CopySchedulerConfig(
+    TierClientSettings, CustomMetadataSettings, BrokerIdSettings, DiscoverySettings
+):
     listen_address: str = listen_address_setting("127.0.0.1:7303")
     task_interval_ms: int = setting(
         "remote.log.manager.task.interval.ms", 30_000, "Pause between runs of a partition", min=1

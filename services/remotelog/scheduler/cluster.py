@@ -1,0 +1,162 @@
+"""What discovery asks the Kafka cluster, through confluent-kafka's admin client.
+
+The calls block: discovery runs them in a worker thread. A view is complete or
+not made at all (ClusterUnavailableError): a partial answer read as "these
+topics are gone" would stop their copying and mark their remote data deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourceType
+
+from remotelog.core.errors import RemoteLogError
+from remotelog.core.kafka_client import uuid_of
+
+# The topic configs discovery reads: which topics to tier, and their retention.
+RETENTION_CONFIGS = (
+    "retention.ms",
+    "retention.bytes",
+    "local.retention.ms",
+    "local.retention.bytes",
+)
+TOPIC_CONFIGS = ("remote.storage.enable", "cleanup.policy", *RETENTION_CONFIGS)
+_LOG = logging.getLogger("remotelog.scheduler.librdkafka")
+
+
+class ClusterUnavailableError(RemoteLogError):
+    """The cluster did not answer, or answered only in part: no view this time."""
+
+    reason = "KAFKA_UNAVAILABLE"
+    code = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    leader: int  # -1 while the partition has none
+    replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicView:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionView]
+    # The TOPIC_CONFIGS the broker reports (an older broker lacks some); read only
+    # for topics with a replica on the broker the view is made for.
+    configs: Mapping[str, str]
+
+    def hosted_on(self, broker_id: int) -> bool:
+        return any(broker_id in p.replicas for p in self.partitions.values())
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    topics: Mapping[str, TopicView]
+
+    def topic_ids(self) -> set[uuid.UUID]:
+        return {topic.topic_id for topic in self.topics.values()}
+
+
+def _unknown_topic(error: BaseException) -> bool:
+    return (
+        isinstance(error, KafkaException)
+        and error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    )
+
+
+class KafkaCluster:
+    """One admin client, kept for the process: librdkafka cancels the requests of a
+    client that is dropped before their answers arrive."""
+
+    def __init__(self, client_config: Mapping[str, str], timeout_s: float) -> None:
+        self.bootstrap_servers = client_config["bootstrap.servers"]
+        self.timeout_s = timeout_s
+        config: dict[str, Any] = {**client_config, "logger": _LOG}
+        self._admin = AdminClient(config)
+
+    def view(self, broker_id: int) -> ClusterView:
+        """Every topic with its id, leaders and replicas; the configs of those hosted on
+        `broker_id`."""
+        try:
+            # Topics listed with an error (no leader now) too: DescribeTopics decides.
+            names = list(self._admin.list_topics(timeout=self.timeout_s).topics)
+            described = self._describe(names)
+            hosted = [t.name for t in described if t.hosted_on(broker_id)]
+            configs = self._configs(hosted)
+        except KafkaException as error:
+            raise ClusterUnavailableError(
+                f"Kafka at {self.bootstrap_servers}: {error.args[0].str()}"
+            ) from error
+        return ClusterView(
+            {
+                topic.name: TopicView(
+                    topic.name, topic.topic_id, topic.partitions, configs.get(topic.name, {})
+                )
+                for topic in described
+            }
+        )
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id of topic `name` now; None when there is no such topic."""
+        try:
+            described = self._describe([name])
+        except KafkaException as error:
+            raise ClusterUnavailableError(
+                f"Kafka at {self.bootstrap_servers}: {error.args[0].str()}"
+            ) from error
+        return described[0].topic_id if described else None
+
+    def _describe(self, names: list[str]) -> list[TopicView]:
+        """Topics as DescribeTopics answers; one deleted since it was listed is left out,
+        any other failure raises."""
+        if not names:
+            return []
+        futures = self._admin.describe_topics(
+            TopicCollection(names), request_timeout=self.timeout_s
+        )
+        found = []
+        for future in futures.values():
+            try:
+                description = future.result()
+            except KafkaException as error:
+                if _unknown_topic(error):
+                    continue
+                raise
+            partitions = {
+                p.id: PartitionView(
+                    p.leader.id if p.leader is not None else -1,
+                    tuple(node.id for node in p.replicas),
+                )
+                for p in description.partitions
+            }
+            found.append(TopicView(description.name, uuid_of(description.topic_id), partitions, {}))
+        return found
+
+    def _configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        if not names:
+            return {}
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        futures = self._admin.describe_configs(resources, request_timeout=self.timeout_s)
+        found = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result()
+            except KafkaException as error:
+                if _unknown_topic(error):
+                    continue
+                raise
+            found[resource.name] = {
+                key: entry.value
+                for key, entry in entries.items()
+                if key in TOPIC_CONFIGS and entry.value is not None
+            }
+        return found

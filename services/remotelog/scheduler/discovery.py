@@ -1,0 +1,297 @@
+"""Discovery: a sidecar scheduler follows its broker by itself.
+
+Every interval it lists the broker's partition directories, asks the cluster
+which partitions the broker leads and follows and how each topic is
+configured, and hands the scheduler what changed, as a broker plugin would
+with OnPartitionLeadershipChanges and StopPartitions. A topic id with remote
+data that the cluster no longer has is handed to the partition remover, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+from remotelog.coordination.lease import Leases, held
+from remotelog.core.errors import InvalidArgumentError, MetadataNotReadyError, RemoteLogError
+from remotelog.core.model import TopicIdPartition
+from remotelog.core.ports import RemotePartitionLister
+from remotelog.core.tasks import cancel_and_wait
+from remotelog.kafka.state_files import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    CorruptStateFileError,
+    parse_leader_epoch_checkpoint,
+    parse_partition_metadata,
+)
+from remotelog.scheduler.cluster import ClusterUnavailableError, ClusterView, TopicView
+from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.partition import Assignment, Role
+from remotelog.scheduler.scheduler import CopyScheduler, validate_assignment
+
+log = logging.getLogger(__name__)
+
+# Kafka names a partition's directory <topic>-<partition>; one being deleted, moved
+# between log dirs or left stray carries a suffix after a dot (-delete, -future, -stray).
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
+DELETIONS_LEASE = "copy-scheduler/topic-deletions"
+
+Marker = Callable[[list[TopicIdPartition]], Awaitable[None]]
+
+
+class Cluster(Protocol):
+    bootstrap_servers: str
+
+    def view(self, broker_id: int) -> ClusterView: ...
+
+    def topic_id(self, name: str) -> uuid.UUID | None: ...
+
+
+def partition_directories(log_dirs: Iterable[str]) -> dict[tuple[str, int], Path]:
+    """(topic, partition) -> its directory, over the broker's log dirs."""
+    found = {}
+    for root in log_dirs:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for entry in Path(root).iterdir():
+                named = _PARTITION_DIR.fullmatch(entry.name)
+                if named and entry.is_dir():
+                    found[(named["topic"], int(named["partition"]))] = entry
+    return found
+
+
+def tiered(topic: TopicView, pattern: re.Pattern[str] | None) -> bool:
+    """remote.storage.enable=true, or a name the pattern matches; never an internal
+    topic (__consumer_offsets, remotelog's own) nor a compacted one, which Kafka
+    refuses to tier."""
+    if topic.name.startswith("__"):
+        return False
+    if "compact" in topic.configs.get("cleanup.policy", "delete"):
+        return False
+    if topic.configs.get("remote.storage.enable", "false").lower() == "true":
+        return True
+    return pattern is not None and pattern.fullmatch(topic.name) is not None
+
+
+def _retention(configs: Mapping[str, str]) -> dict[str, int | None]:
+    def number(key: str) -> int | None:
+        try:
+            return int(configs[key])
+        except (KeyError, ValueError):
+            return None  # not reported by this broker: the scheduler's default
+
+    return {
+        "retention_ms": number("retention.ms"),
+        "retention_bytes": number("retention.bytes"),
+        "local_retention_ms": number("local.retention.ms"),
+        "local_retention_bytes": number("local.retention.bytes"),
+    }
+
+
+def _read_topic_id(directory: Path) -> uuid.UUID | None:
+    path = directory / PARTITION_METADATA
+    try:
+        return parse_partition_metadata(path.read_text(), str(path))
+    except (FileNotFoundError, CorruptStateFileError):
+        return None  # just created (Kafka writes it right after the directory), or gone
+
+
+def _latest_epoch(directory: Path) -> int:
+    """The partition's newest leader epoch: a leader writes its own when it takes over."""
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    try:
+        epochs = parse_leader_epoch_checkpoint(path.read_text(), str(path))
+    except (FileNotFoundError, CorruptStateFileError):
+        return 0
+    return epochs[-1][0] if epochs else 0
+
+
+def discover(
+    view: ClusterView,
+    broker_id: int,
+    log_dirs: Iterable[str],
+    pattern: re.Pattern[str] | None,
+) -> dict[TopicIdPartition, Assignment]:
+    """The tiered partitions with a replica and a directory on this broker, as assignments
+    (blocking: it reads each directory's state files)."""
+    directories = partition_directories(log_dirs)
+    found = {}
+    for topic in view.topics.values():
+        if not tiered(topic, pattern):
+            continue
+        retention = _retention(topic.configs)
+        for partition, where in topic.partitions.items():
+            directory = directories.get((topic.name, partition))
+            if broker_id not in where.replicas or directory is None:
+                continue
+            if _read_topic_id(directory) != topic.topic_id:
+                continue  # a directory of an earlier topic of that name, not deleted yet
+            tip = TopicIdPartition(topic.topic_id, topic.name, partition)
+            role = Role.LEADER if where.leader == broker_id else Role.FOLLOWER
+            found[tip] = Assignment(tip, directory, _latest_epoch(directory), role, **retention)
+    return found
+
+
+class PartitionDiscovery:
+    def __init__(
+        self,
+        config: CopySchedulerConfig,
+        scheduler: CopyScheduler,
+        cluster: Cluster,
+        remote: RemotePartitionLister,
+        mark_for_deletion: Marker,
+        leases: Leases,
+    ) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.cluster = cluster
+        self.remote = remote
+        self.mark_for_deletion = mark_for_deletion
+        self.leases = leases
+        self.log_dirs = config.discovery_log_dirs()
+        pattern = config.discovery_topic_pattern
+        self.pattern = re.compile(pattern) if pattern else None
+        self.timeout_s = config.rpc_timeout_ms / 1000
+        # What discovery handed the scheduler, as it handed it.
+        self.assigned: dict[TopicIdPartition, Assignment] = {}
+        # Topic ids with remote data the last look did not find in the cluster.
+        self._absent: set[uuid.UUID] = set()
+        self._marked: set[TopicIdPartition] = set()
+        self._unreachable_since: float | None = None
+        self.rounds = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"broker {self.config.broker_id}'s discovery"
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="partition-discovery")
+
+    async def close(self) -> None:
+        await cancel_and_wait([self._task] if self._task else [])
+        self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except RemoteLogError as error:
+                # The metadata manager or the remover: asked again next interval.
+                log.warning("%s: %s", self.name, error)
+            except Exception:  # a bug: keep following the broker
+                log.exception("%s failed", self.name)
+            await asyncio.sleep(self.config.discovery_interval_ms / 1000)
+
+    async def run_once(self) -> None:
+        """One look at the cluster and the log dirs, and what follows from it."""
+        try:
+            view = await asyncio.to_thread(self.cluster.view, self.config.broker_id)
+        except ClusterUnavailableError as error:
+            self._unreachable(error)
+            return
+        self._reached()
+        found = await asyncio.to_thread(
+            discover, view, self.config.broker_id, self.log_dirs, self.pattern
+        )
+        await self._apply(found)
+        await self._follow_deletions(view)
+        self.rounds += 1
+
+    def _unreachable(self, error: ClusterUnavailableError) -> None:
+        if self._unreachable_since is not None:
+            log.debug("%s: still unreachable: %s", self.name, error)
+            return
+        self._unreachable_since = time.monotonic()
+        log.warning(
+            "%s: %s; the %d partitions found so far keep their roles, asked again every %g s",
+            self.name,
+            error,
+            len(self.assigned),
+            self.config.discovery_interval_ms / 1000,
+        )
+
+    def _reached(self) -> None:
+        if self._unreachable_since is None:
+            return
+        log.info(
+            "%s: Kafka at %s answers again after %.0f s",
+            self.name,
+            self.cluster.bootstrap_servers,
+            time.monotonic() - self._unreachable_since,
+        )
+        self._unreachable_since = None
+
+    async def _apply(self, found: dict[TopicIdPartition, Assignment]) -> None:
+        # Stopped first: a partition that moved away is not copied here any longer.
+        gone = [tip for tip in self.assigned if tip not in found]
+        if gone:
+            await self.scheduler.stop_partitions((tip, False) for tip in gone)
+            for tip in gone:
+                del self.assigned[tip]
+        changed = []
+        for tip, assignment in found.items():
+            if self.assigned.get(tip) == assignment:
+                continue
+            try:
+                validate_assignment(assignment, str(tip))
+            except InvalidArgumentError as error:
+                # Its directory went between the look and now: the next look decides.
+                log.debug("%s: %s not assigned: %s", self.name, tip, error)
+                continue
+            changed.append(assignment)
+        if changed:
+            await self.scheduler.on_partition_leadership_changes(
+                [a for a in changed if a.role is Role.LEADER],
+                [a for a in changed if a.role is Role.FOLLOWER],
+            )
+            self.assigned.update((a.topic_id_partition, a) for a in changed)
+
+    async def _follow_deletions(self, view: ClusterView) -> None:
+        """Mark the remote data of topic ids gone from the cluster for deletion. A topic
+        counts as deleted when two looks in a row miss it (every sidecar has had an
+        interval to stop copying it) and it is not there when asked by name."""
+        try:
+            remote = await self.remote.list_remote_partitions(timeout_s=self.timeout_s)
+        except MetadataNotReadyError:
+            return
+        present = view.topic_ids()
+        absent: dict[uuid.UUID, list[TopicIdPartition]] = {}
+        for summary in remote:
+            tip = summary.topic_id_partition
+            if tip.topic_id not in present and tip not in self._marked:
+                absent.setdefault(tip.topic_id, []).append(tip)
+        due = {topic_id: tips for topic_id, tips in absent.items() if topic_id in self._absent}
+        self._absent = set(absent)
+        if not due:
+            return
+        lease_name, owner = DELETIONS_LEASE, self.scheduler.owner
+        async with held(self.leases, lease_name, owner, self.config.lease_ms) as lease:
+            if lease is None:
+                return  # another sidecar is marking them
+            for topic_id, tips in due.items():
+                name = tips[0].topic
+                try:
+                    now = await asyncio.to_thread(self.cluster.topic_id, name)
+                except ClusterUnavailableError as error:
+                    self._unreachable(error)
+                    return
+                if now == topic_id:
+                    continue  # still there: the view missed it
+                lease.check()
+                await self.mark_for_deletion(tips)
+                self._marked.update(tips)
+                log.info(
+                    "%s: topic %s (id %s) was deleted; its %d partitions with remote data "
+                    "are marked for deletion",
+                    self.name,
+                    name,
+                    topic_id,
+                    len(tips),
+                )
