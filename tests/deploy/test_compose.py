@@ -135,8 +135,14 @@ def test_the_addresses_services_are_given_are_where_the_others_listen(compose):
         assert host_of(config.redis_url) == "redis"
     kafka = compose["services"]["kafka"]["environment"]
     internal = kafka["KAFKA_ADVERTISED_LISTENERS"].split(",")[0].split("://", 1)[1]
-    for service in ("metadata-manager", "partition-remover"):
+    # The copy scheduler's discovery asks the same cluster.
+    for service in ("metadata-manager", "partition-remover", "copy-scheduler"):
         assert config_of(compose, service).bootstrap_servers == internal
+    scheduler = config_of(compose, "copy-scheduler")
+    assert scheduler.partition_remover_address == (
+        f"partition-remover:{listening['partition-remover']}"
+    )
+    assert "partition-remover" in compose["services"]["copy-scheduler"]["depends_on"]
 
 
 def test_the_copy_scheduler_only_reads_the_brokers_log_directory(compose):
@@ -147,6 +153,10 @@ def test_the_copy_scheduler_only_reads_the_brokers_log_directory(compose):
     volume = broker_volume.split(":")[0]
     assert broker_volume == f"{volume}:{log_dir}"
     assert compose["services"]["copy-scheduler"]["volumes"] == [f"{volume}:{log_dir}:ro"]
+    # Its partitions are found there, with no call: discovery reads the same directory.
+    assert config.discovery_enabled is True
+    assert config.discovery_log_dirs() == [log_dir]
+    assert config.broker_id == int(compose["services"]["kafka"]["environment"]["KAFKA_NODE_ID"])
 
 
 def test_the_fetch_service_reads_s3_where_the_store_signs_urls_for(compose):

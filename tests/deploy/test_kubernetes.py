@@ -219,6 +219,16 @@ def test_the_copy_scheduler_reads_the_brokers_log_volume_read_only(rendered, tmp
         {"REMOTELOG_BROKER_ID": "0"},
     )
     assert config.local_retention_enabled is False
+    # Discovery finds the partitions in the same directory and asks the broker of its pod.
+    assert config.discovery_enabled is True
+    assert config.discovery_log_dirs() == [log_dir]
+    listener = environment_of(broker)["KAFKA_LISTENERS"].split(",")[0]
+    assert config.bootstrap_servers == f"localhost:{port_of(listener)}"
+    remover = find(objects, "Service", "partition-remover")
+    assert (
+        config.partition_remover_address
+        == f"partition-remover:{remover['spec']['ports'][0]['port']}"
+    )
     (broker_id,) = [e for e in scheduler["env"] if e["name"] == "REMOTELOG_BROKER_ID"]
     assert "apps.kubernetes.io/pod-index" in broker_id["valueFrom"]["fieldRef"]["fieldPath"]
     assert environment_of(broker)["KAFKA_NODE_ID"] == "0"
