@@ -29,10 +29,12 @@ from support.kafka_admin import (
 )
 from support.kafka_security import WAYS_IN
 from support.services import CLIENT_OPTIONS, ServiceRunning, load_properties, started
+from support.telemetry import metric_points
 from support.waiting import eventually
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.client import PartitionRemoverClient
+from remotelog.core import metrics as m
 from remotelog.core.errors import UnknownTopicOrPartitionError
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import TopicIdPartition
@@ -41,6 +43,7 @@ from remotelog.dev.kafka_broker import QUICK_RETENTION, KafkaBroker, kafka_3_5_l
 from remotelog.remover.server import start_partition_remover
 from remotelog.scheduler.cluster import KafkaCluster
 from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.metrics import SCOPE
 from remotelog.scheduler.server import DISCOVERY_MIN_TIMEOUT_S
 
 from .conftest import FINISHED, SchedulerRunning, SchedulerStack
@@ -56,6 +59,7 @@ RETAINED = {"retention.ms": "3600000", "local.retention.bytes": "1048576"}
 INTERVAL_MS = 300
 RECORDS = 200  # a partition: three rolled segments and an active one
 DISCOVERY_LOG = "remotelog.scheduler.discovery"
+SCHEDULER_LOG = "remotelog.scheduler.scheduler"
 
 
 @dataclass
@@ -253,10 +257,26 @@ async def audit(sidecars: Sidecars, tip: TopicIdPartition, values: list[bytes]) 
     assert remote == {offset: (None, values[offset]) for offset in remote}
 
 
-async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars):
+def assert_handed_over(caplog, sidecars: Sidecars, tip: TopicIdPartition, old: int, new: int):
+    """Broker `old`'s sidecar took the partition as a follower before broker `new`'s led
+    it, in the scheduler's log since the test last cleared it."""
+    lines = [r.getMessage() for r in caplog.records if r.name == SCHEDULER_LOG]
+
+    def first(role: str, node: int) -> int:
+        directory = sidecars.brokers[node].data_dir / f"{tip.topic}-{tip.partition}"
+        ends = f"log dir {directory}"
+        found = [n for n, line in enumerate(lines) if line.startswith(f"{role} of {tip} ")]
+        return next(n for n in found if lines[n].endswith(ends))
+
+    assert first("follower", old) < first("leader", new)
+
+
+async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars, caplog):
     """Broker 2 leads; it stops, broker 1 takes over and so does its sidecar; broker 2
     comes back and leads again after a preferred election, and its sidecar copies
-    again. Nothing is lost or copied twice."""
+    again. Each time the old leader's sidecar stops copying before the new one's
+    starts, and nothing is lost or copied twice."""
+    caplog.set_level(logging.INFO, logger=SCHEDULER_LOG)
     boot, second = sidecars.bootstrap, sidecars.brokers[2]
     topic = unique("moving")
     topic_id = create_topic(boot, topic, replicas=[[2, 1], [2, 1]], config=TIERED)
@@ -265,6 +285,7 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
     for tip in tips:
         await sidecars.tiered_to_rolled_end(2, tip)
 
+    caplog.clear()
     second.stop()
     await eventually(lambda: set(leaders(boot, topic).values()) == {1}, timeout_s=60)
     more = await produce(boot, topic, 2)
@@ -272,14 +293,18 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
         await sidecars.tiered_to_rolled_end(1, tip)
         # Broker 2's sidecar follows what its stopped broker no longer leads.
         await sidecars.has_role(2, tip, pb.PARTITION_ROLE_FOLLOWER)
+        assert_handed_over(caplog, sidecars, tip, 2, 1)
 
     await asyncio.to_thread(second.start)
     await eventually(lambda: in_sync(boot, topic, 2), timeout_s=60, interval_s=0.2)
+    caplog.clear()
     await elect_preferred(boot, topic, 2)
     await eventually(lambda: set(leaders(boot, topic).values()) == {2}, timeout_s=60)
     last = await produce(boot, topic, 2)
     for tip in tips:
         await sidecars.tiered_to_rolled_end(2, tip)
+        await sidecars.has_role(1, tip, pb.PARTITION_ROLE_FOLLOWER)
+        assert_handed_over(caplog, sidecars, tip, 1, 2)
 
     for tip in tips:
         segments = await sidecars.finished(tip)
@@ -291,7 +316,16 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
         )
 
 
-async def test_a_cluster_away_for_a_while_is_told_once_and_nothing_is_lost(sidecars, caplog):
+def looks(telemetry, outcome: str) -> int:
+    """Both sidecars' looks at the cluster with that outcome, as their counter says."""
+    reader, _ = telemetry
+    points = metric_points(reader, m.DISCOVERY_LOOKS.name, SCOPE)
+    return sum(p.value for p in points if p.attributes.get("outcome") == outcome)
+
+
+async def test_a_cluster_away_for_a_while_is_told_once_and_nothing_is_lost(
+    sidecars, caplog, telemetry
+):
     """Both brokers stop: each sidecar logs it once, keeps its partitions and asks again
     every look; they come back and copying goes on where it stopped."""
     caplog.set_level(logging.INFO, logger=DISCOVERY_LOG)
@@ -313,6 +347,7 @@ async def test_a_cluster_away_for_a_while_is_told_once_and_nothing_is_lost(sidec
         n: f"broker {n}'s discovery: Kafka at {b.bootstrap_servers} answers again"
         for n, b in brokers.items()
     }
+    unreachable = looks(telemetry, "unreachable")
     brokers[2].stop()
     brokers[1].stop()
     await eventually(lambda: all(told(line) for line in away.values()), timeout_s=30)
@@ -336,6 +371,9 @@ async def test_a_cluster_away_for_a_while_is_told_once_and_nothing_is_lost(sidec
     for n in brokers:
         assert len(told(away[n])) == 1
         assert len(told(back[n])) == 1
+    # Each sidecar looked at least twice while the cluster was away: logged once.
+    assert looks(telemetry, "unreachable") - unreachable >= 4
+    assert looks(telemetry, "answered") > 0
 
 
 async def test_deleting_a_topic_empties_the_store_and_spares_its_successor(sidecars):

@@ -92,6 +92,13 @@ SEGMENTS_DELETED_BEFORE_TIERING = _metric(
     COPY,
     "Rolled segments the broker's own retention deleted before they were tiered",
 )
+DISCOVERY_LOOKS = _metric(
+    "discovery.looks",
+    "counter",
+    "{look}",
+    COPY,
+    "Looks of a sidecar's discovery at the cluster, by outcome: answered, or unreachable",
+)
 REMOTE_DELETE_REQUESTS = _metric(
     "remote.delete.requests",
     "counter",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from remotelog.coordination.lease import Leases, held
+from remotelog.core import metrics as m
 from remotelog.core.errors import InvalidArgumentError, MetadataNotReadyError, RemoteLogError
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.ports import RemotePartitionLister
@@ -163,6 +165,8 @@ class PartitionDiscovery:
         # Topic ids with remote data the last look did not find in the cluster.
         self._absent: set[uuid.UUID] = set()
         self._marked: set[TopicIdPartition] = set()
+        # The partitions the last look found this broker leading.
+        self._led: set[TopicIdPartition] = set()
         self._unreachable_since: float | None = None
         self.rounds = 0
         self._task: asyncio.Task[None] | None = None
@@ -194,15 +198,41 @@ class PartitionDiscovery:
         try:
             view = await asyncio.to_thread(self.cluster.view, self.config.broker_id)
         except ClusterUnavailableError as error:
+            self._count_look("unreachable")
             self._unreachable(error)
             return
+        self._count_look("answered")
         self._reached()
         found = await asyncio.to_thread(
             discover, view, self.config.broker_id, self.log_dirs, self.pattern
         )
-        await self._apply(found)
+        await self._apply(self._follow_first(found))
         await self._follow_deletions(view)
         self.rounds += 1
+
+    def _follow_first(
+        self, found: dict[TopicIdPartition, Assignment]
+    ) -> dict[TopicIdPartition, Assignment]:
+        """A partition this broker newly leads is followed for one look first. The
+        previous leader's sidecar takes it as a follower at its own next look, within an
+        interval of the change; this one leads it an interval after seeing the change:
+        the old copier stops before the new one starts (the lease still fences a run
+        that is late)."""
+        led_before, self._led = (
+            self._led,
+            {tip for tip, assignment in found.items() if assignment.role is Role.LEADER},
+        )
+        return {
+            tip: (
+                assignment
+                if assignment.role is Role.FOLLOWER or tip in led_before
+                else dataclasses.replace(assignment, role=Role.FOLLOWER)
+            )
+            for tip, assignment in found.items()
+        }
+
+    def _count_look(self, outcome: str) -> None:
+        self.scheduler.ctx.metrics.add(m.DISCOVERY_LOOKS, 1, {"outcome": outcome})
 
     def _unreachable(self, error: ClusterUnavailableError) -> None:
         if self._unreachable_since is not None:
