@@ -5,6 +5,7 @@ fetch service reading what Kafka tiered. The store is on the broker's host and
 hands out file URLs, which the plugin reads segment logs by (the secured tests
 take the FetchLogSegment stream)."""
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,14 @@ def tiering_broker(
     return KafkaBroker(tmp / "kafka", properties=properties, **(node or {}))
 
 
+async def stop_brokers(*brokers: KafkaBroker) -> None:
+    """Stop each broker in a thread: the services run on this event loop and must answer
+    the plugin's last calls while a broker shuts down (blocked, they would not, and the
+    broker would be killed after its grace period)."""
+    for broker in brokers:
+        await asyncio.to_thread(broker.stop)
+
+
 @pytest_asyncio.fixture(scope="module")
 async def kafka_tiering(tmp_path_factory, s3_endpoint):
     tmp = tmp_path_factory.mktemp("kafka-tiering")
@@ -82,6 +91,6 @@ async def kafka_tiering(tmp_path_factory, s3_endpoint):
             try:
                 yield KafkaTiering(broker, stack)
             finally:
-                broker.stop()  # before the services it calls
+                await stop_brokers(broker)  # before the services it calls
     finally:
         broker.stop()

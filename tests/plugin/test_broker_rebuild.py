@@ -29,7 +29,7 @@ from support.waiting import eventually
 from remotelog.dev.broker import free_port
 from remotelog.dev.kafka_broker import KafkaBroker
 
-from .conftest import SEGMENT_BYTES, tiering_broker
+from .conftest import SEGMENT_BYTES, stop_brokers, tiering_broker
 from .test_kafka_tiers import (
     PARTITIONS,
     TIERING_TIMEOUT_S,
@@ -85,8 +85,7 @@ async def kafka_pair(tmp_path_factory, s3_endpoint):
             try:
                 yield Pair(first, second, stack)
             finally:
-                second.stop()  # before the services they call
-                first.stop()
+                await stop_brokers(second, first)  # before the services they call
     finally:
         second.stop()
         first.stop()

@@ -14,7 +14,7 @@ from support.waiting import eventually
 
 from remotelog.dev.broker import free_port
 
-from .conftest import tiering_broker
+from .conftest import stop_brokers, tiering_broker
 from .test_kafka_tiers import (
     PARTITIONS,
     create_tiered_topic,
@@ -69,7 +69,7 @@ async def secured(tmp_path_factory, s3_endpoint):
     try:
         yield broker, store, plugin
     finally:
-        broker.stop()
+        await stop_brokers(broker)
         await metadata.stop()
         await store.stop()
 

@@ -168,7 +168,6 @@ class PartitionDiscovery:
         # The partitions the last look found this broker leading.
         self._led: set[TopicIdPartition] = set()
         self._unreachable_since: float | None = None
-        self.rounds = 0
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -208,7 +207,6 @@ class PartitionDiscovery:
         )
         await self._apply(self._follow_first(found))
         await self._follow_deletions(view)
-        self.rounds += 1
 
     def _follow_first(
         self, found: dict[TopicIdPartition, Assignment]
