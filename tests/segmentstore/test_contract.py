@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from opentelemetry.trace import SpanKind, StatusCode
 from support.s3 import s3_client
 from support.waiting import eventually
 
@@ -165,15 +166,23 @@ async def test_files_on_disk_round_trip_in_or_out_of_the_page_cache(store, tmp_p
     assert await store.client.fetch_index(metadata, IndexType.TIMESTAMP) == b""
 
 
-async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(store):
+async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(telemetry, store):
+    """Traced, as `serve` and the deployments run the services: the caller's cancel
+    reaches the call, which reads no more of its request stream."""
     data = os.urandom(12 * MIB)
     metadata = segment_metadata(size=len(data))
     stub = pb_grpc.SegmentStoreServiceStub(store.client.channel)
-    sent = asyncio.Event()
+    sent, cancelled = asyncio.Event(), asyncio.Event()
+    read_after_cancel = []
 
-    async def half_then_stall():
+    async def half_then_the_rest_once_cancelled():
         yield pb.CopyLogSegmentDataRequest(metadata=segment_metadata_to_proto(metadata))
-        for position in range(0, 7 * MIB, MIB):
+        for position in range(0, len(data), MIB):
+            if position == 7 * MIB:
+                sent.set()
+                await cancelled.wait()
+            if cancelled.is_set():
+                read_after_cancel.append(position)
             yield pb.CopyLogSegmentDataRequest(
                 chunk=pb.SegmentDataChunk(
                     file=pb.SEGMENT_FILE_LOG,
@@ -181,22 +190,39 @@ async def test_copy_aborted_mid_stream_leaves_nothing_and_a_retry_completes(stor
                     data=data[position : position + MIB],
                 )
             )
-        sent.set()
-        await asyncio.sleep(3600)
 
-    call = stub.CopyLogSegmentData(half_then_stall(), timeout=30)
+    call = stub.CopyLogSegmentData(half_then_the_rest_once_cancelled(), timeout=30)
     await sent.wait()
     await asyncio.sleep(0.5)  # the server has parts of it in flight
     call.cancel()
+    cancelled.set()
     prefix = metadata.topic_id_partition.topic
     # The server aborts asynchronously after the cancellation.
     await eventually(lambda: not store.objects(prefix) and store.incomplete_uploads() == 0)
     assert store.objects(prefix) == {}
     assert store.incomplete_uploads() == 0
+    assert read_after_cancel == []  # else the rest went out and the copy completed
 
     await store.client.copy_log_segment_data(metadata, synthetic_files(data))
     assert len(store.objects(prefix)) == 3
     assert await fetch(store, metadata) == data
+
+    # The retry, traced: its client span ends when the call does, OK, the server's
+    # span its child; the cancelled call's client span ended CANCELLED.
+    _, spans = telemetry
+    copy = "/remotelog.api.segmentstore.v1.SegmentStoreService/CopyLogSegmentData"
+
+    def copies(kind: SpanKind) -> list:
+        return [s for s in spans.get_finished_spans() if s.name == copy and s.kind is kind]
+
+    await eventually(lambda: len(copies(SpanKind.CLIENT)) == 2)
+    aborted, retried = copies(SpanKind.CLIENT)
+    assert aborted.attributes["rpc.grpc.status_code"] == grpc.StatusCode.CANCELLED.value[0]
+    assert aborted.status.status_code is StatusCode.ERROR
+    assert retried.attributes["rpc.grpc.status_code"] == grpc.StatusCode.OK.value[0]
+    assert retried.status.status_code is StatusCode.UNSET
+    served = [s for s in copies(SpanKind.SERVER) if s.context.trace_id == retried.context.trace_id]
+    assert [s.parent.span_id for s in served] == [retried.context.span_id]
 
 
 async def test_delete_twice_then_fetch_is_not_found(store):
