@@ -285,26 +285,27 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
     for tip in tips:
         await sidecars.tiered_to_rolled_end(2, tip)
 
+    async def moved(old: int, new: int) -> dict[int, list[bytes]]:
+        """Once broker `new` leads: more records, tiered by its sidecar, after broker
+        `old`'s (which follows now) stopped copying; the records."""
+        await eventually(lambda: set(leaders(boot, topic).values()) == {new}, timeout_s=60)
+        values = await produce(boot, topic, 2)
+        for tip in tips:
+            await sidecars.tiered_to_rolled_end(new, tip)
+            await sidecars.has_role(old, tip, pb.PARTITION_ROLE_FOLLOWER)
+            assert_handed_over(caplog, sidecars, tip, old, new)
+        return values
+
     caplog.clear()
     second.stop()
-    await eventually(lambda: set(leaders(boot, topic).values()) == {1}, timeout_s=60)
-    more = await produce(boot, topic, 2)
-    for tip in tips:
-        await sidecars.tiered_to_rolled_end(1, tip)
-        # Broker 2's sidecar follows what its stopped broker no longer leads.
-        await sidecars.has_role(2, tip, pb.PARTITION_ROLE_FOLLOWER)
-        assert_handed_over(caplog, sidecars, tip, 2, 1)
+    # Broker 2's sidecar follows what its stopped broker no longer leads.
+    more = await moved(2, 1)
 
     await asyncio.to_thread(second.start)
     await eventually(lambda: in_sync(boot, topic, 2), timeout_s=60, interval_s=0.2)
     caplog.clear()
     await elect_preferred(boot, topic, 2)
-    await eventually(lambda: set(leaders(boot, topic).values()) == {2}, timeout_s=60)
-    last = await produce(boot, topic, 2)
-    for tip in tips:
-        await sidecars.tiered_to_rolled_end(2, tip)
-        await sidecars.has_role(1, tip, pb.PARTITION_ROLE_FOLLOWER)
-        assert_handed_over(caplog, sidecars, tip, 1, 2)
+    last = await moved(1, 2)
 
     for tip in tips:
         segments = await sidecars.finished(tip)

@@ -7,9 +7,10 @@ topics are gone" would stop their copying and mark their remote data deleted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,16 +87,12 @@ class KafkaCluster:
     def view(self, broker_id: int) -> ClusterView:
         """Every topic with its id, leaders and replicas; the configs of those hosted on
         `broker_id`."""
-        try:
+        with self._answering():
             # Topics listed with an error (no leader now) too: DescribeTopics decides.
             names = list(self._admin.list_topics(timeout=self.timeout_s).topics)
             described = self._describe(names)
             hosted = [t.name for t in described if t.hosted_on(broker_id)]
             configs = self._configs(hosted)
-        except KafkaException as error:
-            raise ClusterUnavailableError(
-                f"Kafka at {self.bootstrap_servers}: {error.args[0].str()}"
-            ) from error
         return ClusterView(
             {
                 topic.name: TopicView(
@@ -107,13 +104,19 @@ class KafkaCluster:
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         """The id of topic `name` now; None when there is no such topic."""
-        try:
+        with self._answering():
             described = self._describe([name])
+        return described[0].topic_id if described else None
+
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """A Kafka client failure as the cluster unavailable, naming where it was asked."""
+        try:
+            yield
         except KafkaException as error:
             raise ClusterUnavailableError(
                 f"Kafka at {self.bootstrap_servers}: {error.args[0].str()}"
             ) from error
-        return described[0].topic_id if described else None
 
     def _describe(self, names: list[str]) -> list[TopicView]:
         """Topics as DescribeTopics answers; one deleted since it was listed is left out,
