@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from support.topics import broker_records, produce
 
-from remotelog.dev.broker import BrokerError
+from remotelog.dev.broker import BrokerError, free_ports
 from remotelog.dev.kafka_broker import LIBS_ENV, KafkaBroker, random_cluster_id
 
 
@@ -107,3 +107,10 @@ def test_a_broker_is_wiped_only_when_stopped_and_then_formats_into_its_cluster(t
         assert "gone" not in admin.list_topics(timeout=30).topics
     finally:
         broker.stop()
+
+
+def test_free_ports_are_distinct_even_when_asked_for_together():
+    """Kafka refuses two listeners on one port: a broker's ports are asked for at once,
+    each held until all are bound (one at a time, the OS may return a port twice)."""
+    ports = free_ports(64)
+    assert len(set(ports)) == 64

@@ -11,6 +11,7 @@ trust the high watermark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -57,11 +58,18 @@ class BrokerError(RuntimeError):
     """The broker could not be found or did not start."""
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports: every socket stays bound until all are, since the OS
+    may hand out a port it just gave again once its socket is closed."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1, host)[0]
 
 
 def tansu_binary() -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remotelog.dev.broker import BrokerError, BrokerProcess, free_port
+from remotelog.dev.broker import BrokerError, BrokerProcess, free_ports
 
 LIBS_ENV = "KAFKA_JARS_DIR"
 PLUGIN_ENV = "KAFKA_PLUGIN_JAR"
@@ -264,13 +264,18 @@ class KafkaBroker(BrokerProcess):
         return self
 
     def _choose_ports(self) -> None:
-        """Free ports once; a restart keeps them, so clients find the broker where it was."""
-        self.port = self.port or free_port(self.host)
-        if self.quorum is None:
-            self.controller_port = self.controller_port or free_port(self.host)
-        if self.tls is not None:
-            self.ssl_port = self.ssl_port or free_port(self.host)
-            self.sasl_ssl_port = self.sasl_ssl_port or free_port(self.host)
+        """Free ports once, all distinct (Kafka refuses two listeners on one port); a
+        restart keeps them, so clients find the broker where it was."""
+        fields = ["port"]
+        fields += ["controller_port"] if self.quorum is None else []
+        fields += ["ssl_port", "sasl_ssl_port"] if self.tls is not None else []
+        missing = [name for name in fields if not getattr(self, name)]
+        kept = {getattr(self, name) for name in fields} - {0}
+        chosen = free_ports(len(missing), self.host)
+        while kept & set(chosen):
+            chosen = free_ports(len(missing), self.host)
+        for name, port in zip(missing, chosen, strict=True):
+            setattr(self, name, port)
 
     def _server_properties(self) -> dict[str, str]:
         listeners = {"PLAINTEXT": self.port}
