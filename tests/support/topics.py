@@ -14,7 +14,11 @@ def produce(bootstrap: str, topic: str, count: int, first: int = 0) -> None:
     one-partition topic, or from `first` on the topic already holding as many."""
     if first == 0:
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        # Kept for ever: the records are stamped in 2023, so each append rolls a segment
+        # past segment.ms and the broker's time retention (checked every second by
+        # the test broker) deleted them under a slow test.
+        kept = NewTopic(topic, 1, 1, config={"retention.ms": "-1"})
+        admin.create_topics([kept])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for offset in range(first, first + count):
         producer.produce(topic, **as_produced(offset))
