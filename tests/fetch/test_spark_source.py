@@ -75,6 +75,22 @@ async def test_a_topic_reads_as_spark_kafka_rows_equal_to_a_direct_decode(
     assert await rows(frame) == expected(tiered, topic)
 
 
+async def test_tasks_on_the_stores_host_read_its_files_to_the_same_rows(spark, tiered, kafka_logs):
+    topic = await tier_copy(tiered, kafka_logs, "test_topic_a-0")
+    on_host = {"remotelog.segment.store.short.circuit.socket.path": tiered.short_circuit_socket}
+    frame = source(spark, tiered, subscribe=topic, **on_host)
+    assert await rows(frame) == expected(tiered, topic)
+    middle = len(expected(tiered, topic)) // 2  # offsets from 0: a start inside a segment
+    bounded = source(
+        spark,
+        tiered,
+        assign=json.dumps({topic: [0]}),
+        startingOffsets=json.dumps({topic: {"0": middle}}),
+        **on_host,
+    )
+    assert await rows(bounded) == expected(tiered, topic, middle)
+
+
 async def test_offset_bounds_and_patterns_select_the_rows(spark, tiered, kafka_logs):
     first = await tier_copy(tiered, kafka_logs, "timeindex_test")
     everything = expected(tiered, first)

@@ -9,6 +9,7 @@ from support.topics import OpenTransaction, as_record, broker_records, produce
 
 from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.dev.broker import free_port
 from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import build_batch
 
@@ -112,6 +113,36 @@ async def test_the_blocking_consumer_reads_the_same(tiered):
     assert records == direct(tiered, "timeindex")
     assert first == direct(tiered, "topic_a")[0]
     assert tiered.tip("timeindex") in [p.topic_id_partition for p in listed]
+
+
+@pytest.mark.parametrize("name", ["timeindex", "topic_a", "gapped", "big_batches"])
+async def test_on_the_stores_host_whole_segments_come_from_its_files(tiered, name):
+    fetch, metadata = addresses(tiered)
+    if tiered.backend == "filesystem":
+        # Nothing listens there: every record must come from the stored files.
+        fetch = f"127.0.0.1:{free_port()}"
+    # An S3 store keeps no files to lend: the fetch service reads, as without the socket.
+    async with TieredConsumer.connect(
+        fetch, metadata, short_circuit_socket=tiered.short_circuit_socket, chunk_bytes=4096
+    ) as consumer:
+        records = await read_all(consumer, tiered.tip(name))
+    assert records == direct(tiered, name)
+    assert len(records) > 0
+
+
+async def test_what_the_files_cannot_give_the_fetch_service_reads(tiered, tmp_path):
+    tip = tiered.tip("topic_a")
+    everything = direct(tiered, "topic_a")
+    middle = everything[len(everything) // 2].offset  # inside a segment: found by its index
+    async with TieredConsumer.connect(
+        *addresses(tiered), short_circuit_socket=tiered.short_circuit_socket
+    ) as consumer:
+        assert await read_all(consumer, tip, middle) == direct(tiered, "topic_a", middle)
+    # A task on another host: no store socket there.
+    async with TieredConsumer.connect(
+        *addresses(tiered), short_circuit_socket=str(tmp_path / "store.sock")
+    ) as consumer:
+        assert await read_all(consumer, tip) == everything
 
 
 def fields(records) -> list[tuple]:

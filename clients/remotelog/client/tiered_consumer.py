@@ -23,8 +23,10 @@ from typing import Any, Literal
 from remotelog.client.base import ClientOptions
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
+from remotelog.client.segment_files import SegmentFiles, batch_chunks, whole_segments
 from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
 from remotelog.core.model import (
+    RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
     RemotePartitionSummary,
     TopicIdPartition,
@@ -51,6 +53,8 @@ Start = int | Literal["earliest", "latest"] | AtTimestamp
 # A step of a read: records fetched from the remote tier, not decoded yet, or the
 # records of one broker poll.
 Chunk = FetchedRecords | list[ConsumerRecord]
+# Bytes per chunk of a segment file read on the store's host, when chunk_bytes is 0.
+FILE_CHUNK_BYTES = 2 * 1024 * 1024
 # Bytes asked per Fetch under read_committed (the bulk read streams instead).
 FETCH_BYTES = 4 * 1024 * 1024
 # Messages taken from the broker per poll.
@@ -75,6 +79,7 @@ class TieredConsumer:
         kafka_config: Mapping[str, Any] | None = None,
         group_id_prefix: str = "remotelog-tiered",
         chunk_bytes: int = 0,
+        short_circuit_socket: str | None = None,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidArgumentError(
@@ -89,6 +94,14 @@ class TieredConsumer:
         self.group_id_prefix = group_id_prefix
         # Bytes per chunk of a bulk read (0: the fetch service's default).
         self.chunk_bytes = chunk_bytes
+        # On the segment store's host: whole segments read from its files (segment_files).
+        self._segment_files = (
+            SegmentFiles(
+                short_circuit_socket, fetch.call_retrying, timeout_s=fetch.options.timeout_s
+            )
+            if short_circuit_socket
+            else None
+        )
         self._owned: list[RemoteFetchClient | MetadataClient] = []
 
     @classmethod
@@ -107,6 +120,8 @@ class TieredConsumer:
         return consumer
 
     async def close(self) -> None:
+        if self._segment_files is not None:
+            await self._segment_files.close()
         for client in self._owned:
             await client.close()
         self._owned = []
@@ -311,14 +326,29 @@ class TieredConsumer:
     ) -> AsyncGenerator[FetchedRecords, None]:
         topic, number = partition.topic, partition.partition
         if not self.read_committed:
-            chunks = self.fetch.read_offset_range(
-                partition, start, end, chunk_bytes=self.chunk_bytes
-            )
-            async with contextlib.aclosing(chunks):
-                async for chunk in chunks:
-                    yield fetched_records(
-                        chunk.records, topic, number, start_offset=start, end_offset=end
-                    )
+            # Whole segments from their files where the store lends them, the rest (or
+            # all) by the fetch service's bulk read.
+            position = start
+            for segment in await self._whole_segments(partition, start, end):
+                opened = await self._segment_files.open(segment) if self._segment_files else None
+                if opened is None:
+                    break
+                files = batch_chunks(*opened, end, self.chunk_bytes or FILE_CHUNK_BYTES)
+                async with contextlib.aclosing(files):
+                    async for data in files:
+                        yield fetched_records(
+                            data, topic, number, start_offset=start, end_offset=end
+                        )
+                position = segment.end_offset + 1
+            if position < end:
+                chunks = self.fetch.read_offset_range(
+                    partition, position, end, chunk_bytes=self.chunk_bytes
+                )
+                async with contextlib.aclosing(chunks):
+                    async for chunk in chunks:
+                        yield fetched_records(
+                            chunk.records, topic, number, start_offset=start, end_offset=end
+                        )
             return
         position = start
         while position < end:
@@ -339,6 +369,18 @@ class TieredConsumer:
                 aborted=AbortedTransactions(fetched.aborted_transactions),
             )
             position = headers[-1].last_offset + 1
+
+    async def _whole_segments(
+        self, partition: TopicIdPartition, start: int, end: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """The segments to read from their files, from `start` on (segment_files); none
+        without the store's short circuit."""
+        if self._segment_files is None or not self._segment_files.enabled:
+            return []
+        segments = self.metadata.list_remote_log_segments(partition)
+        async with contextlib.aclosing(segments):
+            listed = [segment async for segment in segments]
+        return whole_segments(listed, start, end)
 
 
 def _decoded(chunk: Chunk) -> list[ConsumerRecord]:

@@ -51,6 +51,7 @@ KNOWN = frozenset(
         "remotelog.tls.key.file",
         "remotelog.auth.token.file",
         "remotelog.pushfilters",
+        "remotelog.segment.store.short.circuit.socket.path",
         "kafka.bootstrap.servers",
         "assign",
         "subscribe",
@@ -160,6 +161,9 @@ class ReadOptions:
     # The tail consumer's kafka.* settings, prefix removed, and its group id's prefix.
     kafka_config: tuple[tuple[str, str], ...] = ()
     group_id_prefix: str = "remotelog-tiered"
+    # The segment store's short.circuit.socket.path: a task on its host reads whole
+    # segments from the stored files (remotelog.client.segment_files).
+    short_circuit_socket: str = ""
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -231,6 +235,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         push_filters=_boolean(
             options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
         ),
+        short_circuit_socket=options.get("remotelog.segment.store.short.circuit.socket.path", ""),
     )
 
 

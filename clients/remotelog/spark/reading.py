@@ -115,6 +115,7 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
         kafka_config=dict(options.kafka_config),
         group_id_prefix=options.group_id_prefix,
         chunk_bytes=CHUNK_BYTES,
+        short_circuit_socket=options.short_circuit_socket or None,
     )
 
 
