@@ -8,7 +8,11 @@ import pytest
 from support.topics import OpenTransaction, as_record, broker_records, produce
 
 from remotelog.client import AtTimestamp, BlockingTieredConsumer, TieredConsumer
-from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    OffsetOutOfRangeError,
+    RemoteResourceNotFoundError,
+)
 from remotelog.dev.broker import free_port
 from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import build_batch
@@ -143,6 +147,24 @@ async def test_what_the_files_cannot_give_the_fetch_service_reads(tiered, tmp_pa
         *addresses(tiered), short_circuit_socket=str(tmp_path / "store.sock")
     ) as consumer:
         assert await read_all(consumer, tip) == everything
+
+
+async def test_a_segment_deleted_after_its_listing_reads_as_through_the_fetch_service(tiered):
+    name = f"deleted-{uuid.uuid4().hex[:6]}"
+    tip = await tiered.tier_batches(name, [[batch(0, 5)], [batch(5, 5)]])
+    first, _ = tiered.partitions[name][1]
+    await tiered.store.client.delete_log_segment_data(first.metadata)  # the metadata stays
+
+    async def outcome(**options) -> object:
+        async with TieredConsumer.connect(*addresses(tiered), **options) as consumer:
+            try:
+                return [r.offset for r in await read_all(consumer, tip)]
+            except Exception as exc:  # the outcome compared is the error itself
+                return (type(exc), getattr(exc, "reason", None))
+
+    through_service = await outcome()
+    assert through_service == (RemoteResourceNotFoundError, "SEGMENT_NOT_FOUND")
+    assert await outcome(short_circuit_socket=tiered.short_circuit_socket) == through_service
 
 
 def fields(records) -> list[tuple]:

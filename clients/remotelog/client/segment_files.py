@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.client.log_readers import ShortCircuitLogReader
 from remotelog.client.short_circuit import MAPPED_BLOCK_BYTES, ShortCircuit
-from remotelog.core.errors import RemoteStorageError
+from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.core.model import RemoteLogSegmentMetadata, RemoteLogSegmentState
 from remotelog.fileio.pagecache import map_chunks
 from remotelog.protocol.convert import segment_metadata_to_proto
@@ -77,7 +77,12 @@ class SegmentFiles:
         request = pb.FetchLogSegmentRequest(
             remote_log_segment_metadata=segment_metadata_to_proto(segment), start_position=0
         )
-        opened = await self._reader.open(segment, request, self.timeout_s)
+        try:
+            opened = await self._reader.open(segment, request, self.timeout_s)
+        except RemoteResourceNotFoundError:
+            # Deleted since it was listed (retention): the fetch service says what is left,
+            # as it would have (OffsetOutOfRange, which failOnDataLoss=false skips).
+            return None
         self.enabled = opened is not None
         return opened
 
