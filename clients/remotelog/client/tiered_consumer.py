@@ -377,9 +377,17 @@ class TieredConsumer:
         without the store's short circuit."""
         if self._segment_files is None or not self._segment_files.enabled:
             return []
+        # Listed ascending by start offset: the stream is left at the first segment past the
+        # range, and only segments that reach the range are kept (a task reads one segment
+        # of what may be thousands).
+        listed = []
         segments = self.metadata.list_remote_log_segments(partition)
         async with contextlib.aclosing(segments):
-            listed = [segment async for segment in segments]
+            async for segment in segments:
+                if segment.start_offset >= end:
+                    break
+                if segment.end_offset >= start:
+                    listed.append(segment)
         return whole_segments(listed, start, end)
 
 
