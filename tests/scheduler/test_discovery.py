@@ -60,6 +60,7 @@ INTERVAL_MS = 300
 RECORDS = 200  # a partition: three rolled segments and an active one
 DISCOVERY_LOG = "remotelog.scheduler.discovery"
 SCHEDULER_LOG = "remotelog.scheduler.scheduler"
+COPY_LOG = "remotelog.scheduler.copy_task"
 
 
 @dataclass
@@ -257,18 +258,31 @@ async def audit(sidecars: Sidecars, tip: TopicIdPartition, values: list[bytes]) 
     assert remote == {offset: (None, values[offset]) for offset in remote}
 
 
-def assert_handed_over(caplog, sidecars: Sidecars, tip: TopicIdPartition, old: int, new: int):
-    """Broker `old`'s sidecar took the partition as a follower before broker `new`'s led
-    it, in the scheduler's log since the test last cleared it."""
-    lines = [r.getMessage() for r in caplog.records if r.name == SCHEDULER_LOG]
-
-    def first(role: str, node: int) -> int:
-        directory = sidecars.brokers[node].data_dir / f"{tip.topic}-{tip.partition}"
-        ends = f"log dir {directory}"
-        found = [n for n, line in enumerate(lines) if line.startswith(f"{role} of {tip} ")]
-        return next(n for n in found if lines[n].endswith(ends))
-
-    assert first("follower", old) < first("leader", new)
+async def assert_handed_over(caplog, sidecars: Sidecars, tip: TopicIdPartition, old: int, new: int):
+    """In the scheduler's log since the test last cleared it: broker `new`'s sidecar
+    followed the partition for a look before it led it, and broker `old`'s copied its
+    last segment of it before broker `new`'s copied its first. (When the old sidecar
+    takes the follower role depends on when it looks; the lease keeps the two
+    sidecars' runs apart, so the copies are what is ordered.)"""
+    lines = [r.getMessage() for r in caplog.records if r.name in (SCHEDULER_LOG, COPY_LOG)]
+    directory = sidecars.brokers[new].data_dir / f"{tip.topic}-{tip.partition}"
+    roles = [
+        line.split(" of ", 1)[0]
+        for line in lines
+        if line.startswith(("leader of ", "follower of "))
+        and line.endswith(f"log dir {directory}")
+        and f" of {tip} " in line
+    ]
+    assert roles.index("follower") < roles.index("leader"), roles
+    copier = {str(s.remote_log_segment_id): s.broker_id for s in await sidecars.finished(tip)}
+    copies = [
+        copier.get(line.rsplit(" as ", 1)[1])
+        for line in lines
+        if line.startswith(f"tiered {tip} offsets ")
+    ]
+    assert new in copies
+    assert set(copies) <= {old, new}
+    assert copies == sorted(copies, key=lambda broker: broker == new), copies
 
 
 async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars, caplog):
@@ -276,7 +290,8 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
     comes back and leads again after a preferred election, and its sidecar copies
     again. Each time the old leader's sidecar stops copying before the new one's
     starts, and nothing is lost or copied twice."""
-    caplog.set_level(logging.INFO, logger=SCHEDULER_LOG)
+    for logger in (SCHEDULER_LOG, COPY_LOG):
+        caplog.set_level(logging.INFO, logger=logger)
     boot, second = sidecars.bootstrap, sidecars.brokers[2]
     topic = unique("moving")
     topic_id = create_topic(boot, topic, replicas=[[2, 1], [2, 1]], config=TIERED)
@@ -293,7 +308,7 @@ async def test_a_leader_change_moves_copying_to_the_new_leaders_sidecar(sidecars
         for tip in tips:
             await sidecars.tiered_to_rolled_end(new, tip)
             await sidecars.has_role(old, tip, pb.PARTITION_ROLE_FOLLOWER)
-            assert_handed_over(caplog, sidecars, tip, old, new)
+            await assert_handed_over(caplog, sidecars, tip, old, new)
         return values
 
     caplog.clear()

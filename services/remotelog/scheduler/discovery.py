@@ -212,10 +212,10 @@ class PartitionDiscovery:
         self, found: dict[TopicIdPartition, Assignment]
     ) -> dict[TopicIdPartition, Assignment]:
         """A partition this broker newly leads is followed for one look first. The
-        previous leader's sidecar takes it as a follower at its own next look, within an
-        interval of the change; this one leads it an interval after seeing the change:
-        the old copier stops before the new one starts (the lease still fences a run
-        that is late)."""
+        previous leader's sidecar takes it as a follower at its own next look, usually
+        within an interval of the change; this one leads it an interval after seeing
+        the change, so the old copier has usually stopped first (the lease fences a
+        run of a sidecar whose look came late)."""
         led_before, self._led = (
             self._led,
             {tip for tip, assignment in found.items() if assignment.role is Role.LEADER},
