@@ -39,10 +39,9 @@ def whole_segments(
     chosen: list[RemoteLogSegmentMetadata] = []
     position = start
     while position < end:
-        here = [s for s in finished if s.start_offset <= position <= s.end_offset]
-        if len(here) != 1 or here[0].start_offset != position:
+        segment = next((s for s in finished if s.start_offset == position), None)
+        if segment is None:
             break
-        segment = here[0]
         last = min(segment.end_offset, end - 1)
         if any(
             o is not segment and o.start_offset <= last and o.end_offset >= position

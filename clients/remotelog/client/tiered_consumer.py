@@ -328,14 +328,14 @@ class TieredConsumer:
         if not self.read_committed:
             # Whole segments from their files where the store lends them, the rest (or
             # all) by the fetch service's bulk read.
-            position = start
+            position, files = start, self._segment_files
             for segment in await self._whole_segments(partition, start, end):
-                opened = await self._segment_files.open(segment) if self._segment_files else None
+                opened = await files.open(segment) if files is not None else None
                 if opened is None:
                     break
-                files = batch_chunks(*opened, end, self.chunk_bytes or FILE_CHUNK_BYTES)
-                async with contextlib.aclosing(files):
-                    async for data in files:
+                views = batch_chunks(*opened, end, self.chunk_bytes or FILE_CHUNK_BYTES)
+                async with contextlib.aclosing(views):
+                    async for data in views:
                         yield fetched_records(
                             data, topic, number, start_offset=start, end_offset=end
                         )
