@@ -2,6 +2,8 @@
 
 import asyncio
 import functools
+import gc
+import logging
 import uuid
 
 import pytest
@@ -117,6 +119,25 @@ async def test_the_blocking_consumer_reads_the_same(tiered):
     assert records == direct(tiered, "timeindex")
     assert first == direct(tiered, "topic_a")[0]
     assert tiered.tip("timeindex") in [p.topic_id_partition for p in listed]
+
+
+async def test_a_blocking_consumer_abandoned_midway_closes_leaving_nothing_pending(tiered, caplog):
+    # What a Spark task does under limit() or show(): it stops taking chunks, closes
+    # its consumer, and the worker runs its next task on a new one.
+    def abandon_twice() -> list:
+        firsts = []
+        for _ in range(2):
+            with BlockingTieredConsumer(*addresses(tiered), chunk_bytes=4096) as consumer:
+                partial = consumer.read_undecoded(tiered.tip("big_batches"))
+                firsts.append(next(partial).records()[0])
+                partial.close()
+        gc.collect()  # a task dropped pending says so when it is collected
+        return firsts
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        firsts = await asyncio.to_thread(abandon_twice)
+    assert firsts == [direct(tiered, "big_batches")[0]] * 2
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
 
 
 @pytest.mark.parametrize("name", ["timeindex", "topic_a", "gapped", "big_batches"])

@@ -588,8 +588,16 @@ class BlockingTieredConsumer:
             self._loop.run_until_complete(chunks.aclose())
 
     def close(self) -> None:
-        if not self._loop.is_closed():
+        if self._loop.is_closed():
+            return
+        try:
             self._loop.run_until_complete(self._consumer.close())
+            # A stream abandoned midway (a Spark task under limit()) leaves gRPC a task
+            # awaiting its cancelled call's status: closed under it, the loop would drop
+            # it pending, which asyncio logs as an error when it is collected.
+            self._loop.run_until_complete(_finish_pending_tasks())
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        finally:
             self._loop.close()
 
     def __enter__(self) -> BlockingTieredConsumer:
@@ -597,6 +605,18 @@ class BlockingTieredConsumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+async def _finish_pending_tasks(timeout_s: float = 5.0) -> None:
+    """Waits for the loop's other tasks; those still running after `timeout_s` are
+    cancelled and awaited."""
+    pending = asyncio.all_tasks() - {asyncio.current_task()}
+    if not pending:
+        return
+    _, late = await asyncio.wait(pending, timeout=timeout_s)
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _connect(fetch: str, metadata: str, kwargs: dict[str, Any]) -> TieredConsumer:
