@@ -121,6 +121,29 @@ def test_without_headers_and_without_batches():
     assert empty.key.offsets == struct.pack("=i", 0)
 
 
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+def test_varints_at_every_width_boundary_decode_alike(codec):
+    # The decoder reads varints of one and two bytes in a fast path and parses
+    # anything else again the general way: lengths, offset and timestamp deltas on
+    # both sides of each width (zig-zag: 63/64 bytes, 8191/8192), a null key and
+    # value, and a record with headers after them.
+    sizes = [0, 63, 64, 8_191, 8_192, 20_000]
+    records = [
+        Record(delta, 1_700_000_000_000 + delta, b"k" * size, b"v" * size, ())
+        for delta, size in zip([0, 63, 64, 8_191, 8_192, 1_000_000], sizes, strict=True)
+    ]
+    records += [
+        Record(1_000_001, 1_699_999_990_000, None, None, ()),
+        Record(1_000_002, 1_700_000_000_000, b"k", b"v", (("h", b"x"),)),
+    ]
+    found = outcome(build_batch(records, compression=codec))
+    assert ints(found.offset, "q") == [r.offset for r in records]
+    assert ints(found.timestamp, "q") == [r.timestamp * 1000 for r in records]
+    assert binaries(found.key, len(records)) == [r.key for r in records]
+    assert binaries(found.value, len(records)) == [r.value for r in records]
+    assert ints(found.headers.offsets, "i") == [0] * 8 + [1]
+
+
 def test_a_header_key_that_is_not_utf8_gets_replacement_characters():
     batch = build_batch([Record(0, 1, b"k", b"v", (("ab", b"1"),))])
     broken = batch.replace(b"ab", b"a\xff")

@@ -466,6 +466,67 @@ static inline int parse_record(cursor *c, record_fields *r) {
     return 0;
 }
 
+/* A varint of one or two bytes at data[pos] (a length under 8192, an offset delta
+ * under 8192): the position after it, or -1 for anything else. */
+static inline Py_ssize_t short_varint(const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
+                                      int64_t *out) {
+    if (pos >= end) {
+        return -1;
+    }
+    uint64_t v = data[pos];
+    if (v < 0x80) {
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        return pos + 1;
+    }
+    if (pos + 1 >= end || data[pos + 1] >= 0x80) {
+        return -1;
+    }
+    v = (v & 0x7F) | ((uint64_t)data[pos + 1] << 7);
+    *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+    return pos + 2;
+}
+
+/* A length-prefixed field inside [pos, end) as short_varint reads it. */
+static inline Py_ssize_t short_field(const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
+                                     Py_ssize_t *start, int64_t *length) {
+    pos = short_varint(data, end, pos, length);
+    if (pos < 0) {
+        return -1;
+    }
+    *start = pos;
+    if (*length < 0) {
+        *length = -1;
+        return pos;
+    }
+    return *length > end - pos ? -1 : pos + (Py_ssize_t)*length;
+}
+
+/* parse_record's common case, its position in a register rather than the cursor's
+ * in memory: every field's position waits on the field before it (about 1 ns of a
+ * record's 44). 0 and the cursor moved when the record parsed; -1, nothing moved,
+ * when anything is unusual (a long varint, a field past the record's end):
+ * parse_record then parses it again and says what is wrong. */
+static inline int parse_record_fast(cursor *c, record_fields *r) {
+    const unsigned char *data = c->data;
+    Py_ssize_t pos = short_varint(data, c->size, c->pos, &r->length);
+    if (pos < 0 || r->length < 0 || r->length > c->size - pos) {
+        return -1;
+    }
+    Py_ssize_t end = pos + (Py_ssize_t)r->length;
+    r->record_end = end;
+    pos += 1; /* record attributes: unused in v2 */
+    pos = short_varint(data, end, pos, &r->timestamp_delta);
+    pos = pos < 0 ? -1 : short_varint(data, end, pos, &r->offset_delta);
+    pos = pos < 0 ? -1 : short_field(data, end, pos, &r->key_start, &r->key_length);
+    pos = pos < 0 ? -1 : short_field(data, end, pos, &r->value_start, &r->value_length);
+    pos = pos < 0 ? -1 : short_varint(data, end, pos, &r->header_count);
+    if (pos < 0 || r->header_count < 0 || r->header_count > r->length) {
+        return -1;
+    }
+    c->pos = pos;
+    return 0;
+}
+
 static int check_record_end(cursor *c, record_fields *r) {
     if (c->pos != r->record_end) {
         return fail(c, "record length %lld disagrees with its fields", (long long)r->length);
@@ -720,8 +781,10 @@ static inline int put_offset(growbuf *offsets, Py_ssize_t end) {
     return put(offsets, &value, sizeof value);
 }
 
-/* A null when length < 0. */
-static inline int binary_append(binary_column *col, const char *bytes, Py_ssize_t length) {
+/* A null when length < 0. Always inlined: left to the compiler it stayed a call per
+ * column per record, about 2 ns of a record's 44 (bench/README.md). */
+static inline __attribute__((always_inline)) int
+binary_append(binary_column *col, const char *bytes, Py_ssize_t length) {
     if (put_valid(&col->validity, col->count, length >= 0) < 0) {
         return -1;
     }
@@ -913,7 +976,7 @@ static int batch_columns(PyObject *data, PyObject *header, PyObject *source,
     const char *out_of_range = NULL; /* the first kept record that fits no int64 */
     for (long long i = 0; i < b.count; i++) {
         record_fields r;
-        if (parse_record(&b.c, &r) < 0) {
+        if (parse_record_fast(&b.c, &r) < 0 && parse_record(&b.c, &r) < 0) {
             goto error;
         }
         int64_t offset, timestamp = batch.max_timestamp, timestamp_us;
