@@ -31,6 +31,7 @@ from remotelog.core.model import (
     RemotePartitionSummary,
     TopicIdPartition,
 )
+from remotelog.core.tasks import cancel_and_wait
 from remotelog.kafka.consumer_records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -608,15 +609,13 @@ class BlockingTieredConsumer:
 
 
 async def _finish_pending_tasks(timeout_s: float = 5.0) -> None:
-    """Waits for the loop's other tasks; those still running after `timeout_s` are
-    cancelled and awaited."""
+    """Waits for the loop's other tasks, and cancels those still running after
+    `timeout_s`. Not cancelled at once: a cancelled gRPC status task leaves its call
+    to complete later into the closed loop ('Event loop is closed')."""
     pending = asyncio.all_tasks() - {asyncio.current_task()}
-    if not pending:
-        return
-    _, late = await asyncio.wait(pending, timeout=timeout_s)
-    for task in late:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    if pending:
+        _, late = await asyncio.wait(pending, timeout=timeout_s)
+        await cancel_and_wait(late)
 
 
 async def _connect(fetch: str, metadata: str, kwargs: dict[str, Any]) -> TieredConsumer:

@@ -271,6 +271,8 @@ static int fail(cursor *c, const char *fmt, ...) {
     return -1;
 }
 
+static inline int64_t zigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
+
 /* Zig-zag varlong, at most 10 bytes, whose value fits 64 bits (as Kafka's
  * ByteUtils.readVarlong); the Python decoder applies the same limit. */
 static int read_varint_slow(cursor *c, int64_t *out) {
@@ -286,7 +288,7 @@ static int read_varint_slow(cursor *c, int64_t *out) {
         }
         result |= (uint64_t)(byte & 0x7F) << shift;
         if (!(byte & 0x80)) {
-            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *out = zigzag(result);
             return 0;
         }
         shift += 7;
@@ -296,21 +298,32 @@ static int read_varint_slow(cursor *c, int64_t *out) {
     }
 }
 
+/* A varint of one or two bytes at data[pos] (a length under 8192, an offset delta
+ * under 8192: the common case): the position after it, or -1 for anything else. */
+static inline Py_ssize_t short_varint(const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
+                                      int64_t *out) {
+    if (pos >= end) {
+        return -1;
+    }
+    uint64_t v = data[pos];
+    if (v < 0x80) {
+        *out = zigzag(v);
+        return pos + 1;
+    }
+    if (pos + 1 >= end || data[pos + 1] >= 0x80) {
+        return -1;
+    }
+    *out = zigzag((v & 0x7F) | ((uint64_t)data[pos + 1] << 7));
+    return pos + 2;
+}
+
 static inline int read_varint(cursor *c, int64_t *out) {
-    const unsigned char *p = c->data + c->pos;
-    if (c->pos < c->size && p[0] < 0x80) { /* one byte: the common case */
-        c->pos += 1;
-        *out = (int64_t)(p[0] >> 1) ^ -(int64_t)(p[0] & 1);
-        return 0;
+    Py_ssize_t next = short_varint(c->data, c->size, c->pos, out);
+    if (next < 0) {
+        return read_varint_slow(c, out);
     }
-    /* Two bytes: lengths of 64..8191 (a 100-byte value) and offset deltas up to 8191. */
-    if (c->pos + 1 < c->size && p[1] < 0x80) {
-        uint64_t v = (uint64_t)(p[0] & 0x7F) | ((uint64_t)p[1] << 7);
-        c->pos += 2;
-        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-        return 0;
-    }
-    return read_varint_slow(c, out);
+    c->pos = next;
+    return 0;
 }
 
 /* A varint-length-prefixed byte field: *start and *length, length -1 for null. */
@@ -464,26 +477,6 @@ static inline int parse_record(cursor *c, record_fields *r) {
         return fail(c, "bad header count %lld", (long long)r->header_count);
     }
     return 0;
-}
-
-/* A varint of one or two bytes at data[pos] (a length under 8192, an offset delta
- * under 8192): the position after it, or -1 for anything else. */
-static inline Py_ssize_t short_varint(const unsigned char *data, Py_ssize_t end, Py_ssize_t pos,
-                                      int64_t *out) {
-    if (pos >= end) {
-        return -1;
-    }
-    uint64_t v = data[pos];
-    if (v < 0x80) {
-        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-        return pos + 1;
-    }
-    if (pos + 1 >= end || data[pos + 1] >= 0x80) {
-        return -1;
-    }
-    v = (v & 0x7F) | ((uint64_t)data[pos + 1] << 7);
-    *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-    return pos + 2;
 }
 
 /* A length-prefixed field inside [pos, end) as short_varint reads it. */
