@@ -11,7 +11,6 @@ import java.util.function.Supplier;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
-import org.apache.kafka.server.log.remote.storage.RetriableRemoteStorageException;
 
 /**
  * A failed call's gRPC status, as the Kafka exception its caller in the broker expects.
@@ -80,7 +79,7 @@ final class Failures {
             return new RemoteResourceNotFoundException(message, failure);
         }
         if (retriable(failure)) {
-            return new RetriableRemoteStorageException(message, failure);
+            return KafkaApi.retriable(message, failure);
         }
         return new RemoteStorageException(message, failure);
     }
@@ -95,11 +94,14 @@ final class Failures {
         if (RETRIABLE_LATER_REASONS.contains(reason)) {
             return null; // a RetriableRemoteStorageException, whatever the code
         }
-        return switch (failure.getStatus().getCode()) {
-            case INVALID_ARGUMENT -> new IllegalArgumentException(message, failure);
-            case FAILED_PRECONDITION -> new IllegalStateException(message, failure);
-            default -> null;
-        };
+        switch (failure.getStatus().getCode()) {
+            case INVALID_ARGUMENT:
+                return new IllegalArgumentException(message, failure);
+            case FAILED_PRECONDITION:
+                return new IllegalStateException(message, failure);
+            default:
+                return null;
+        }
     }
 
     static String describe(String call, StatusRuntimeException failure) {

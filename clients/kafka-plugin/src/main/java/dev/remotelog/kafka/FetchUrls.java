@@ -45,7 +45,19 @@ final class FetchUrls {
     static final int MAX_ENTRIES = 4096;
 
     /** A store's answer for one segment: its log's URL, its indexes' and where each lies. */
-    private record Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos) {}
+    private static final class Kept {
+        final URI log;
+        final URI indexes;
+        final Map<IndexType, IndexRange> ranges;
+        final long useUntilNanos;
+
+        Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos) {
+            this.log = log;
+            this.indexes = indexes;
+            this.ranges = ranges;
+            this.useUntilNanos = useUntilNanos;
+        }
+    }
 
     private final long timeoutMs;
     private final Map<RemoteLogSegmentId, Kept> urls =
@@ -105,21 +117,21 @@ final class FetchUrls {
                     return null;
                 }
             }
-            URI url = kept.log();
+            URI url = kept.log;
             long first = start;
             Long last = end;
             if (index != null) {
-                if (kept.indexes() == null) {
+                if (kept.indexes == null) {
                     return null; // a store that names no indexes object
                 }
-                IndexRange range = kept.ranges().get(index);
+                IndexRange range = kept.ranges.get(index);
                 if (range == null) {
                     throw new RemoteResourceNotFoundException(segment + ": it has no " + index + " index");
                 }
                 if (range.getSize() == 0) {
                     return InputStream.nullInputStream();
                 }
-                url = kept.indexes();
+                url = kept.indexes;
                 first = range.getPosition();
                 last = first + range.getSize() - 1;
             }
@@ -154,7 +166,7 @@ final class FetchUrls {
 
     private synchronized Kept kept(RemoteLogSegmentId segment) {
         Kept kept = urls.get(segment);
-        if (kept != null && System.nanoTime() - kept.useUntilNanos() >= 0) {
+        if (kept != null && System.nanoTime() - kept.useUntilNanos >= 0) {
             urls.remove(segment);
             return null;
         }

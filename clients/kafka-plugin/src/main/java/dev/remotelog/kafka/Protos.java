@@ -88,7 +88,7 @@ final class Protos {
                         .setEventTimestampMs(metadata.eventTimestampMs())
                         .setSegmentSizeInBytes(metadata.segmentSizeInBytes())
                         .setState(state(metadata.state()))
-                        .setTxnIndexEmpty(metadata.isTxnIdxEmpty());
+                        .setTxnIndexEmpty(KafkaApi.txnIdxEmpty(metadata));
         for (Map.Entry<Integer, Long> epoch : metadata.segmentLeaderEpochs().entrySet()) {
             proto.addSegmentLeaderEpochs(
                     Segment.SegmentLeaderEpoch.newBuilder()
@@ -105,7 +105,7 @@ final class Protos {
         for (Segment.SegmentLeaderEpoch epoch : proto.getSegmentLeaderEpochsList()) {
             epochs.put(epoch.getLeaderEpoch(), epoch.getStartOffset());
         }
-        return new RemoteLogSegmentMetadata(
+        return KafkaApi.metadata(
                 segmentId(proto.getRemoteLogSegmentId()),
                 proto.getStartOffset(),
                 proto.getEndOffset(),

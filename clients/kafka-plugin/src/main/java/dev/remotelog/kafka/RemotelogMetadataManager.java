@@ -97,9 +97,9 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
                     @Override
                     public void onFailure(Throwable failure) {
-                        if (failure instanceof StatusRuntimeException status) {
+                        if (failure instanceof StatusRuntimeException) {
                             try {
-                                failure = Failures.translate(what, status);
+                                failure = Failures.translate(what, (StatusRuntimeException) failure);
                             } catch (RuntimeException unchecked) {
                                 failure = unchecked;
                             }
@@ -281,7 +281,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                 .getRemoteLogSizeBytes();
     }
 
-    @Override
+    // Kafka 4.0's RemoteLogMetadataManager names it (KIP-1058); on 3.x nothing calls it.
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(
             TopicIdPartition partition, int epoch, long offset) throws RemoteStorageException {
         if (known.noTxnIndexFrom(partition, epoch, offset)) {
@@ -305,7 +305,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         return Optional.of(Protos.metadata(found.getRemoteLogSegmentMetadata()));
     }
 
-    @Override
+    // Kafka 4.0's RemoteLogMetadataManager names it; on 3.x nothing calls it.
     public boolean isReady(TopicIdPartition partition) {
         Long since = readySince.get(partition);
         long now = System.nanoTime();

@@ -20,7 +20,6 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageManager;
-import org.apache.kafka.server.log.remote.storage.RetriableRemoteStorageException;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.DeleteLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
@@ -107,9 +106,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
                     call.result.get(settings.copyTimeoutMs() + 5_000, TimeUnit.MILLISECONDS);
             return Protos.custom(response.hasCustomMetadata(), response.getCustomMetadata());
         } catch (ExecutionException e) {
-            if (e.getCause() instanceof StatusRuntimeException failure) {
+            if (e.getCause() instanceof StatusRuntimeException) {
+                StatusRuntimeException failure = (StatusRuntimeException) e.getCause();
                 RemoteStorageException translated = Failures.translate(what, failure);
-                if (translated instanceof RetriableRemoteStorageException) {
+                if (Failures.retriable(failure)) {
                     // Kafka deletes a copy that failed (the attempt's metadata and what
                     // reached the store, again at each expiration run until done) only
                     // when it failed for good; after a retriable failure it copies again
@@ -129,10 +129,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         } catch (InterruptedException e) {
             call.abandon(e);
             Thread.currentThread().interrupt();
-            throw new RetriableRemoteStorageException(what + " was interrupted", e);
+            throw KafkaApi.retriable(what + " was interrupted", e);
         } catch (TimeoutException e) {
             call.abandon(e);
-            throw new RetriableRemoteStorageException(what + " got no answer in time", e);
+            throw KafkaApi.retriable(what + " got no answer in time", e);
         }
     }
 

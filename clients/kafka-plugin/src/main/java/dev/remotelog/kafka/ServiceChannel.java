@@ -4,10 +4,28 @@ import io.grpc.ManagedChannel;
 import java.util.Map;
 
 /** A plugin's settings and its channel to the service they name. */
-record ServiceChannel(Settings settings, ManagedChannel channel) {
+final class ServiceChannel {
+    private final Settings settings;
+    private final ManagedChannel channel;
+
+    ServiceChannel(Settings settings, ManagedChannel channel) {
+        this.settings = settings;
+        this.channel = channel;
+    }
+
+    /** The settings under `prefix`, on a broker the plugin supports (KafkaApi). */
     static ServiceChannel configure(Map<String, ?> configs, String prefix, String addressKey) {
+        KafkaApi.checkSupported(KafkaApi.brokerVersion(), prefix + addressKey);
         Settings settings = Settings.parse(configs, prefix, addressKey);
         return new ServiceChannel(settings, Channels.open(settings, prefix));
+    }
+
+    Settings settings() {
+        return settings;
+    }
+
+    ManagedChannel channel() {
+        return channel;
     }
 
     void close() {

@@ -13,16 +13,73 @@ import org.apache.kafka.common.config.ConfigException;
  * cluster.id...), which are left alone. A missing or bad setting fails configure(),
  * naming the key as the operator wrote it, prefix included.
  */
-record Settings(
-        String address,
-        String caFile,
-        String certFile,
-        String keyFile,
-        String token,
-        long timeoutMs,
-        long copyTimeoutMs,
-        int chunkBytes,
-        boolean fetchUrls) {
+final class Settings {
+    private final String address;
+    private final String caFile;
+    private final String certFile;
+    private final String keyFile;
+    private final String token;
+    private final long timeoutMs;
+    private final long copyTimeoutMs;
+    private final int chunkBytes;
+    private final boolean fetchUrls;
+
+    Settings(
+            String address,
+            String caFile,
+            String certFile,
+            String keyFile,
+            String token,
+            long timeoutMs,
+            long copyTimeoutMs,
+            int chunkBytes,
+            boolean fetchUrls) {
+        this.address = address;
+        this.caFile = caFile;
+        this.certFile = certFile;
+        this.keyFile = keyFile;
+        this.token = token;
+        this.timeoutMs = timeoutMs;
+        this.copyTimeoutMs = copyTimeoutMs;
+        this.chunkBytes = chunkBytes;
+        this.fetchUrls = fetchUrls;
+    }
+
+    String address() {
+        return address;
+    }
+
+    String caFile() {
+        return caFile;
+    }
+
+    String certFile() {
+        return certFile;
+    }
+
+    String keyFile() {
+        return keyFile;
+    }
+
+    String token() {
+        return token;
+    }
+
+    long timeoutMs() {
+        return timeoutMs;
+    }
+
+    long copyTimeoutMs() {
+        return copyTimeoutMs;
+    }
+
+    int chunkBytes() {
+        return chunkBytes;
+    }
+
+    boolean fetchUrls() {
+        return fetchUrls;
+    }
 
     static final String TLS_CA = "client.tls.ca.file";
     static final String TLS_CERT = "client.tls.cert.file";
@@ -82,7 +139,15 @@ record Settings(
         return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
     }
 
-    private record Reader(Map<String, ?> configs, String prefix) {
+    private static final class Reader {
+        private final Map<String, ?> configs;
+        private final String prefix;
+
+        Reader(Map<String, ?> configs, String prefix) {
+            this.configs = configs;
+            this.prefix = prefix;
+        }
+
         String string(String key, String fallback) {
             Object value = configs.get(key);
             if (value == null || value.toString().isBlank()) {

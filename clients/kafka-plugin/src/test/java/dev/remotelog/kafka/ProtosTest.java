@@ -28,7 +28,7 @@ class ProtosTest {
                     new TopicPartition("orders", 7));
 
     static RemoteLogSegmentMetadata segment(RemoteLogSegmentState state, Optional<CustomMetadata> custom) {
-        return new RemoteLogSegmentMetadata(
+        return KafkaApi.metadata(
                 new RemoteLogSegmentId(PARTITION, Uuid.randomUuid()),
                 100L,
                 199L,
@@ -61,7 +61,7 @@ class ProtosTest {
                 Segment.RemoteLogSegmentMetadata proto = Protos.metadata(metadata);
                 assertEquals(state.id() + 1, proto.getState().getNumber(), state.name());
                 assertEquals(metadata, Protos.metadata(proto));
-                assertEquals(metadata.isTxnIdxEmpty(), Protos.metadata(proto).isTxnIdxEmpty());
+                assertEquals(KafkaApi.txnIdxEmpty(metadata), KafkaApi.txnIdxEmpty(Protos.metadata(proto)));
             }
         }
     }
