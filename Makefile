@@ -67,12 +67,16 @@ endef
 $(KAFKA_LIBS)/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
 	$(call resolve_jars,$(KAFKA_POM),$(KAFKA_LIBS))
 
-# Apache Kafka 3.5, from before tiered storage: the broker of the sidecar's tests.
-KAFKA_35_POM := jvm/kafka-3.5-broker/pom.xml
-KAFKA_35_LIBS := .tools/kafka-3.5/libs
+# Apache Kafka at every version the plugin is tested on, and 3.5 (from before tiered
+# storage) for the sidecar's tests: jvm/pom.xml lists them, the broker's pom resolves
+# each with -Dkafka.version into .tools/kafka-versions/<version>/libs.
+pom_property = $(shell sed -n 's:.*<$(1)>\(.*\)</$(1)>.*:\1:p' jvm/pom.xml)
+KAFKA_VERSIONS := .tools/kafka-versions
+VERSIONED_LIBS := $(foreach version,$(call pom_property,kafka.matrix.versions) \
+	$(call pom_property,kafka.sidecar.version),$(KAFKA_VERSIONS)/$(version)/libs/.resolved)
 
-$(KAFKA_35_LIBS)/.resolved: $(KAFKA_35_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
-	$(call resolve_jars,$(KAFKA_35_POM),$(KAFKA_35_LIBS))
+$(KAFKA_VERSIONS)/%/libs/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
+	$(call resolve_jars,$(KAFKA_POM) -Dkafka.version=$*,$(KAFKA_VERSIONS)/$*/libs)
 
 # Spark's own Kafka source, the baseline of the side-by-side tests and bench/spark_vs_kafka.py;
 # pyproject.toml pins pyspark to the minor version jvm/spark-kafka/pom.xml names.
@@ -93,7 +97,7 @@ $(PLUGIN_JAR): $(PLUGIN_INPUTS) | $(SYSTEM_TOOLS)
 	$(MVN) -f $(PLUGIN)/pom.xml package -DskipTests
 	@touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(KAFKA_35_LIBS)/.resolved \
+setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(VERSIONED_LIBS) \
 	$(SPARK_KAFKA_JARS)/.resolved $(PLUGIN_JAR)
 
 # The main job on embedded defaults: see README.md's quick start.

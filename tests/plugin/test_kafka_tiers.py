@@ -66,10 +66,16 @@ def create_tiered_topic(
     return create_topic(bootstrap, topic, partitions=PARTITIONS, replicas=replicas, config=settings)
 
 
-def produce_every_kind(bootstrap: str, topic: str) -> Produced:
-    """Every codec through an idempotent producer, headers, then a committed and an
-    aborted transaction, then more plain records so both transactions are in rolled
-    segments."""
+def produce_every_kind(
+    bootstrap: str,
+    topic: str,
+    codecs: tuple[str, ...] = CODECS,
+    records: int = RECORDS_PER_CODEC,
+    tail_records: int = RECORDS_PER_CODEC,
+) -> Produced:
+    """`records` of each codec a partition through an idempotent producer, headers, then a
+    committed and an aborted transaction, then `tail_records` plain ones so both
+    transactions are in rolled segments."""
     produced = Produced()
 
     def send(producer: Producer, partition: int, number: int, codec: str, aborted=False):
@@ -79,7 +85,7 @@ def produce_every_kind(bootstrap: str, topic: str) -> Produced:
         producer.produce(topic, value, key, partition=partition, headers=headers)
         produced.records[partition].append((key, value, tuple(headers), aborted))
 
-    for codec in CODECS:
+    for codec in codecs:
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -88,7 +94,7 @@ def produce_every_kind(bootstrap: str, topic: str) -> Produced:
                 "linger.ms": 5,
             }
         )
-        for number in range(RECORDS_PER_CODEC):
+        for number in range(records):
             for partition in range(PARTITIONS):
                 send(producer, partition, number, codec)
         assert producer.flush(60) == 0
@@ -107,7 +113,7 @@ def produce_every_kind(bootstrap: str, topic: str) -> Produced:
         else:
             transactional.abort_transaction(30)
     tail = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for number in range(RECORDS_PER_CODEC):
+    for number in range(tail_records):
         for partition in range(PARTITIONS):
             send(tail, partition, number, "tail")
     assert tail.flush(60) == 0

@@ -39,7 +39,7 @@ from remotelog.core.errors import UnknownTopicOrPartitionError
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.dev.kafka_broker import QUICK_RETENTION, KafkaBroker, kafka_3_5_libs
+from remotelog.dev.kafka_broker import QUICK_RETENTION, KafkaBroker, kafka_libs_of, pinned_kafka
 from remotelog.remover.server import start_partition_remover
 from remotelog.scheduler.cluster import KafkaCluster
 from remotelog.scheduler.config import CopySchedulerConfig
@@ -126,7 +126,7 @@ def sidecar_settings(broker: KafkaBroker, remover_port: int, redis_url: str) -> 
 @pytest_asyncio.fixture(scope="module")
 async def sidecars(tmp_path_factory, s3_endpoint, redis_url):
     tmp = tmp_path_factory.mktemp("sidecars")
-    libs = kafka_3_5_libs()
+    libs = kafka_libs_of(pinned_kafka("kafka.sidecar.version"))
     first = KafkaBroker(tmp / "1", libs=libs, properties=BROKER)
     second = KafkaBroker(tmp / "2", libs=libs, properties=BROKER, node_id=2, quorum=first)
     replicated = {"remote.log.metadata.topic.replication.factor": "2"}

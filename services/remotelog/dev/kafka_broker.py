@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from remotelog.dev.broker import BrokerError, BrokerProcess, free_ports
 
@@ -30,8 +31,10 @@ PLUGIN_PACKAGE = "dev.remotelog.kafka"
 # The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
 _CHECKOUT = Path(__file__).resolve().parents[3]
 _CHECKOUT_LIBS = _CHECKOUT / ".tools" / "kafka" / "libs"
-# Apache Kafka 3.5, from before tiered storage: the broker a sidecar scheduler follows.
-_CHECKOUT_LIBS_3_5 = _CHECKOUT / ".tools" / "kafka-3.5" / "libs"
+# Apache Kafka at each version jvm/pom.xml lists besides the pinned one (the plugin's
+# matrix, the sidecar's 3.5): .tools/kafka-versions/<version>/libs.
+_CHECKOUT_VERSIONS = _CHECKOUT / ".tools" / "kafka-versions"
+_CHECKOUT_POM = _CHECKOUT / "jvm" / "pom.xml"
 _CHECKOUT_PLUGIN = _CHECKOUT / "clients" / "kafka-plugin" / "target"
 # Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
 DEFAULT_HEAP = "512m"
@@ -70,9 +73,20 @@ def kafka_libs(configured: str | None = None) -> Path:
     return libs
 
 
-def kafka_3_5_libs() -> Path:
-    """The folder of Apache Kafka 3.5's jars that `make setup` resolves."""
-    return kafka_libs(str(_CHECKOUT_LIBS_3_5))
+def kafka_libs_of(version: str) -> Path:
+    """The folder of Apache Kafka `version`'s jars that `make setup` resolves."""
+    return kafka_libs(str(_CHECKOUT_VERSIONS / version / "libs"))
+
+
+def pinned_kafka(name: str) -> str:
+    """A property of jvm/pom.xml, where the checkout pins Apache Kafka: kafka.version,
+    kafka.plugin.api.version, kafka.matrix.versions, kafka.sidecar.version."""
+    namespace = "{http://maven.apache.org/POM/4.0.0}"
+    tree = ElementTree.parse(_CHECKOUT_POM)
+    found = tree.find(f"{namespace}properties/{namespace}{name}")
+    if found is None or not found.text:
+        raise BrokerError(f"{_CHECKOUT_POM} pins no {name}")
+    return found.text.strip()
 
 
 def kafka_version(libs: Path) -> str:
