@@ -50,6 +50,11 @@ class Produced:
     def expected(self, partition: int, committed_only: bool) -> list[tuple]:
         return [r[:3] for r in self.records[partition] if not (committed_only and r[3])]
 
+    def extend(self, more: "Produced") -> None:
+        """`more`, produced after these, appended partition by partition."""
+        for partition, records in more.records.items():
+            self.records[partition] += records
+
 
 def create_tiered_topic(
     bootstrap: str, topic: str, replicas: list[list[int]] | None = None, **config: str

@@ -9,28 +9,44 @@ the topic is deleted.
 """
 
 import asyncio
+import contextlib
+import itertools
 import uuid
 import zipfile
 from pathlib import Path
 
+import grpc
 import pytest
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
-from fetch.conftest import FetchStack
-from support.services import started
+from fetch.conftest import FetchStack, fetch_config
+from metadata.scenarios import COPIED, Seg, metadata_of, update_of
+from support.services import metadata_config, start_metadata, started
 from support.topics import read_to_end
 from support.waiting import eventually
 
-from remotelog.core.model import TopicIdPartition
+from remotelog.client import TieredConsumer
+from remotelog.core.errors import MetadataTopicUnavailableError, RemoteLogError
+from remotelog.core.model import RemotePartitionDeleteMetadata, TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.dev.broker import BrokerError
-from remotelog.dev.kafka_broker import KafkaBroker, kafka_libs_of, pinned_kafka, plugin_jar
+from remotelog.core.states import RemotePartitionDeleteState as D
+from remotelog.dev.broker import BrokerError, free_port
+from remotelog.dev.kafka_broker import (
+    KafkaBroker,
+    kafka_libs_of,
+    pinned_kafka,
+    plugin_jar,
+    with_kafka_rlmm,
+)
+from remotelog.fetch.server import start_remote_fetch
+from remotelog.metadata.manager import open_metadata_manager
 
 from .conftest import BY_URL, FILE_URLS, stop_brokers, tiering_broker
 from .test_kafka_tiers import (
     PARTITIONS,
     TIERING_TIMEOUT_S,
     TXN_RECORDS,
+    Produced,
     as_read,
     create_tiered_topic,
     produce_every_kind,
@@ -107,24 +123,66 @@ async def shared_services(tmp_path_factory, broker, s3_endpoint):
         yield stack
 
 
-@pytest.mark.parametrize("version", MATRIX)
-async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_services, tmp_path):
-    stack = shared_services
+def version_broker(tmp: Path, stack: FetchStack, version: str) -> KafkaBroker:
+    """A broker of Kafka `version` with the plugin, tiering through `stack`'s services."""
     store = f"127.0.0.1:{stack.store.service.port}"
     metadata = f"127.0.0.1:{stack.metadata.service.port}"
     libs = {"libs": kafka_libs_of(version)}
-    broker = tiering_broker(tmp_path, store, metadata, libs, **FILE_URLS)
+    broker = tiering_broker(tmp, store, metadata, libs, **FILE_URLS)
+    # Kafka 3.7's shutdown never ends once local retention has run: its delete-logs task
+    # waits on an empty queue (LogManager.deleteLogs). The others stop within a second.
+    broker.stop_grace_s = STOP_GRACE_S
+    return broker
+
+
+async def tiered_topic(broker: KafkaBroker, version: str) -> tuple[str, uuid.UUID]:
+    topic = f"v{version.replace('.', '')}-{uuid.uuid4().hex[:6]}"
+    return topic, await asyncio.to_thread(create_tiered_topic, broker.bootstrap_servers, topic)
+
+
+async def produce_and_tier(broker: KafkaBroker, topic: str, past: int) -> Produced:
+    """A round of records, both transactions among them, written after offset `past`;
+    returned once local retention freed the disk of them (they are tiered)."""
+    produced = await asyncio.to_thread(
+        produce_every_kind,
+        broker.bootstrap_servers,
+        topic,
+        ("zstd",),
+        HEAD_RECORDS,
+        TAIL_RECORDS,
+    )
+    await wait_until_freed(broker, topic, past + PAST_TRANSACTIONS)
+    return produced
+
+
+async def served_through_kafka(broker: KafkaBroker, topic: str, produced: Produced) -> dict:
+    """Every partition read from offset 0 through Kafka, under both isolation levels,
+    equal to what was produced: the tiered part came through the plugin. The messages
+    read, by partition and isolation level."""
+    earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
+    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
+    read = {}
+    for partition in range(PARTITIONS):
+        for isolation, committed_only in (("read_uncommitted", False), ("read_committed", True)):
+            messages = await asyncio.to_thread(
+                read_to_end, broker.bootstrap_servers, topic, partition, isolation
+            )
+            assert messages[0].offset() == 0
+            assert as_read(messages) == produced.expected(partition, committed_only), isolation
+            read[partition, isolation] = messages
+    return read
+
+
+@pytest.mark.parametrize("version", MATRIX)
+async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_services, tmp_path):
+    stack = shared_services
+    broker = version_broker(tmp_path, stack, version)
     await asyncio.to_thread(broker.start)
     try:
         assert broker.version == f"Apache Kafka {version}"
         bootstrap = broker.bootstrap_servers
-        topic = f"v{version.replace('.', '')}-{uuid.uuid4().hex[:6]}"
-        topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
-        produced = await asyncio.to_thread(
-            produce_every_kind, bootstrap, topic, ("zstd",), HEAD_RECORDS, TAIL_RECORDS
-        )
-        # Local retention freed the disk of the tiered segments, transactions and all.
-        await wait_until_freed(broker, topic, PAST_TRANSACTIONS)
+        topic, topic_id = await tiered_topic(broker, version)
+        produced = await produce_and_tier(broker, topic, past=0)
         tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
         for tip in tips:
             finished = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
@@ -132,20 +190,7 @@ async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_service
             assert finished[0].start_offset == 0
             assert stack.objects_of(tip)
 
-        # The whole history through Kafka, the tiered part read through the plugin.
-        earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
-        assert earliest == dict.fromkeys(range(PARTITIONS), 0)
-        for partition in range(PARTITIONS):
-            for isolation, committed_only in (
-                ("read_uncommitted", False),
-                ("read_committed", True),
-            ):
-                messages = await asyncio.to_thread(
-                    read_to_end, bootstrap, topic, partition, isolation
-                )
-                assert messages[0].offset() == 0
-                found = as_read(messages)
-                assert found == produced.expected(partition, committed_only), isolation
+        await served_through_kafka(broker, topic, produced)
         log = broker.run_log()
         assert [line for line in log if BY_URL in line]
         assert not [line for line in log if BEYOND_RANGE in line]
@@ -159,9 +204,6 @@ async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_service
 
         await eventually(emptied, timeout_s=TIERING_TIMEOUT_S)
     finally:
-        # Kafka 3.7's shutdown hangs once a topic was deleted (its delete-logs task waits
-        # on an empty queue in LogManager.deleteLogs); everything was read back by then.
-        broker.stop_grace_s = STOP_GRACE_S
         await stop_brokers(broker)
 
 
@@ -174,3 +216,206 @@ def test_the_matrix_spans_the_supported_range():
     assert f'NEWEST = "{newest}"' in api
     assert pinned_kafka("kafka.plugin.api.version") == MATRIX[0]
     assert pinned_kafka("kafka.version") == MATRIX[-1]
+
+
+# Kafka's own metadata manager beside remotelog's store: its topic's partitions, which
+# remotelog's manager must be told to read it.
+KAFKA_RLMM_PARTITIONS = 5
+READ_ONLY = {"remote.log.metadata.read.only": "true"}
+
+
+def with_kafkas_rlmm(broker: KafkaBroker) -> KafkaBroker:
+    """The broker's RemoteLogMetadataManager swapped for Kafka's own (at its next start)."""
+    broker.properties = with_kafka_rlmm(
+        broker.properties, metadata_partitions=KAFKA_RLMM_PARTITIONS
+    )
+    return broker
+
+
+@contextlib.asynccontextmanager
+async def remotelog_reader(tmp: Path, stack: FetchStack, broker: KafkaBroker, **settings: str):
+    """remotelog's metadata manager on `broker`'s `__remote_log_metadata` (read-only by
+    default) and a fetch service over it and the shared store: (manager, fetch)."""
+    name = f"reader-{uuid.uuid4().hex[:6]}"
+    config = metadata_config(
+        tmp,
+        broker.bootstrap_servers,
+        name,
+        **{
+            "remote.log.metadata.topic.num.partitions": str(KAFKA_RLMM_PARTITIONS),
+            **READ_ONLY,
+            **settings,
+        },
+    )
+    manager = await start_metadata(config)
+    fetch = None
+    try:
+        fetch_settings = fetch_config(
+            tmp, stack.store.service.port, manager.service.port, f"{name}-fetch"
+        )
+        fetch = await start_remote_fetch(fetch_settings)
+        yield manager, fetch
+    finally:
+        if fetch is not None:
+            await fetch.stop(1.0)
+        await manager.stop()
+
+
+async def wait_until_all_tiered(manager, tips: list[TopicIdPartition], read: dict) -> None:
+    """Until `manager` lists every partition tiered up to the last offset Kafka served
+    (`read`: served_through_kafka's), then checks the listing: one copy of each
+    segment, from offset 0, with no gap."""
+
+    async def finished_segments() -> dict[int, list] | None:
+        found = {}
+        for tip in tips:
+            try:
+                listed = [s async for s in manager.client.list_remote_log_segments(tip)]
+            except RemoteLogError:  # not loaded yet
+                return None
+            copied = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            found[tip.partition] = [s for s in listed if s.state is copied]
+            last = read[tip.partition, "read_uncommitted"][-1].offset()
+            if not found[tip.partition] or found[tip.partition][-1].end_offset != last:
+                return None
+        return found
+
+    found = await eventually(finished_segments, timeout_s=TIERING_TIMEOUT_S, interval_s=0.5)
+    for segments in found.values():
+        assert segments[0].start_offset == 0
+        for before, after in itertools.pairwise(segments):
+            assert after.start_offset == before.end_offset + 1  # no gap, nothing twice
+
+
+@pytest.mark.parametrize("version", [MATRIX[0], MATRIX[-1]])
+async def test_kafkas_own_metadata_manager_beside_the_remotelog_store(
+    version, shared_services, tmp_path, spark
+):
+    """Kafka's TopicBasedRemoteLogMetadataManager writes `__remote_log_metadata`, the
+    remotelog store holds the bytes; remotelog's manager, read-only on that topic,
+    serves the fetch service, the TieredConsumer and Spark with no broker in the path."""
+    stack = shared_services
+    broker = with_kafkas_rlmm(version_broker(tmp_path, stack, version))
+    await asyncio.to_thread(broker.start)
+    try:
+        topic, topic_id = await tiered_topic(broker, version)
+        produced = await produce_and_tier(broker, topic, past=0)
+        read = await served_through_kafka(broker, topic, produced)
+        tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
+
+        async with remotelog_reader(tmp_path, stack, broker) as (manager, fetch):
+            # The topic has one writer: remotelog's manager refuses to be a second.
+            segment = metadata_of(tips[0], Seg("refused", 0, 9, {0: 0}))
+            client = manager.client
+            for write in (
+                client.add_remote_log_segment_metadata(segment),
+                client.update_remote_log_segment_metadata(update_of(segment, COPIED)),
+                client.put_remote_partition_delete_metadata(
+                    RemotePartitionDeleteMetadata(tips[0], D.DELETE_PARTITION_MARKED, 1, 0)
+                ),
+            ):
+                with pytest.raises(RemoteLogError) as refused:
+                    await write
+                assert refused.value.grpc_code is grpc.StatusCode.FAILED_PRECONDITION
+                assert refused.value.reason == "METADATA_READ_ONLY"
+                assert "remote.log.metadata.read.only=true" in refused.value.message
+            await wait_until_all_tiered(manager, tips, read)
+
+            def tiered(partition: int, isolation: str) -> list[tuple]:
+                return as_read(read[partition, isolation])
+
+            async with TieredConsumer.connect(
+                f"127.0.0.1:{fetch.port}", f"127.0.0.1:{manager.service.port}"
+            ) as consumer:
+                for tip in tips:
+                    records = [r async for r in consumer.read(tip, "earliest")]
+                    found = [(r.key, r.value, tuple(r.headers)) for r in records]
+                    assert found == tiered(tip.partition, "read_uncommitted")
+            frame = (
+                spark.read.format("remotelog")
+                .option("remotelog.fetch.address", f"127.0.0.1:{fetch.port}")
+                .option("remotelog.metadata.address", f"127.0.0.1:{manager.service.port}")
+                .option("kafka.isolation.level", "read_committed")
+                .option("includeHeaders", "true")
+                .option("subscribe", topic)
+                .load()
+                .orderBy("partition", "offset")
+            )
+            rows = await asyncio.to_thread(
+                frame.select("partition", "key", "value", "headers").collect
+            )
+            for partition in range(PARTITIONS):
+                found = [
+                    (r.key, r.value, tuple((h.key, h.value) for h in r.headers or ()))
+                    for r in rows
+                    if r.partition == partition
+                ]
+                assert found == tiered(partition, "read_committed")
+    finally:
+        await stop_brokers(broker)
+
+
+async def test_a_read_only_manager_never_creates_the_metadata_topic(broker, tmp_path):
+    config = metadata_config(
+        tmp_path,
+        broker.bootstrap_servers,
+        **READ_ONLY,
+        **{"remote.log.metadata.initialization.retry.max.timeout.ms": "1500"},
+    )
+    topic = f"absent-metadata-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(MetadataTopicUnavailableError) as unavailable:
+        await open_metadata_manager(config, topic=topic)
+    assert f"could not find {topic}" in str(unavailable.value)
+    listed = await asyncio.to_thread(
+        AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics, timeout=10
+    )
+    assert topic not in listed.topics
+
+
+async def test_switching_metadata_managers_both_ways_loses_and_repeats_nothing(
+    shared_services, tmp_path
+):
+    """Kafka's RLMM tiers; the broker restarts with remotelog's, reads the whole history
+    and tiers more; it restarts with Kafka's again, which reads what remotelog wrote,
+    tiers more, and serves it all. Both write `__remote_log_metadata` alike."""
+    stack = shared_services
+    version = MATRIX[-1]
+    broker = version_broker(tmp_path / "switch", stack, version)
+    remotelogs = broker.properties
+    with_kafkas_rlmm(broker)
+    await asyncio.to_thread(broker.start)
+    try:
+        topic, topic_id = await tiered_topic(broker, version)
+        produced = await produce_and_tier(broker, topic, past=0)
+        tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
+        round_offsets = HEAD_RECORDS + 2 * (TXN_RECORDS + 1) + TAIL_RECORDS
+
+        # remotelog's RLMM, writable, on the same topic and cluster as Kafka's was.
+        await asyncio.to_thread(broker.stop)
+        metadata_port = free_port()
+        address = f"127.0.0.1:{metadata_port}"
+        broker.properties = {**remotelogs, "rlmm.config.metadata.manager.address": address}
+        await asyncio.to_thread(broker.start)
+        async with remotelog_reader(
+            tmp_path,
+            stack,
+            broker,
+            **{
+                "remote.log.metadata.read.only": "false",
+                "listen.address": f"127.0.0.1:{metadata_port}",
+            },
+        ):
+            await served_through_kafka(broker, topic, produced)
+            produced.extend(await produce_and_tier(broker, topic, past=round_offsets))
+            await served_through_kafka(broker, topic, produced)
+            await asyncio.to_thread(broker.stop)  # while its metadata manager answers
+
+        # Kafka's RLMM again: it reads what remotelog's wrote, and tiers on.
+        with_kafkas_rlmm(broker)
+        await asyncio.to_thread(broker.start)
+        produced.extend(await produce_and_tier(broker, topic, past=2 * round_offsets))
+        read = await served_through_kafka(broker, topic, produced)
+        async with remotelog_reader(tmp_path, stack, broker) as (manager, _):
+            await wait_until_all_tiered(manager, tips, read)
+    finally:
+        await stop_brokers(broker)

@@ -190,6 +190,14 @@ class UnsupportedOperationError(RemoteLogError):
     code = "UNIMPLEMENTED"
 
 
+class ReadOnlyMetadataError(RemoteLogError):
+    """A write to a metadata manager that only reads the topic, whose one writer is
+    another (Kafka's own TopicBasedRemoteLogMetadataManager): no retry changes that."""
+
+    reason = "METADATA_READ_ONLY"
+    code = "FAILED_PRECONDITION"
+
+
 class ServiceUnavailableError(RemoteLogError):
     """A client-side error: the service could not be reached (no remotelog reason attached)."""
 

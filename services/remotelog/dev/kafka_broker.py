@@ -137,6 +137,35 @@ def tiered_storage_properties(
     }
 
 
+KAFKA_RLMM = (
+    "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
+)
+
+
+def with_kafka_rlmm(
+    properties: Mapping[str, str],
+    *,
+    metadata_partitions: int,
+    replication_factor: int = 1,
+    listener: str = "PLAINTEXT",
+) -> dict[str, str]:
+    """`properties` with Kafka's own TopicBasedRemoteLogMetadataManager in place of
+    remotelog's: it writes `__remote_log_metadata` through the broker's `listener`, and
+    remotelog's metadata manager may only read it (remote.log.metadata.read.only)."""
+    kept = {
+        key: value
+        for key, value in properties.items()
+        if not key.startswith(("remote.log.metadata.manager.", "rlmm.config."))
+    }
+    return {
+        **kept,
+        "remote.log.metadata.manager.class.name": KAFKA_RLMM,
+        "remote.log.metadata.manager.listener.name": listener,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions),
+        "rlmm.config.remote.log.metadata.topic.replication.factor": str(replication_factor),
+    }
+
+
 # Retention as a demo or a test wants it: checked every second from the start (Kafka
 # waits 30 s after start-up by default), deleted files gone at once (not a minute later).
 QUICK_RETENTION = {

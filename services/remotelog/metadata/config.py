@@ -16,6 +16,12 @@ from remotelog.core.settings import (
 @dataclass(frozen=True)
 class MetadataManagerConfig(ServerSettings, MetadataTopicSettings, CustomMetadataSettings):
     listen_address: str = listen_address_setting("127.0.0.1:7302")
+    read_only: bool = setting(
+        "remote.log.metadata.read.only",
+        False,
+        "Only read __remote_log_metadata, never create or write it: for brokers whose "
+        "own TopicBasedRemoteLogMetadataManager is the topic's one writer",
+    )
     metadata_topic_replication_factor: int = setting(
         "remote.log.metadata.topic.replication.factor",
         3,

@@ -31,6 +31,7 @@ from opentelemetry.metrics import Observation
 from remotelog.core.errors import (
     InvalidArgumentError,
     InvalidStateTransitionError,
+    ReadOnlyMetadataError,
     RemoteResourceNotFoundError,
 )
 from remotelog.core.gauges import InstanceGauges
@@ -68,6 +69,7 @@ from remotelog.metadata.topic import (
     MetadataProducer,
     Record,
     TopicInfo,
+    await_metadata_topic,
     ensure_metadata_topic,
 )
 
@@ -85,6 +87,27 @@ class Consumer(Assignments, KafkaClient, Protocol):
 
 class Producer(Publisher, KafkaClient, Protocol):
     """The metadata producer (topic.MetadataProducer) as the manager holds it."""
+
+
+READ_ONLY = "remote.log.metadata.read.only"
+
+
+def refuse_write(what: str) -> ReadOnlyMetadataError:
+    return ReadOnlyMetadataError(
+        f"{what} refused: {READ_ONLY}=true, this manager only reads the metadata topic "
+        "(its writer is the brokers' own RemoteLogMetadataManager)",
+        metadata={"setting": READ_ONLY},
+    )
+
+
+class NoProducer:
+    """The producer of a read-only manager: no Kafka producer is made at all."""
+
+    async def publish(self, partition: int, value: bytes) -> int:
+        raise refuse_write("a metadata write")
+
+    def close(self) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -198,9 +221,16 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         return frozenset(self.store.registered)
 
     # -- writes -----------------------------------------------------------------------
+
+    def _refuse_if_read_only(self, what: str) -> None:
+        """Before any check of the write: its answer is the same whatever it holds."""
+        if self.config.read_only:
+            raise refuse_write(what)
+
     async def add_remote_log_segment_metadata(
         self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
     ) -> None:
+        self._refuse_if_read_only("AddRemoteLogSegmentMetadata")
         if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
             raise InvalidArgumentError(
                 "remote_log_segment_metadata.state",
@@ -227,6 +257,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def update_remote_log_segment_metadata(
         self, update: RemoteLogSegmentMetadataUpdate, *, timeout_s: float | None = None
     ) -> None:
+        self._refuse_if_read_only("UpdateRemoteLogSegmentMetadata")
         if update.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
             raise InvalidArgumentError(
                 "remote_log_segment_metadata_update.state",
@@ -250,6 +281,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def put_remote_partition_delete_metadata(
         self, delete: RemotePartitionDeleteMetadata, *, timeout_s: float | None = None
     ) -> None:
+        self._refuse_if_read_only("PutRemotePartitionDeleteMetadata")
         tip = delete.topic_id_partition
         state = self.store.ready(tip, register=True)
         if tip in state.deleted:
@@ -378,18 +410,29 @@ async def open_metadata_manager(
     """The manager, started, with the Kafka clients it is handed: the metadata topic made
     or checked first, the snapshot loaded, then its producer and consumer."""
     client_config = kafka_client_config(config)
-    info = await in_thread_until_cancelled(
-        ensure_metadata_topic,
-        client_config,
-        topic=topic,
-        partitions=config.metadata_topic_num_partitions,
-        replication_factor=config.metadata_topic_replication_factor,
-        retention_ms=config.metadata_topic_retention_ms,
-        retry_interval_ms=config.initialization_retry_interval_ms,
-        max_timeout_ms=config.initialization_retry_max_timeout_ms,
-    )
+    waits = {
+        "topic": topic,
+        "partitions": config.metadata_topic_num_partitions,
+        "retry_interval_ms": config.initialization_retry_interval_ms,
+        "max_timeout_ms": config.initialization_retry_max_timeout_ms,
+    }
+    if config.read_only:
+        # The topic is its writer's to create, with its settings.
+        info = await in_thread_until_cancelled(await_metadata_topic, client_config, **waits)
+    else:
+        info = await in_thread_until_cancelled(
+            ensure_metadata_topic,
+            client_config,
+            replication_factor=config.metadata_topic_replication_factor,
+            retention_ms=config.metadata_topic_retention_ms,
+            **waits,
+        )
     snapshot = load_snapshot(config, info, topic)
-    producer = MetadataProducer(client_config, topic=topic, timeout_ms=config.consume_wait_ms)
+    producer: Producer = (
+        NoProducer()
+        if config.read_only
+        else MetadataProducer(client_config, topic=topic, timeout_ms=config.consume_wait_ms)
+    )
     manager: TopicBasedRemoteLogMetadataManager | None = None
 
     def sink(records: list[Record], ends: list[EndOfPartition]) -> None:
