@@ -29,6 +29,8 @@ from support.kafka_image import (
     plugin_jar_name,
 )
 
+from remotelog.dev.kafka_broker import pinned_kafka
+
 COMPOSE = ROOT / "docker-compose.yml"
 
 
@@ -222,7 +224,9 @@ def test_every_service_checks_roles_and_calls_the_others_as_a_broker(compose):
 def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_protos():
     instructions = dockerfile_instructions(KAFKA_DOCKERFILE)
     froms = [arguments for instruction, arguments in instructions if instruction == "FROM"]
-    assert froms[-1] == f"apache/kafka:{pinned_kafka_version()}"
+    assert froms[-1] == "apache/kafka:${KAFKA_VERSION}"
+    # The build argument, declared before the first FROM, defaults to the pinned Kafka.
+    assert instructions[0] == ("ARG", f"KAFKA_VERSION={pinned_kafka_version()}")
     copies = [shlex.split(a) for i, a in instructions if i == "COPY"]
     for words in copies:
         if not words[0].startswith("--from"):
@@ -230,6 +234,17 @@ def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_prot
     assert {"protos", "jvm/pom.xml", "clients/kafka-plugin/src"} <= {w[0] for w in copies}
     (jar,) = [w for w in copies if w[0] == "--from=plugin"]
     assert jar[1].endswith(f"/target/{plugin_jar_name()}")
+
+
+def test_the_kafka_version_is_a_build_argument_defaulting_to_the_pinned_one(compose):
+    """`KAFKA_VERSION=3.9.1 docker compose up` builds and runs that Kafka with the plugin;
+    the default is the pinned one, itself one of the versions the plugin is tested on."""
+    kafka = compose["services"]["kafka"]
+    pinned = pinned_kafka_version()
+    argument = f"${{KAFKA_VERSION:-{pinned}}}"
+    assert kafka["build"]["args"] == {"KAFKA_VERSION": argument}
+    assert kafka["image"] == f"remotelog-kafka:{argument}"
+    assert pinned in pinned_kafka("kafka.matrix.versions").split()
 
 
 def test_kafka_tiers_through_the_plugin_calling_the_services_where_they_listen(compose):

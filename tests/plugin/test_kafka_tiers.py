@@ -143,6 +143,24 @@ def as_read(messages) -> list[tuple]:
     return [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages]
 
 
+async def served_through_kafka(broker, topic: str, produced: Produced) -> dict:
+    """Every partition read from offset 0 through Kafka, under both isolation levels,
+    equal to what was produced: the tiered part came through the plugin. The messages
+    read, by partition and isolation level."""
+    earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
+    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
+    read = {}
+    for partition in range(PARTITIONS):
+        for isolation, committed_only in (("read_uncommitted", False), ("read_committed", True)):
+            messages = await asyncio.to_thread(
+                read_to_end, broker.bootstrap_servers, topic, partition, isolation
+            )
+            assert messages[0].offset() == 0
+            assert as_read(messages) == produced.expected(partition, committed_only), isolation
+            read[partition, isolation] = messages
+    return read
+
+
 async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_tiering, spark):
     broker, stack = kafka_tiering.broker, kafka_tiering.stack
     topic = f"tiered-{uuid.uuid4().hex[:6]}"
@@ -173,18 +191,9 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     for partition in range(PARTITIONS):
         # Local retention deleted only what was tiered.
         assert local[partition] <= ends[partition] + 1
-    # ListOffsets -2: the log starts at 0, in the remote tier.
-    earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
-    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
-
-    for partition in range(PARTITIONS):
-        # Through Kafka: the history comes from remotelog through the plugin.
-        for isolation, committed_only in (("read_uncommitted", False), ("read_committed", True)):
-            messages = await asyncio.to_thread(
-                read_to_end, broker.bootstrap_servers, topic, partition, isolation
-            )
-            assert messages[0].offset() == 0
-            assert as_read(messages) == produced.expected(partition, committed_only), isolation
+    # ListOffsets -2 (the log starts at 0, in the remote tier) and the history through
+    # Kafka, which read it from remotelog through the plugin.
+    await served_through_kafka(broker, topic, produced)
     # Kafka read the logs from the files the store named, not through its stream.
     log = broker.log_path.read_text().splitlines()
     assert [line for line in log if BY_URL in line]

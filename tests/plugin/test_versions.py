@@ -22,7 +22,6 @@ from confluent_kafka.admin import AdminClient
 from fetch.conftest import FetchStack, fetch_config
 from metadata.scenarios import COPIED, Seg, metadata_of, update_of
 from support.services import metadata_config, start_metadata, started
-from support.topics import read_to_end
 from support.waiting import eventually
 
 from remotelog.client import TieredConsumer
@@ -50,6 +49,7 @@ from .test_kafka_tiers import (
     as_read,
     create_tiered_topic,
     produce_every_kind,
+    served_through_kafka,
 )
 
 MATRIX = pinned_kafka("kafka.matrix.versions").split()
@@ -153,24 +153,6 @@ async def produce_and_tier(broker: KafkaBroker, topic: str, past: int) -> Produc
     )
     await wait_until_freed(broker, topic, past + PAST_TRANSACTIONS)
     return produced
-
-
-async def served_through_kafka(broker: KafkaBroker, topic: str, produced: Produced) -> dict:
-    """Every partition read from offset 0 through Kafka, under both isolation levels,
-    equal to what was produced: the tiered part came through the plugin. The messages
-    read, by partition and isolation level."""
-    earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
-    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
-    read = {}
-    for partition in range(PARTITIONS):
-        for isolation, committed_only in (("read_uncommitted", False), ("read_committed", True)):
-            messages = await asyncio.to_thread(
-                read_to_end, broker.bootstrap_servers, topic, partition, isolation
-            )
-            assert messages[0].offset() == 0
-            assert as_read(messages) == produced.expected(partition, committed_only), isolation
-            read[partition, isolation] = messages
-    return read
 
 
 @pytest.mark.parametrize("version", MATRIX)

@@ -8,6 +8,8 @@ from xml.etree import ElementTree
 
 from support.deploy import DEPLOY, ROOT
 
+from remotelog.dev.kafka_broker import pinned_kafka
+
 KAFKA_DOCKERFILE = DEPLOY / "kafka.Dockerfile"
 PLUGIN = ROOT / "clients" / "kafka-plugin"
 POM = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -32,8 +34,7 @@ def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
 
 
 def pinned_kafka_version() -> str:
-    pom = ElementTree.parse(ROOT / "jvm" / "pom.xml").getroot()
-    return pom.findtext("m:properties/m:kafka.version", namespaces=POM)
+    return pinned_kafka("kafka.version")
 
 
 def plugin_jar_name() -> str:
