@@ -64,23 +64,21 @@ final class KafkaApi {
     }
 
     /**
-     * Fails configure() on a Kafka older than 3.7, naming the version found and the range;
-     * on one newer than 4.4 (or one whose version cannot be read) logs one WARN and goes on.
-     * `key`: the setting the failure names (the plugin's address).
+     * Fails configure() on a Kafka older than 3.7 with one line naming the version found
+     * and the range; on one newer than 4.4 (or one whose version cannot be read) logs one
+     * WARN and goes on.
      */
-    static void checkSupported(String version, String key) {
+    static void checkSupported(String version) {
         int[] found = majorMinor(version);
         if (found != null && compare(found, majorMinor(OLDEST)) < 0) {
             throw new ConfigException(
-                    key,
-                    version,
-                    "the remotelog plugin runs on Apache Kafka "
+                    "The remotelog plugin runs on Apache Kafka "
                             + OLDEST
                             + " to "
                             + NEWEST
                             + ", and this broker is Kafka "
                             + version
-                            + "; run the copy scheduler beside it instead");
+                            + ": run remotelog's copy scheduler beside it instead");
         }
         String warning = beyondRange(version);
         if (warning != null && WARNED.compareAndSet(false, true)) {

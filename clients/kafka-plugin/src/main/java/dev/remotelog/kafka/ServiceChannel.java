@@ -15,7 +15,7 @@ final class ServiceChannel {
 
     /** The settings under `prefix`, on a broker the plugin supports (KafkaApi). */
     static ServiceChannel configure(Map<String, ?> configs, String prefix, String addressKey) {
-        KafkaApi.checkSupported(KafkaApi.brokerVersion(), prefix + addressKey);
+        KafkaApi.checkSupported(KafkaApi.brokerVersion());
         Settings settings = Settings.parse(configs, prefix, addressKey);
         return new ServiceChannel(settings, Channels.open(settings, prefix));
     }
