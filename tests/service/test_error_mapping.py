@@ -60,6 +60,7 @@ RETRY_RULE = {
     "UNSUPPORTED_OPERATION": ("UNIMPLEMENTED", False, False),
     "UNKNOWN_LEADER_EPOCH": ("FAILED_PRECONDITION", False, True),
     "UNAUTHENTICATED": ("UNAUTHENTICATED", False, False),
+    "METADATA_READ_ONLY": ("FAILED_PRECONDITION", False, False),
 }
 RULE_REASONS = sorted(RETRY_RULE)
 ERROR_PROTO = Path(__file__).parents[2] / "protos/remotelog/api/type/v1/error.proto"
