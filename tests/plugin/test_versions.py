@@ -243,10 +243,12 @@ async def remotelog_reader(tmp: Path, stack: FetchStack, broker: KafkaBroker, **
         await manager.stop()
 
 
-async def wait_until_all_tiered(manager, tips: list[TopicIdPartition], read: dict) -> None:
+async def wait_until_all_tiered(
+    manager, tips: list[TopicIdPartition], read: dict
+) -> dict[int, list]:
     """Until `manager` lists every partition tiered up to the last offset Kafka served
     (`read`: served_through_kafka's), then checks the listing: one copy of each
-    segment, from offset 0, with no gap."""
+    segment, from offset 0, with no gap. The finished segments, by partition."""
 
     async def finished_segments() -> dict[int, list] | None:
         found = {}
@@ -267,6 +269,7 @@ async def wait_until_all_tiered(manager, tips: list[TopicIdPartition], read: dic
         assert segments[0].start_offset == 0
         for before, after in itertools.pairwise(segments):
             assert after.start_offset == before.end_offset + 1  # no gap, nothing twice
+    return found
 
 
 @pytest.mark.parametrize("version", [MATRIX[0], MATRIX[-1]])
@@ -398,6 +401,10 @@ async def test_switching_metadata_managers_both_ways_loses_and_repeats_nothing(
         produced.extend(await produce_and_tier(broker, topic, past=2 * round_offsets))
         read = await served_through_kafka(broker, topic, produced)
         async with remotelog_reader(tmp_path, stack, broker) as (manager, _):
-            await wait_until_all_tiered(manager, tips, read)
+            tiered = await wait_until_all_tiered(manager, tips, read)
+        # Three rounds, every one tiered: the last offset of the third is the last tiered.
+        assert {p: s[-1].end_offset for p, s in tiered.items()} == dict.fromkeys(
+            range(PARTITIONS), 3 * round_offsets - 1
+        )
     finally:
         await stop_brokers(broker)
