@@ -63,7 +63,13 @@ async def test_nothing_is_lost_when_any_part_is_killed(tmp_path, store_s3, redis
     config = SoakConfig.for_seconds(CHAOS_SECONDS)
     data_dir = tmp_path / "data"
     with DevStack(
-        DevConfig(data_dir, redis_url=redis_server.url, broker="kafka", overrides=overrides)
+        DevConfig(
+            data_dir,
+            redis_url=redis_server.url,
+            broker="kafka",
+            mode="simulated",
+            overrides=overrides,
+        )
     ) as stack:
         writer = Writer(stack.data_dir, config)
         report = await Soak(stack, writer, redis_server, store_s3, config).run()

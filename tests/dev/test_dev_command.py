@@ -13,12 +13,15 @@ import grpc
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.kafka_admin import create_topic, produce_random
+from support.topics import read_to_end
 
 from remotelog.core.version import __version__
 from remotelog.dev.kafka_broker import kafka_libs, kafka_version
 from remotelog.dev.stack import SERVICES
 
 READY = "Ctrl-C stops every service"
+SEGMENT_BYTES = 1024 * 1024  # Kafka's floor since 4.1
 
 
 def table_rows(lines: list[str]) -> dict[str, dict[str, str]]:
@@ -37,10 +40,10 @@ def table_rows(lines: list[str]) -> dict[str, dict[str, str]]:
 
 
 def start_dev(
-    data_dir: Path, broker: str = "kafka"
+    data_dir: Path, broker: str = "kafka", *flags: str
 ) -> tuple[subprocess.Popen[str], dict[str, dict[str, str]]]:
     """`remotelog dev` running, and its table by service: what runs, address, pid, files."""
-    command = ["dev", "--data-dir", str(data_dir), "--broker", broker]
+    command = ["dev", "--data-dir", str(data_dir), "--broker", broker, *flags]
     process = subprocess.Popen(
         [sys.executable, "-m", "remotelog.cli.main", *command],
         stdout=subprocess.PIPE,
@@ -116,7 +119,7 @@ def test_dev_serves_every_service_and_sigterm_stops_them_all(tmp_path, broker):
         assert (
             rows["kafka"]["runs"]
             == {
-                "kafka": f"Apache Kafka {kafka_version(kafka_libs())}",
+                "kafka": f"Apache Kafka {kafka_version(kafka_libs())}, plugin mode",
                 "tansu": "Tansu 0.6.0",
             }[broker]
         )
@@ -184,6 +187,8 @@ def test_dev_reports_a_dead_child_and_stops_the_rest(tmp_path):
         (["--redis", "http://localhost"], "--redis 'http://localhost': not a redis://"),
         (["--base-port", "x"], "argument --base-port: invalid int value: 'x'"),
         (["--broker", "redpanda"], "argument --broker: invalid choice: 'redpanda'"),
+        (["--mode", "inline"], "argument --mode: invalid choice: 'inline'"),
+        (["--broker", "tansu", "--mode", "plugin"], "--mode plugin: Apache Kafka only"),
     ],
 )
 def test_bad_dev_flags_are_one_line_naming_the_flag(flags, message):
@@ -208,3 +213,72 @@ def test_a_data_dir_in_use_is_refused(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr == f"remotelog: dev: --data-dir {tmp_path}: not an empty directory\n"
+
+
+def tiered_and_read_back(data_dir: Path, bootstrap: str, topic: str, **config: str) -> None:
+    """A topic of 1 MiB segments, 3 MiB produced: its first segment tiered into the dev
+    store and gone from Kafka's disk, and every record read back from offset 0."""
+    settings = {"segment.bytes": str(SEGMENT_BYTES), "local.retention.ms": "1000", **config}
+    create_topic(bootstrap, topic, config=settings)
+    values = produce_random(bootstrap, topic, 3 * 1024, 1)[0]
+    first_local = data_dir / "kafka" / "data" / f"{topic}-0" / f"{0:020d}.log"
+    segments = data_dir / "segments"
+
+    def tiered() -> bool:
+        return any(segments.glob(f"{topic}-*/0/{0:020d}-*.log"))
+
+    wait_for(tiered, f"{topic}'s first segment in {segments}")
+    if config.get("remote.storage.enable") == "true":
+        # Kafka frees what is tiered by local.retention.ms, and serves it from the tier.
+        wait_for(lambda: not first_local.exists(), f"{first_local} deleted")
+    messages = read_to_end(bootstrap, topic)
+    assert messages[0].offset() == 0
+    assert [m.value() for m in messages] == values
+
+
+def wait_for(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+def test_dev_tiers_a_topic_created_with_remote_storage_enable(tmp_path):
+    data_dir = tmp_path / "stack"
+    process, rows = start_dev(data_dir)
+    try:
+        bootstrap = rows["kafka"]["address"]
+        tiered_and_read_back(data_dir, bootstrap, "tiered", **{"remote.storage.enable": "true"})
+        # Kafka's own answer: the topic tiers.
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        resource = ConfigResource("TOPIC", "tiered")
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        assert configs["remote.storage.enable"].value == "true"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        stop_dev(process, rows)
+
+
+def test_dev_sidecar_mode_tiers_beside_a_kafka_without_remote_storage(tmp_path):
+    data_dir = tmp_path / "stack"
+    process, rows = start_dev(data_dir, "kafka", "--mode", "sidecar")
+    try:
+        assert rows["kafka"]["runs"] == f"Apache Kafka {kafka_version(kafka_libs())}, sidecar mode"
+        scheduler = Path(rows["copy-scheduler"]["config"]).read_text()
+        assert "remote.log.manager.discovery.enabled=true" in scheduler
+        assert f"partition.remover.address={rows['partition-remover']['address']}" in scheduler
+        assert "remote.log.manager.local.retention.enabled" not in scheduler  # Kafka's files
+        bootstrap = rows["kafka"]["address"]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (broker_id,) = admin.list_topics(timeout=10).brokers
+        resource = ConfigResource("BROKER", str(broker_id))
+        configs = admin.describe_configs([resource])[resource].result(timeout=10)
+        assert configs["remote.log.storage.system.enable"].value == "false"
+        tiered_and_read_back(data_dir, bootstrap, "found")
+        # The broker owns its disk: the sidecar copied, and deleted nothing.
+        assert (data_dir / "kafka" / "data" / "found-0" / f"{0:020d}.log").exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        stop_dev(process, rows)

@@ -34,6 +34,8 @@ def scheduler_config(tmp: Path, store_port: int, metadata_port: int, name: str, 
             "remote.log.manager.task.retry.backoff.max.ms": "400",
             "remote.log.manager.rpc.timeout.ms": "10000",
             "remote.log.manager.dangling.segment.grace.ms": "60000",
+            # The simulated brokers' log dirs have no Kafka to free them.
+            "remote.log.manager.local.retention.enabled": "true",
             **extra,
         },
     )

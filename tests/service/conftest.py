@@ -10,5 +10,5 @@ from remotelog.dev.stack import DevConfig, DevStack
 
 @pytest.fixture(scope="package")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    with DevStack(DevConfig(tmp_path_factory.mktemp("stack"))) as running:
+    with DevStack(DevConfig(tmp_path_factory.mktemp("stack"), mode="simulated")) as running:
         yield running

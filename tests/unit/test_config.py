@@ -17,6 +17,7 @@ from remotelog.core.config import (
 from remotelog.core.settings import RetrySettings
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.metadata.config import MetadataManagerConfig
+from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.factory import open_backend
 
@@ -348,3 +349,31 @@ def test_every_key_is_declared_once_whichever_services_take_it():
         "remote.partition.remover.rpc.timeout.ms",
     )
     assert all(key in declared for key in shared)
+
+
+def test_the_scheduler_leaves_a_brokers_files_alone_unless_told(tmp_path, capsys):
+    config, sources = load_config(CopySchedulerConfig)
+    assert config.local_retention_enabled is False
+    assert sources["remote.log.manager.local.retention.enabled"] == "default"
+    # A sidecar beside a real broker never deletes its segments: refused together.
+    path = write(
+        tmp_path,
+        "remote.log.manager.discovery.enabled=true\nlog.dirs=/var/lib/kafka\n"
+        "remote.log.manager.local.retention.enabled=true\n",
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(CopySchedulerConfig, path)
+    assert refused.value.key == "remote.log.manager.local.retention.enabled"
+    assert refused.value.source == f"{path}:3"
+    assert "remote.log.manager.discovery.enabled=true" in str(refused.value)
+    assert main(["config", "check", "--service", "copy-scheduler", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"remotelog: config error: {path}:3: ")
+    assert "remote.log.manager.local.retention.enabled: true together with" in err
+    # Either alone loads.
+    for kept in ("remote.log.manager.discovery.enabled", "log.dirs"):
+        path.write_text(
+            "".join(line for line in path.read_text().splitlines(True) if not line.startswith(kept))
+        )
+    config, _ = load_config(CopySchedulerConfig, path)
+    assert config.local_retention_enabled is True

@@ -147,7 +147,13 @@ def test_the_idle_check_agrees_with_local_retention_and_reads_no_file():
             local_retention_ms=local_ms,
             local_retention_bytes=local_bytes,
         )
-        ctx = TaskContext(CopySchedulerConfig(), None, None, None, clock=lambda: NOW / 1000)
+        ctx = TaskContext(
+            CopySchedulerConfig(local_retention_enabled=True),
+            None,
+            None,
+            None,
+            clock=lambda: NOW / 1000,
+        )
         return may_delete_locally(local, rt, ctx)
 
     # Tiered, but local retention is unlimited: nothing to do (it used to take the lease).

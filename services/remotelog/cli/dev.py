@@ -20,7 +20,14 @@ from remotelog.dev.broker import BrokerError
 from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, DemoReport, run_demo
 from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
 from remotelog.dev.kafka_demo import KafkaDemoReport, run_kafka_demo
-from remotelog.dev.stack import BROKERS, DevConfig, DevStack, DevStackError, run_until_stopped
+from remotelog.dev.stack import (
+    BROKERS,
+    SIDECAR_TOPIC_PATTERN,
+    DevConfig,
+    DevStack,
+    DevStackError,
+    run_until_stopped,
+)
 from remotelog.dev.table import format_table
 
 REDIS_URL = re.compile(r"(rediss?|unix)://.+")
@@ -30,12 +37,20 @@ MAX_BASE_PORT = 65535 - 5
 def add_dev_commands(commands: Any) -> None:
     dev = commands.add_parser(
         "dev",
-        help="run a broker and the five services here until Ctrl-C",
-        description="Start a broker (Apache Kafka by default, or Tansu) holding the "
-        "metadata topic and the five services as child processes with a filesystem "
-        "segment store; Ctrl-C or SIGTERM stops them all.",
+        help="run Apache Kafka and the five services here until Ctrl-C",
+        description="Start Apache Kafka, tiering through the remotelog plugin, and the "
+        "five services as child processes with a filesystem segment store; Ctrl-C or "
+        "SIGTERM stops them all.",
     )
     _stack_flags(dev)
+    dev.add_argument(
+        "--mode",
+        choices=("plugin", "sidecar"),
+        default=None,
+        help="plugin (the default): Kafka loads the remotelog plugin and tiers topics "
+        "created with remote.storage.enable=true; sidecar: Kafka without remote storage, "
+        "and the copy scheduler finds and tiers every topic but internal and compacted ones",
+    )
     dev.set_defaults(run=_dev)
 
     demo = commands.add_parser(
@@ -102,7 +117,24 @@ def stack_config(args: argparse.Namespace, command: str) -> DevConfig:
             # The broker keeps the metadata in memory: segments of an earlier stack
             # would be orphans no metadata names.
             raise CliError(f"{command}: --data-dir {data_dir}: not an empty directory")
-    return DevConfig(data_dir, redis_url=args.redis, broker=args.broker, base_port=args.base_port)
+    return DevConfig(
+        data_dir,
+        redis_url=args.redis,
+        broker=args.broker,
+        mode=_mode(args, command),
+        base_port=args.base_port,
+    )
+
+
+def _mode(args: argparse.Namespace, command: str) -> str:
+    """Kafka tiers through the plugin unless told otherwise; Tansu, which can neither
+    load it nor keep log directories, only holds the metadata topic."""
+    mode: str | None = getattr(args, "mode", None)
+    if args.broker == "tansu":
+        if mode is not None:
+            raise CliError(f"{command}: --mode {mode}: Apache Kafka only (not --broker tansu)")
+        return "simulated"
+    return mode or "plugin"
 
 
 def _raise_interrupt(*_: object) -> NoReturn:
@@ -128,17 +160,32 @@ def services_table(stack: DevStack) -> str:
 def _dev(args: argparse.Namespace) -> int:
     stack = started(stack_config(args, "dev"), "dev")
     print(services_table(stack), flush=True)
-    print(
-        f"\nsegments under {stack.segments_dir}; Ctrl-C stops every service.",
-        flush=True,
-    )
+    print(f"\n{_how_to_tier(stack)}", flush=True)
+    print(f"segments under {stack.segments_dir}; Ctrl-C stops every service.", flush=True)
     return run_until_stopped(stack)
+
+
+def _how_to_tier(stack: DevStack) -> str:
+    mode = stack.config.mode
+    if mode == "plugin":
+        return (
+            "plugin mode: Kafka tiers each topic created with remote.storage.enable=true "
+            "through the remotelog plugin."
+        )
+    if mode == "sidecar":
+        return (
+            "sidecar mode: the copy scheduler tiers every topic whose name matches "
+            f"{SIDECAR_TOPIC_PATTERN!r} (never internal or compacted ones); Kafka itself "
+            "has no remote storage."
+        )
+    return "Tansu holds the metadata topic; assign log directories to the copy scheduler."
 
 
 def _demo(args: argparse.Namespace) -> int:
     # Apache Kafka tiers through the plugin; Tansu, which cannot load it, gets the
     # sidecar demo (remotelog's writer plays the broker, the copy scheduler tiers).
-    plugin = args.broker == "kafka"
+    mode = _mode(args, "demo")
+    plugin = mode == "plugin"
     least = KAFKA_MIN_RECORDS if plugin else MIN_RECORDS
     if args.records < least:
         raise CliError(
@@ -146,7 +193,7 @@ def _demo(args: argparse.Namespace) -> int:
         )
     with _spark_factory() as spark:
         data_dir = Path(tempfile.mkdtemp(prefix="remotelog-demo-"))
-        stack = started(DevConfig(data_dir, broker=args.broker, plugin=plugin), "demo")
+        stack = started(DevConfig(data_dir, broker=args.broker, mode=mode), "demo")
         config = DemoConfig(records=args.records)
         report: DemoReport | KafkaDemoReport
         try:

@@ -211,6 +211,10 @@ def load_config(
     config = cls(**values)
     for field in fields.values():
         _check(getattr(config, field.name), field, "default")
+    # Settings that are each valid but refused together (the class says which).
+    clashes = getattr(config, "clashes", None)
+    for key, message in clashes() if clashes is not None else ():
+        raise ConfigError(key, message, sources[key])
     return config, sources
 
 

@@ -327,7 +327,7 @@ async def run_kafka_demo(
     spark: Callable[[], Any] | None,
     progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> KafkaDemoReport:
-    """The demo on a started stack whose broker loads the plugin (`DevConfig(plugin=True)`)."""
+    """The demo on a started stack whose broker loads the plugin (`DevConfig(mode="plugin")`)."""
     from confluent_kafka import KafkaException
 
     try:

@@ -50,6 +50,17 @@ STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 # What `--broker` takes: Apache Kafka from `make setup`'s jars, or Tansu.
 BROKERS = ("kafka", "tansu")
+# How segments reach the tier. plugin: Kafka's RemoteLogManager tiers through the
+# remotelog plugin (topics with remote.storage.enable=true). sidecar: Kafka without
+# remote storage, and the copy scheduler finds its partitions by itself (topics
+# matching SIDECAR_TOPIC_PATTERN). simulated: the broker only holds the metadata
+# topic; a client writes log directories as a broker would and assigns them to the
+# copy scheduler, which also deletes them by local retention (the sidecar demo, tests).
+MODES = ("plugin", "sidecar", "simulated")
+# The sidecar tiers every topic but internal and compacted ones, which it never tiers.
+SIDECAR_TOPIC_PATTERN = ".*"
+# How often the sidecar looks at the cluster (its default is 10 s).
+DISCOVERY_INTERVAL_MS = 1_000
 # Unix sockets take paths of at most 107 bytes.
 MAX_SOCKET_PATH = 100
 
@@ -63,9 +74,7 @@ class DevConfig:
     data_dir: Path
     redis_url: str = ""
     broker: str = "kafka"  # one of BROKERS
-    # Apache Kafka tiers through the remotelog plugin: its RemoteStorageManager and
-    # RemoteLogMetadataManager call this stack's segment store and metadata manager.
-    plugin: bool = False
+    mode: str = "plugin"  # one of MODES; Tansu runs only "simulated"
     # 0: free loopback ports. Else the broker on base_port and the services on
     # base_port+1.. in SERVICES order (7300 gives the services their default ports).
     base_port: int = 0
@@ -110,18 +119,24 @@ class DevStack:
 
     def _new_broker(self) -> Broker:
         config = self.config
+        if config.mode not in MODES:
+            raise DevStackError(f"mode {config.mode!r}: not one of {', '.join(MODES)}")
         if config.broker == "tansu":
-            if config.plugin:
-                raise DevStackError("Tansu cannot load the remotelog plugin: use --broker kafka")
+            if config.mode != "simulated":
+                raise DevStackError(
+                    f"Tansu cannot run the {config.mode} mode (it has neither the plugin nor "
+                    "log directories): use --broker kafka"
+                )
             return EmbeddedBroker(port=config.base_port)
         if config.broker != "kafka":
             raise DevStackError(f"broker {config.broker!r}: not one of {', '.join(BROKERS)}")
         properties: dict[str, str] = {}
-        if config.plugin:
-            for service in ("segment-store", "metadata-manager"):
-                index = SERVICES.index(service) + 1
-                base = config.base_port
-                self.reserved_ports[service] = base + index if base else free_port()
+        if config.mode == "sidecar":
+            # The scheduler tells the remover of deleted topics: it must know where
+            # the remover will listen before that starts.
+            self._reserve_ports("partition-remover")
+        if config.mode == "plugin":
+            self._reserve_ports("segment-store", "metadata-manager")
             properties = {
                 **tiered_storage_properties(
                     plugin_jar(),
@@ -134,6 +149,13 @@ class DevStack:
                 **QUICK_RETENTION,
             }
         return KafkaBroker(self.data_dir / "kafka", port=config.base_port, properties=properties)
+
+    def _reserve_ports(self, *services: str) -> None:
+        """Ports chosen now, for services another part must know before they start."""
+        base = self.config.base_port
+        for service in services:
+            index = SERVICES.index(service) + 1
+            self.reserved_ports[service] = base + index if base else free_port()
 
     def __enter__(self) -> DevStack:
         return self.start()
@@ -156,13 +178,16 @@ class DevStack:
         try:
             self.broker.start(timeout_s=STARTUP_TIMEOUT_S)
             assert self.broker.log_path is not None
+            runs = self.broker.version
+            if self.config.mode != "simulated":
+                runs = f"{runs}, {self.config.mode} mode"
             self.children.append(
                 Child(
                     "kafka",
                     self.broker.bootstrap_servers,
                     self.broker.config_path,
                     self.broker.log_path,
-                    runs=self.broker.version,
+                    runs=runs,
                     broker_pid=self.broker.pid,
                 )
             )
@@ -229,6 +254,7 @@ class DevStack:
                 **clients,
                 **redis,
                 "remote.log.manager.task.interval.ms": str(TASK_INTERVAL_MS),
+                **self._scheduler_mode_properties(),
             },
             "remote-fetch": {
                 **clients,
@@ -236,6 +262,23 @@ class DevStack:
             },
             "partition-remover": {**clients, **metadata_topic, **redis},
         }[service]
+
+    def _scheduler_mode_properties(self) -> dict[str, str]:
+        if self.config.mode == "simulated":
+            # No broker owns the simulated log directories: the scheduler frees them.
+            return {"remote.log.manager.local.retention.enabled": "true"}
+        if self.config.mode != "sidecar":
+            return {}
+        assert isinstance(self.broker, KafkaBroker)
+        return {
+            "remote.log.manager.discovery.enabled": "true",
+            "remote.log.manager.discovery.interval.ms": str(DISCOVERY_INTERVAL_MS),
+            "remote.log.manager.discovery.topic.pattern": SIDECAR_TOPIC_PATTERN,
+            "log.dirs": str(self.broker.data_dir),
+            "bootstrap.servers": self.broker.bootstrap_servers,
+            "broker.id": str(self.broker.node_id),
+            "partition.remover.address": f"127.0.0.1:{self.reserved_ports['partition-remover']}",
+        }
 
     def restart(self, service: str, *, crash: bool = False) -> Child:
         """One service, or the broker as `kafka`, stopped (SIGKILL with `crash`, else

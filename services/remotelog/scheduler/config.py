@@ -126,10 +126,10 @@ class CopySchedulerConfig(
     )
     local_retention_enabled: bool = setting(
         "remote.log.manager.local.retention.enabled",
-        True,
-        "Delete tiered segments from the broker's log directory by local retention; false "
-        "beside a running Kafka broker, which owns its log directory and deletes by its own "
-        "local.retention.* (the scheduler then only reads it)",
+        False,
+        "Delete tiered segments from the log directory by local retention: only for a "
+        "directory no Kafka broker owns (the simulated broker's); a running broker deletes "
+        "by its own local.retention.* and the scheduler only reads its files",
     )
     dangling_segment_grace_ms: int = setting(
         "remote.log.manager.dangling.segment.grace.ms",
@@ -150,3 +150,18 @@ class CopySchedulerConfig(
         "in this process, as Kafka runs its RSM in the broker) instead of through "
         "segment.store.address",
     )
+
+    def clashes(self) -> list[tuple[str, str]]:
+        """Settings refused together, as (key, why) for load_config to report."""
+        if self.discovery_enabled and self.local_retention_enabled:
+            # A discovering sidecar runs beside a real broker: deleting its segments
+            # would pull files from under Kafka's own log.
+            return [
+                (
+                    "remote.log.manager.local.retention.enabled",
+                    "true together with remote.log.manager.discovery.enabled=true: a "
+                    "sidecar beside a Kafka broker must leave the broker's segments to its "
+                    "own local.retention.*; set one of them to false",
+                )
+            ]
+        return []
