@@ -2,6 +2,7 @@
 tests, where they apply): offload, local deletion, reading everything back, restarts."""
 
 import json
+import shutil
 
 import pytest
 from support.services import new_partition
@@ -13,6 +14,7 @@ from remotelog.core import metrics as m
 from remotelog.core.errors import InvalidArgumentError, UnknownTopicOrPartitionError
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.scheduler.partition import Assignment, Role
 from remotelog.scheduler.scheduler import Kind
 
 from .conftest import FINISHED, Broker
@@ -304,3 +306,20 @@ async def test_copies_through_the_stores_short_circuit(stack, tmp_path):
         log = broker.directory / f"{segment.start_offset:020d}.log"
         data = b"".join([c async for c in stack.store.client.fetch_log_segment(segment, 0)])
         assert data == log.read_bytes()
+
+
+async def test_discovery_hands_over_what_is_there_and_leaves_a_vanished_directory(
+    fs_stack, tmp_path
+):
+    """Discovery's hand-over is checked once, partition by partition: a directory gone
+    since the look (a reassignment) leaves the others to be tiered."""
+    kept, moved = (Broker(tmp_path / "broker-0", new_partition(t)) for t in ("kept", "moved"))
+    kept.segments(2)
+    scheduler = await fs_stack.start_scheduler()
+    found = [Assignment(broker.tip, broker.directory, 0, Role.LEADER) for broker in (kept, moved)]
+    shutil.rmtree(moved.directory)
+    taken = await scheduler.scheduler.take_found(found)
+    assert taken == found[:1]
+    await eventually(lambda: scheduler.tiered_to(kept.tip, kept.rolled_end))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        await scheduler.state_of(moved.tip)

@@ -16,6 +16,14 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from remover.conftest import events_of, lifecycle, remover_config_beside
 from support.kafka_admin import (
     PAIR,
@@ -27,21 +35,29 @@ from support.kafka_admin import (
     produce_random,
     set_topic_config,
 )
-from support.kafka_security import WAYS_IN
+from support.kafka_security import WAYS_IN, SecuredBroker
 from support.services import CLIENT_OPTIONS, ServiceRunning, load_properties, started
 from support.telemetry import metric_points
+from support.tls import make_certificates
 from support.waiting import eventually
 
 from remotelog.api.scheduler.v1 import copy_scheduler_pb2 as pb
 from remotelog.client import PartitionRemoverClient
 from remotelog.core import metrics as m
-from remotelog.core.errors import UnknownTopicOrPartitionError
+from remotelog.core.errors import KafkaUnavailableError, UnknownTopicOrPartitionError
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.dev.kafka_broker import QUICK_RETENTION, KafkaBroker, kafka_libs_of, pinned_kafka
+from remotelog.dev.kafka_broker import (
+    QUICK_RETENTION,
+    BrokerTls,
+    KafkaBroker,
+    SaslUsers,
+    kafka_libs_of,
+    pinned_kafka,
+)
 from remotelog.remover.server import start_partition_remover
-from remotelog.scheduler.cluster import KafkaCluster
+from remotelog.scheduler.cluster import ClusterAccessDeniedError, KafkaCluster
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.metrics import SCOPE
 from remotelog.scheduler.server import DISCOVERY_MIN_TIMEOUT_S
@@ -454,3 +470,67 @@ def test_the_cluster_is_read_through_each_way_into_a_secured_broker(
     assert {p: v.replicas for p, v in found.partitions.items()} == {0: (1,), 1: (1,)}
     assert {k: found.configs[k] for k in RETAINED} == RETAINED
     assert found.configs["remote.storage.enable"] == "false"
+
+
+# A principal that may see topics but not their configs: discovery's view is refused.
+DESCRIBE_ONLY = {"discovery": "describe-only-secret"}
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory):
+    """Kafka 4.4 with StandardAuthorizer: the tests' PLAINTEXT principal is a super
+    user, the SCRAM user `discovery` may only Describe topics."""
+    directory = tmp_path_factory.mktemp("acl-kafka")
+    certificates = make_certificates(directory)
+    broker = KafkaBroker(
+        directory / "broker",
+        tls=BrokerTls(certificates.server_cert, certificates.server_key, certificates.ca),
+        sasl_users=SaslUsers(scram_sha_512=DESCRIBE_ONLY),
+        properties={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",
+        },
+    )
+    broker.start()
+    try:
+        describe = AclBinding(
+            ResourceType.TOPIC,
+            "*",
+            ResourcePatternType.LITERAL,
+            "User:discovery",
+            "*",
+            AclOperation.DESCRIBE,
+            AclPermissionType.ALLOW,
+        )
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        for future in admin.create_acls([describe]).values():
+            future.result(30)
+        yield SecuredBroker(broker, certificates)
+    finally:
+        broker.stop()
+
+
+def test_a_refused_read_is_told_as_denied_not_as_an_unreachable_cluster(acl_broker, tmp_path):
+    broker = acl_broker.broker
+    topic = unique("guarded")
+    create_topic(broker.bootstrap_servers, topic, config=RETAINED)
+    ((user, secret),) = DESCRIBE_ONLY.items()
+    settings = {
+        "bootstrap.servers": broker.sasl_ssl_bootstrap_servers,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(acl_broker.certificates.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": secret,
+    }
+    config = load_properties(CopySchedulerConfig, tmp_path / "discovery.properties", settings)
+    cluster = KafkaCluster(kafka_client_config(config), 30)
+    # Describe is allowed: the topic is there, by name.
+    assert cluster.topic_id(topic) is not None
+    # DescribeConfigs is not: no view, and the error says what to grant.
+    with pytest.raises(ClusterAccessDeniedError) as denied:
+        cluster.view(broker.node_id)
+    assert denied.value.code == "PERMISSION_DENIED"
+    assert denied.value.metadata == {"request": "DescribeConfigs"}
+    assert "needs Describe and DescribeConfigs" in str(denied.value)
+    assert not isinstance(denied.value, KafkaUnavailableError)

@@ -6,6 +6,8 @@ through remotelog.client's ServiceClient over a real channel.
 """
 
 import asyncio
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -61,8 +63,21 @@ RETRY_RULE = {
     "UNKNOWN_LEADER_EPOCH": ("FAILED_PRECONDITION", False, True),
     "UNAUTHENTICATED": ("UNAUTHENTICATED", False, False),
     "METADATA_READ_ONLY": ("FAILED_PRECONDITION", False, False),
+    "KAFKA_UNAVAILABLE": ("UNAVAILABLE", True, True),
 }
 RULE_REASONS = sorted(RETRY_RULE)
+# Every package whose modules may define an error a service raises.
+SERVICE_PACKAGES = (
+    "remotelog.core",
+    "remotelog.rpc",
+    "remotelog.coordination",
+    "remotelog.segmentstore",
+    "remotelog.metadata",
+    "remotelog.scheduler",
+    "remotelog.fetch",
+    "remotelog.remover",
+    "remotelog.client",
+)
 ERROR_PROTO = Path(__file__).parents[2] / "protos/remotelog/api/type/v1/error.proto"
 
 
@@ -185,6 +200,27 @@ async def test_every_reason_is_an_error_reason_enum_value():
         if name != "ERROR_REASON_UNSPECIFIED"
     }
     assert set(errors.ERRORS_BY_REASON) == enum_names
+
+
+def test_every_error_class_in_any_module_names_an_error_reason():
+    """Classes beside their service (discovery's) too: ERRORS_BY_REASON only sees those
+    defined in core.errors."""
+    for package in SERVICE_PACKAGES:
+        module = importlib.import_module(package)
+        for found in pkgutil.walk_packages(module.__path__, f"{package}."):
+            importlib.import_module(found.name)
+    classes, pending = set(), [errors.RemoteLogError]
+    while pending:
+        cls = pending.pop()
+        classes.add(cls)
+        pending.extend(cls.__subclasses__())
+    enum_names = {name.removeprefix("ERROR_REASON_") for name in error_pb2.ErrorReason.keys()}  # noqa: SIM118
+    unnamed = {
+        f"{c.__module__}.{c.__qualname__}: {c.reason}"
+        for c in classes
+        if c.reason not in enum_names
+    }
+    assert unnamed == set()
 
 
 async def test_unexpected_exception_is_internal_without_details(served, caplog):

@@ -5,12 +5,21 @@ settings as `remotelog config check` shows and refuses them."""
 import re
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 from remotelog.cli.main import main
-from remotelog.core.model import TopicIdPartition
+from remotelog.coordination.lease import InProcessLeases
+from remotelog.core.errors import KafkaUnavailableError
+from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
 from remotelog.kafka.state_files import leader_epoch_checkpoint_text, partition_metadata_text
 from remotelog.scheduler.cluster import ClusterView, PartitionView, TopicView
-from remotelog.scheduler.discovery import discover, partition_directories, tiered
+from remotelog.scheduler.config import CopySchedulerConfig
+from remotelog.scheduler.discovery import (
+    PartitionDiscovery,
+    discover,
+    partition_directories,
+    tiered,
+)
 from remotelog.scheduler.partition import Assignment, Role
 
 PATTERN = re.compile("events-.*")
@@ -143,3 +152,69 @@ def test_config_check_refuses_discovery_without_log_dirs_or_with_a_bad_pattern(t
     )
     assert main(["config", "check", "--service", "copy-scheduler", str(path)]) == 2
     assert "sasl.username" in capsys.readouterr().err
+
+
+class Remote:
+    """The metadata manager's listing of partitions with remote data, as set."""
+
+    def __init__(self) -> None:
+        self.listed: list[TopicIdPartition] = []
+
+    async def list_remote_partitions(self, topic=None, *, timeout_s=None):
+        return [RemotePartitionSummary(tip, 0, 9, 100, 1) for tip in self.listed]
+
+
+class Cluster:
+    """Answers DescribeTopics by name: the topic is gone, or the question fails."""
+
+    bootstrap_servers = "kafka:9092"
+
+    def __init__(self) -> None:
+        self.failure: Exception | None = None
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        if self.failure is not None:
+            raise self.failure
+        return None
+
+
+def deletion_follower(tmp_path):
+    config = CopySchedulerConfig(discovery_enabled=True, log_dirs=str(tmp_path))
+    marks: list[list[TopicIdPartition]] = []
+
+    async def mark(tips: list[TopicIdPartition]) -> None:
+        marks.append(tips)
+
+    scheduler = SimpleNamespace(owner="sidecar-1")
+    remote, cluster = Remote(), Cluster()
+    discovery = PartitionDiscovery(config, scheduler, cluster, remote, mark, InProcessLeases())
+    return discovery, remote, cluster, marks
+
+
+async def test_a_deleted_topic_is_marked_once_and_forgotten_once_its_data_is_gone(tmp_path):
+    discovery, remote, _, marks = deletion_follower(tmp_path)
+    gone = TopicIdPartition(ORDERS, "orders", 0)
+    remote.listed = [gone]
+    empty = ClusterView({})
+    for _ in range(4):  # missed by two looks: marked; listed on: not marked again
+        await discovery._follow_deletions(empty)
+    assert marks == [[gone]]
+    assert discovery.marked == {gone}
+    remote.listed = []  # the remover deleted it all
+    await discovery._follow_deletions(empty)
+    assert discovery.marked == set()
+
+
+async def test_a_failed_question_by_name_leaves_the_look_answered(tmp_path, caplog):
+    discovery, remote, cluster, marks = deletion_follower(tmp_path)
+    remote.listed = [TopicIdPartition(ORDERS, "orders", 0)]
+    cluster.failure = KafkaUnavailableError("Kafka at kafka:9092: timed out")
+    for _ in range(2):
+        await discovery._follow_deletions(ClusterView({}))
+    assert marks == []
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "could not ask whether topic orders" in warning
+    assert "keep their roles" not in warning  # not told as an unreachable cluster
+    cluster.failure = None
+    await discovery._follow_deletions(ClusterView({}))
+    assert len(marks) == 1

@@ -198,6 +198,14 @@ class ReadOnlyMetadataError(RemoteLogError):
     code = "FAILED_PRECONDITION"
 
 
+class KafkaUnavailableError(RemoteLogError):
+    """The Kafka cluster a service reads for itself did not answer, or answered only in
+    part: nothing is decided from it until it answers in full."""
+
+    reason = "KAFKA_UNAVAILABLE"
+    code = "UNAVAILABLE"
+
+
 class ServiceUnavailableError(RemoteLogError):
     """A client-side error: the service could not be reached (no remotelog reason attached)."""
 

@@ -97,7 +97,8 @@ DISCOVERY_LOOKS = _metric(
     "counter",
     "{look}",
     COPY,
-    "Looks of a sidecar's discovery at the cluster, by outcome: answered, or unreachable",
+    "Looks of a sidecar's discovery at the cluster, by outcome: answered, unreachable, "
+    "or denied (the cluster refused discovery's principal)",
 )
 REMOTE_DELETE_REQUESTS = _metric(
     "remote.delete.requests",

@@ -1,8 +1,9 @@
 """What discovery asks the Kafka cluster, through confluent-kafka's admin client.
 
 The calls block: discovery runs them in a worker thread. A view is complete or
-not made at all (ClusterUnavailableError): a partial answer read as "these
-topics are gone" would stop their copying and mark their remote data deleted.
+not made at all (KafkaUnavailableError, or ClusterAccessDeniedError when the
+cluster refuses a read): a partial answer read as "these topics are gone" would
+stop their copying and mark their remote data deleted.
 """
 
 from __future__ import annotations
@@ -15,11 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from remotelog.core.errors import RemoteLogError
+from remotelog.core.errors import KafkaUnavailableError, PermissionDeniedError
 from remotelog.core.kafka_client import uuid_of
 
 # The topic configs discovery reads: which topics to tier, and their retention.
@@ -31,13 +30,20 @@ RETENTION_CONFIGS = (
 )
 TOPIC_CONFIGS = ("remote.storage.enable", "cleanup.policy", *RETENTION_CONFIGS)
 _LOG = logging.getLogger("remotelog.scheduler.librdkafka")
+# Answers that mean the cluster refused this principal, not that it is away.
+_DENIED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._AUTHENTICATION,
+    }
+)
 
 
-class ClusterUnavailableError(RemoteLogError):
-    """The cluster did not answer, or answered only in part: no view this time."""
-
-    reason = "KAFKA_UNAVAILABLE"
-    code = "UNAVAILABLE"
+class ClusterAccessDeniedError(PermissionDeniedError):
+    """The cluster answered and refused a read discovery needs: its ACLs must change,
+    no retry alone will do."""
 
 
 @dataclass(frozen=True)
@@ -87,11 +93,13 @@ class KafkaCluster:
     def view(self, broker_id: int) -> ClusterView:
         """Every topic with its id, leaders and replicas; the configs of those hosted on
         `broker_id`."""
-        with self._answering():
+        with self._answering("Metadata"):
             # Topics listed with an error (no leader now) too: DescribeTopics decides.
             names = list(self._admin.list_topics(timeout=self.timeout_s).topics)
+        with self._answering("DescribeTopics"):
             described = self._describe(names)
-            hosted = [t.name for t in described if t.hosted_on(broker_id)]
+        hosted = [t.name for t in described if t.hosted_on(broker_id)]
+        with self._answering("DescribeConfigs"):
             configs = self._configs(hosted)
         return ClusterView(
             {
@@ -104,18 +112,27 @@ class KafkaCluster:
 
     def topic_id(self, name: str) -> uuid.UUID | None:
         """The id of topic `name` now; None when there is no such topic."""
-        with self._answering():
+        with self._answering("DescribeTopics"):
             described = self._describe([name])
         return described[0].topic_id if described else None
 
     @contextlib.contextmanager
-    def _answering(self) -> Iterator[None]:
-        """A Kafka client failure as the cluster unavailable, naming where it was asked."""
+    def _answering(self, request: str) -> Iterator[None]:
+        """A Kafka client failure as the cluster refusing `request` or unavailable,
+        naming where it was asked."""
         try:
             yield
         except KafkaException as error:
-            raise ClusterUnavailableError(
-                f"Kafka at {self.bootstrap_servers}: {error.args[0].str()}"
+            kafka_error = error.args[0]
+            if kafka_error.code() in _DENIED:
+                raise ClusterAccessDeniedError(
+                    f"Kafka at {self.bootstrap_servers} refused {request}: "
+                    f"{kafka_error.str()}; discovery's principal needs Describe and "
+                    "DescribeConfigs on the topics (and the cluster's metadata)",
+                    metadata={"request": request},
+                ) from error
+            raise KafkaUnavailableError(
+                f"Kafka at {self.bootstrap_servers}: {kafka_error.str()}"
             ) from error
 
     def _describe(self, names: list[str]) -> list[TopicView]:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from remotelog.coordination.lease import Leases, held
 from remotelog.core import metrics as m
-from remotelog.core.errors import InvalidArgumentError, MetadataNotReadyError, RemoteLogError
+from remotelog.core.errors import KafkaUnavailableError, MetadataNotReadyError, RemoteLogError
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.ports import RemotePartitionLister
 from remotelog.core.tasks import cancel_and_wait
@@ -33,10 +33,10 @@ from remotelog.kafka.state_files import (
     parse_leader_epoch_checkpoint,
     parse_partition_metadata,
 )
-from remotelog.scheduler.cluster import ClusterUnavailableError, ClusterView, TopicView
+from remotelog.scheduler.cluster import ClusterAccessDeniedError, ClusterView, TopicView
 from remotelog.scheduler.config import CopySchedulerConfig
 from remotelog.scheduler.partition import Assignment, Role
-from remotelog.scheduler.scheduler import CopyScheduler, validate_assignment
+from remotelog.scheduler.scheduler import CopyScheduler
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +164,12 @@ class PartitionDiscovery:
         self.assigned: dict[TopicIdPartition, Assignment] = {}
         # Topic ids with remote data the last look did not find in the cluster.
         self._absent: set[uuid.UUID] = set()
-        self._marked: set[TopicIdPartition] = set()
+        # Marked for deletion and still listed with remote data: not marked again.
+        self.marked: set[TopicIdPartition] = set()
         # The partitions the last look found this broker leading.
         self._led: set[TopicIdPartition] = set()
-        self._unreachable_since: float | None = None
+        # Since when looks fail, and how the first failed ("unreachable", "denied").
+        self._failing: tuple[float, str] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -196,9 +198,11 @@ class PartitionDiscovery:
         """One look at the cluster and the log dirs, and what follows from it."""
         try:
             view = await asyncio.to_thread(self.cluster.view, self.config.broker_id)
-        except ClusterUnavailableError as error:
-            self._count_look("unreachable")
-            self._unreachable(error)
+        except KafkaUnavailableError as error:
+            self._failed(error, "unreachable")
+            return
+        except ClusterAccessDeniedError as error:
+            self._failed(error, "denied")
             return
         self._count_look("answered")
         self._reached()
@@ -232,12 +236,16 @@ class PartitionDiscovery:
     def _count_look(self, outcome: str) -> None:
         self.scheduler.ctx.metrics.add(m.DISCOVERY_LOOKS, 1, {"outcome": outcome})
 
-    def _unreachable(self, error: ClusterUnavailableError) -> None:
-        if self._unreachable_since is not None:
-            log.debug("%s: still unreachable: %s", self.name, error)
+    def _failed(self, error: RemoteLogError, outcome: str) -> None:
+        """A look without a view: counted; told once while looks keep failing so (an
+        access refused at ERROR: only an operator's change of ACLs mends it)."""
+        self._count_look(outcome)
+        if self._failing is not None and self._failing[1] == outcome:
+            log.debug("%s: still %s: %s", self.name, outcome, error)
             return
-        self._unreachable_since = time.monotonic()
-        log.warning(
+        self._failing = (time.monotonic(), outcome)
+        log.log(
+            logging.ERROR if outcome == "denied" else logging.WARNING,
             "%s: %s; the %d partitions found so far keep their roles, asked again every %g s",
             self.name,
             error,
@@ -246,15 +254,17 @@ class PartitionDiscovery:
         )
 
     def _reached(self) -> None:
-        if self._unreachable_since is None:
+        if self._failing is None:
             return
+        since, outcome = self._failing
         log.info(
-            "%s: Kafka at %s answers again after %.0f s",
+            "%s: Kafka at %s answers again after %.0f s %s",
             self.name,
             self.cluster.bootstrap_servers,
-            time.monotonic() - self._unreachable_since,
+            time.monotonic() - since,
+            outcome,
         )
-        self._unreachable_since = None
+        self._failing = None
 
     async def _apply(self, found: dict[TopicIdPartition, Assignment]) -> None:
         # Stopped first: a partition that moved away is not copied here any longer.
@@ -263,23 +273,10 @@ class PartitionDiscovery:
             await self.scheduler.stop_partitions((tip, False) for tip in gone)
             for tip in gone:
                 del self.assigned[tip]
-        changed = []
-        for tip, assignment in found.items():
-            if self.assigned.get(tip) == assignment:
-                continue
-            try:
-                validate_assignment(assignment, str(tip))
-            except InvalidArgumentError as error:
-                # Its directory went between the look and now: the next look decides.
-                log.debug("%s: %s not assigned: %s", self.name, tip, error)
-                continue
-            changed.append(assignment)
+        changed = [a for tip, a in found.items() if self.assigned.get(tip) != a]
         if changed:
-            await self.scheduler.on_partition_leadership_changes(
-                [a for a in changed if a.role is Role.LEADER],
-                [a for a in changed if a.role is Role.FOLLOWER],
-            )
-            self.assigned.update((a.topic_id_partition, a) for a in changed)
+            taken = await self.scheduler.take_found(changed)
+            self.assigned.update((a.topic_id_partition, a) for a in taken)
 
     async def _follow_deletions(self, view: ClusterView) -> None:
         """Mark the remote data of topic ids gone from the cluster for deletion. A topic
@@ -290,10 +287,12 @@ class PartitionDiscovery:
         except MetadataNotReadyError:
             return
         present = view.topic_ids()
+        listed = {summary.topic_id_partition for summary in remote}
+        # Gone from the listing: the remover finished, nothing left to remember.
+        self.marked &= listed
         absent: dict[uuid.UUID, list[TopicIdPartition]] = {}
-        for summary in remote:
-            tip = summary.topic_id_partition
-            if tip.topic_id not in present and tip not in self._marked:
+        for tip in listed:
+            if tip.topic_id not in present and tip not in self.marked:
                 absent.setdefault(tip.topic_id, []).append(tip)
         due = {topic_id: tips for topic_id, tips in absent.items() if topic_id in self._absent}
         self._absent = set(absent)
@@ -307,14 +306,22 @@ class PartitionDiscovery:
                 name = tips[0].topic
                 try:
                     now = await asyncio.to_thread(self.cluster.topic_id, name)
-                except ClusterUnavailableError as error:
-                    self._unreachable(error)
+                except (KafkaUnavailableError, ClusterAccessDeniedError) as error:
+                    # This look answered; only the question by name did not.
+                    log.warning(
+                        "%s: could not ask whether topic %s (id %s) still exists: %s; "
+                        "its remote data is not marked, asked again at the next look",
+                        self.name,
+                        name,
+                        topic_id,
+                        error,
+                    )
                     return
                 if now == topic_id:
                     continue  # still there: the view missed it
                 lease.check()
                 await self.mark_for_deletion(tips)
-                self._marked.update(tips)
+                self.marked.update(tips)
                 log.info(
                     "%s: topic %s (id %s) was deleted; its %d partitions with remote data "
                     "are marked for deletion",

@@ -107,6 +107,21 @@ def _age_ms(timestamp: int | None, now_ms: int) -> int:
     return 0 if timestamp is None else max(0, now_ms - timestamp)
 
 
+def _validate_all(leaders: list[Assignment], followers: list[Assignment]) -> None:
+    """Every assignment valid and each partition once, naming the first field that is not."""
+    seen: set[TopicIdPartition] = set()
+    for role, assignments in (("leaders", leaders), ("followers", followers)):
+        for position, assignment in enumerate(assignments):
+            field = f"{role}[{position}]"
+            validate_assignment(assignment, field)
+            if assignment.topic_id_partition in seen:
+                raise InvalidArgumentError(
+                    f"{field}.topic_id_partition",
+                    f"{assignment.topic_id_partition} is assigned twice",
+                )
+            seen.add(assignment.topic_id_partition)
+
+
 def validate_assignment(assignment: Assignment, field: str) -> None:
     """A partition directory that exists and, if it names its topic id, names this one."""
     directory = assignment.log_dir
@@ -213,21 +228,33 @@ class CopyScheduler:
     async def on_partition_leadership_changes(
         self, leaders: Iterable[Assignment], followers: Iterable[Assignment]
     ) -> None:
+        """KIP-405's call: all assignments taken, or none when one is invalid (checked in
+        a worker thread: the checks read the directories)."""
         leaders, followers = list(leaders), list(followers)
-        assignments = [*leaders, *followers]
-        seen: set[TopicIdPartition] = set()
-        for index, assignment in enumerate(assignments):
-            role, position = (
-                ("leaders", index) if index < len(leaders) else ("followers", index - len(leaders))
-            )
-            field = f"{role}[{position}]"
-            validate_assignment(assignment, field)
-            if assignment.topic_id_partition in seen:
-                raise InvalidArgumentError(
-                    f"{field}.topic_id_partition",
-                    f"{assignment.topic_id_partition} is assigned twice",
-                )
-            seen.add(assignment.topic_id_partition)
+        await asyncio.to_thread(_validate_all, leaders, followers)
+        await self._take([*leaders, *followers])
+
+    async def take_found(self, assignments: Iterable[Assignment]) -> list[Assignment]:
+        """Discovery's hand-over: each assignment checked on its own, one whose directory
+        went since the look left for the next look; those taken."""
+
+        def valid() -> list[Assignment]:
+            kept = []
+            for assignment in assignments:
+                try:
+                    validate_assignment(assignment, str(assignment.topic_id_partition))
+                except InvalidArgumentError as error:
+                    log.debug("%s not assigned: %s", assignment.topic_id_partition, error)
+                    continue
+                kept.append(assignment)
+            return kept
+
+        taken = await asyncio.to_thread(valid)
+        if taken:
+            await self._take(taken)
+        return taken
+
+    async def _take(self, assignments: list[Assignment]) -> None:
         await self.metadata.on_partition_leadership_changes(
             [a.topic_id_partition for a in assignments if a.role is Role.LEADER],
             [a.topic_id_partition for a in assignments if a.role is Role.FOLLOWER],

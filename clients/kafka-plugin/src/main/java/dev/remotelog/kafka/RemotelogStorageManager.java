@@ -232,7 +232,12 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
     @Override
     public InputStream fetchIndex(RemoteLogSegmentMetadata metadata, IndexType indexType)
             throws RemoteStorageException {
-        if (fetchUrls != null) {
+        // A follower's aux state (its leader epochs and producer snapshot) is read
+        // through the store even where URLs are on: such reads are rare and small, and
+        // only there does the store count them (and their failures) as Kafka's
+        // BuildRemoteLogAuxState metrics.
+        boolean auxState = indexType == IndexType.LEADER_EPOCH || indexType == IndexType.PRODUCER_SNAPSHOT;
+        if (fetchUrls != null && !auxState) {
             InputStream byUrl =
                     fetchUrls.openIndex(metadata.remoteLogSegmentId(), indexType, urlsOf(metadata));
             if (byUrl != null) {

@@ -362,6 +362,18 @@ class StorageManagerTest {
         assertEquals(0, fetchCalls.get());
     }
 
+    @Test
+    void aFollowersAuxStateIsReadThroughTheStoreEvenWithUrls(@TempDir Path dir) throws Exception {
+        urlsToGive.add(Files.write(dir.resolve("0.log"), new byte[] {42}).toUri().toString());
+        RemoteLogSegmentMetadata segment = segment();
+        for (IndexType aux : new IndexType[] {IndexType.LEADER_EPOCH, IndexType.PRODUCER_SNAPSHOT}) {
+            // The test store answers FetchIndex NOT_FOUND: the call reached it.
+            assertThrows(RemoteResourceNotFoundException.class, () -> manager.fetchIndex(segment, aux));
+        }
+        assertEquals(2, indexCalls.get());
+        assertEquals(0, urlsAsked.get());
+    }
+
     static SegmentStore.IndexRange range(SegmentStore.IndexType type, long position, long size) {
         return SegmentStore.IndexRange.newBuilder().setIndexType(type).setPosition(position).setSize(size).build();
     }
