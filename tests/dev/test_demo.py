@@ -1,5 +1,6 @@
 """`remotelog demo`: the whole flow at a small size, judged by its own report."""
 
+import os
 import re
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 
 from remotelog.core.model import TopicIdPartition
 from remotelog.dev.demo import DemoMismatch, WrittenPartition, verify
+from remotelog.dev.disk import disk_bytes
 from remotelog.dev.kafka_broker import kafka_libs, kafka_version
 from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
 from remotelog.kafka.consumer_records import ConsumerRecord
@@ -136,3 +138,16 @@ async def test_a_missing_record_is_a_mismatch():
     read = [read_record(0, b"v0"), read_record(1, b"v1")]
     with pytest.raises(DemoMismatch, match="demo-0: read 2 records, written 3"):
         await verify(ReadBack(read), [written_partition(expected)])
+
+
+def test_both_demos_count_a_brokers_disk_by_blocks_not_sizes(tmp_path):
+    """A segment's index is preallocated sparse (10 MiB by default): what it takes of the
+    disk is what was written, as both demos' "local disk" lines report."""
+    partition = tmp_path / "orders-0"
+    partition.mkdir()
+    (partition / f"{0:020d}.log").write_bytes(os.urandom(64 * 1024))
+    with (partition / f"{0:020d}.index").open("wb") as index:
+        index.truncate(10 * 1024 * 1024)
+    (partition / "nested").mkdir()  # not a file: not counted
+    used = disk_bytes([partition])
+    assert 64 * 1024 <= used < 1024 * 1024

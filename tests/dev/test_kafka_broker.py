@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from support.topics import broker_records, produce
 
-from remotelog.dev.broker import BrokerError, free_ports
+from remotelog.dev import kafka_broker
+from remotelog.dev.broker import BrokerError, free_port, free_ports
 from remotelog.dev.kafka_broker import LIBS_ENV, KafkaBroker, random_cluster_id
 
 
@@ -114,3 +115,14 @@ def test_free_ports_are_distinct_even_when_asked_for_together():
     each held until all are bound (one at a time, the OS may return a port twice)."""
     ports = free_ports(64)
     assert len(set(ports)) == 64
+
+
+def test_a_brokers_ports_never_take_its_jmx_port(tmp_path, monkeypatch):
+    """The caller picks the JMX port and lets it go; the OS may offer it again for a
+    listener, and Kafka would then fail to start on a port in use."""
+    jmx = free_port()
+    offers = iter([[jmx, 40001], [40002, 40003]])  # the first offer takes the JMX port
+    monkeypatch.setattr(kafka_broker, "free_ports", lambda count, host: next(offers))
+    broker = KafkaBroker(tmp_path, jmx_port=jmx)
+    broker._choose_ports()
+    assert (broker.port, broker.controller_port) == (40002, 40003)

@@ -4,10 +4,12 @@ span in remote fetch, a server span in the called service), linked parent to chi
 through W3C trace context in the gRPC metadata. Spans say where a read was, never
 what it read."""
 
+import grpc
+import pytest
 import pytest_asyncio
 from fetch.conftest import fetch_config
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from support.services import (
     CLIENT_OPTIONS,
     metadata_config,
@@ -19,8 +21,10 @@ from support.services import (
 from support.tiering import tier_segment
 
 from remotelog.client import FetchPartition, RemoteFetchClient
+from remotelog.dev.broker import free_port
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.kafka.records import Record, build_batch
+from remotelog.protocol.tracing import client_tracing
 
 FETCH = "/remotelog.api.fetch.v1.RemoteFetchService/Fetch"
 METADATA = "/remotelog.api.metadata.v1.RemoteLogMetadataService/"
@@ -99,3 +103,22 @@ async def test_one_fetch_is_one_trace_across_three_services(services, telemetry)
     for span in ours:
         for value in (span.attributes or {}).values():
             assert MARKER.decode() not in str(value)
+
+
+async def test_a_client_stream_that_cannot_start_ends_its_span(telemetry):
+    """A call that cannot start (its channel closed) ends its client span in error at
+    once, rather than leaving it open for good."""
+    _, spans = telemetry
+    copy = f"{STORE}CopyLogSegmentData"
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{free_port()}", interceptors=client_tracing())
+    await channel.close()
+
+    async def requests():
+        yield b""
+
+    with pytest.raises(grpc.aio.UsageError):
+        await channel.stream_unary(copy)(requests())
+    (span,) = [s for s in spans.get_finished_spans() if s.name == copy]
+    assert span.kind is SpanKind.CLIENT
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.attributes["exception.message"] for e in span.events] == ["Channel is closed."]

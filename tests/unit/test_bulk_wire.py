@@ -36,10 +36,6 @@ INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 EDGES = [0, 1, 127, 128, 16_383, 16_384, 2**31, 2**63 - 1, -1, -(2**63)]
 
 
-def _records(m: fetch_pb.ReadOffsetRangeResponse) -> tuple[bytes, tuple[int, ...]]:
-    return m.records, (m.first_offset, m.last_offset)
-
-
 @given(data=st.binary(max_size=300), first=INT64 | st.sampled_from(EDGES), last=INT64)
 def test_records_message_is_protobufs_bytes_and_reads_back(
     data: bytes, first: int, last: int
@@ -108,13 +104,20 @@ def test_shapes_it_does_not_own_are_left_to_protobuf() -> None:
     assert RECORDS.decode(b"\xf8\xff\xff\xff\x0f\x01") is None  # a huge field number
 
 
-def test_deserializer_falls_back_to_protobuf_for_other_shapes() -> None:
-    deserialize = RECORDS.deserializer(_records)
+@pytest.mark.parametrize("views", [False, True])
+def test_deserializer_falls_back_to_protobuf_for_other_shapes_with_the_same_answer(views):
+    deserialize = RECORDS.deserializer(views=views)
     # Fields out of order and split: valid protobuf a different encoder may write.
     reordered = b"\x18\x09\x10\x04" + b"\x0a\x02ab" + b"\x0a\x02cd"
     assert RECORDS.decode(reordered) is None
-    assert deserialize(reordered) == (b"cd", (4, 9))
-    assert deserialize(RECORDS.encode(b"xy", 4, 9)) == (b"xy", (4, 9))
+    fast, slow = deserialize(RECORDS.encode(b"cd", 4, 9)), deserialize(reordered)
+    assert (bytes(slow[0]), slow[1]) == (bytes(fast[0]), fast[1]) == (b"cd", (4, 9))
+    # The same kinds too: a caller keeping a view (or bytes) gets one either way.
+    assert type(slow[0]) is type(fast[0]) is (memoryview if views else bytes)
+    # An unknown field (a newer server's) also goes to protobuf: no records is b"".
+    newer = RECORDS.encode(b"", 4, 9) + b"\x20\x01"
+    assert RECORDS.decode(newer) is None
+    assert deserialize(newer) == deserialize(RECORDS.encode(b"", 4, 9)) == (b"", (4, 9))
 
 
 def _fetch_results() -> tuple[list[fetch_pb.FetchPartition], list[FetchResult]]:

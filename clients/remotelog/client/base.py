@@ -101,15 +101,13 @@ def bulk_stream(
     channel: grpc.aio.Channel,
     method: MethodDescriptor,
     codec: BulkCodec[Any],
-    from_message: Callable[[Any], tuple[bytes, tuple[int, ...]]],
     *,
     views: bool = False,
 ) -> grpc.aio.UnaryStreamMultiCallable:
     """A server-streaming method whose responses arrive as (data, integers), read by
     `codec` without protobuf's copies (with `views`, not copied at all: data is a
-    memoryview of the message); any other shape is parsed by protobuf and converted
-    by `from_message`."""
-    return bulk_method(channel, method, codec.deserializer(from_message, views=views))
+    memoryview of the message); any other shape is parsed by protobuf into the same."""
+    return bulk_method(channel, method, codec.deserializer(views=views))
 
 
 def _most_telling(error: RemoteLogError, previous: RemoteLogError | None) -> RemoteLogError:

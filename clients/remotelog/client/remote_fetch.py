@@ -75,7 +75,6 @@ class RemoteFetchClient(ServiceClient):
             self.channel,
             methods["ReadOffsetRange"],
             READ_OFFSET_RANGE_RESPONSE,
-            lambda m: (m.records, (m.first_offset, m.last_offset)),
             views=True,
         )
 

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import cast
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
@@ -39,10 +39,6 @@ from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_t
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 
 
-def _data(message: Any) -> tuple[bytes, tuple[int, ...]]:
-    return message.data, ()
-
-
 class SegmentStoreClient(ServiceClient):
     """The store's RPCs; with `short_circuit_socket` (the store's `short.circuit.socket.path`,
     for a client on its host) copies and fetches pass file descriptors instead of bytes
@@ -63,9 +59,9 @@ class SegmentStoreClient(ServiceClient):
         self._copy_log_segment_data = bulk_method(self.channel, methods["CopyLogSegmentData"])
         fetch_log, fetch_index = methods["FetchLogSegment"], methods["FetchIndex"]
         log = FETCH_LOG_SEGMENT_RESPONSE
-        self._fetch_log_segment = bulk_stream(self.channel, fetch_log, log, _data)
-        self._fetch_log_segment_views = bulk_stream(self.channel, fetch_log, log, _data, views=True)
-        self._fetch_index = bulk_stream(self.channel, fetch_index, FETCH_INDEX_RESPONSE, _data)
+        self._fetch_log_segment = bulk_stream(self.channel, fetch_log, log)
+        self._fetch_log_segment_views = bulk_stream(self.channel, fetch_log, log, views=True)
+        self._fetch_index = bulk_stream(self.channel, fetch_index, FETCH_INDEX_RESPONSE)
         # The transports a log is read by, in the order tried; the stream comes last.
         self._short_circuit = (
             ShortCircuitLogReader(ShortCircuit(short_circuit_socket), self.call_retrying)

@@ -43,6 +43,7 @@ class BulkCodec(Generic[M]):
 
     def __init__(self, message: type[M], data: str, integers: Sequence[str] = ()) -> None:
         self.message = message
+        self.data_name, self.integer_names = data, tuple(integers)
         self.data_number = _field(message, data, [FieldDescriptor.TYPE_BYTES])
         self.integer_numbers = tuple(_field(message, name, _VARINT_TYPES) for name in integers)
         numbers = (self.data_number, *self.integer_numbers)
@@ -96,16 +97,21 @@ class BulkCodec(Generic[M]):
         return (memoryview(raw)[start:end] if end > start else b""), integers
 
     def deserializer(
-        self, from_message: Callable[[M], tuple[bytes, tuple[int, ...]]], *, views: bool = False
+        self, *, views: bool = False
     ) -> Callable[[bytes], tuple[Piece, tuple[int, ...]]]:
-        """A response deserializer: the codec's answer, or protobuf's parse converted by
-        `from_message` for any other shape."""
+        """A response deserializer: the codec's answer, or for any other shape protobuf's
+        parse read into the same answer (with `views`, a view of a non-empty data)."""
         decode = self.decode_view if views else self.decode
         parse: Callable[[bytes], M] = self.message.FromString
 
         def deserialize(raw: bytes) -> tuple[Piece, tuple[int, ...]]:
             decoded = decode(raw)
-            return decoded if decoded is not None else from_message(parse(raw))
+            if decoded is not None:
+                return decoded
+            message = parse(raw)
+            data: bytes = getattr(message, self.data_name)
+            integers = tuple(int(getattr(message, name)) for name in self.integer_names)
+            return (memoryview(data) if views and data else data), integers
 
         return deserialize
 

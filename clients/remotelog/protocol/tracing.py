@@ -8,13 +8,15 @@ import asyncio
 from typing import Any
 
 import grpc
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.instrumentation.grpc import (
     aio_client_interceptors,
     aio_server_interceptor,
     filters,
 )
-from opentelemetry.instrumentation.grpc._aio_client import StreamUnaryAioClientInterceptor
+from opentelemetry.propagators.textmap import Setter
+
+_TRACER = "remotelog.protocol.tracing"
 
 
 def tracing_configured() -> bool:
@@ -23,26 +25,49 @@ def tracing_configured() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-class _CancellableStreamUnary(StreamUnaryAioClientInterceptor):
+class _MetadataSetter(Setter[Any]):
+    """W3C trace context into a call's metadata."""
+
+    def set(self, carrier: Any, key: str, value: str) -> None:
+        carrier[key] = value
+
+
+class _CancellableStreamUnary(grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
     """OpenTelemetry's client-streaming interceptor waits for the call to end before it
     hands the call back, so a caller's cancel() (or its task's cancellation) stops
     only that wait: the call went on reading the request stream and sending it until
     its deadline, and a cancelled copy finished on the store. This one hands the call
-    back at once and ends the span when the call ends."""
+    back at once and ends the span when the call ends, or at once when the call
+    cannot start. Its span is named and described as OpenTelemetry's are."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+    def __init__(self) -> None:
+        self._tracer = trace.get_tracer(_TRACER)
         self._finishing: set[asyncio.Task[None]] = set()
 
     async def intercept_stream_unary(
         self, continuation: Any, client_call_details: Any, request_iterator: Any
     ) -> Any:
-        if self.tracing_skipped(client_call_details):  # type: ignore[no-untyped-call]
-            return await continuation(client_call_details, request_iterator)
         method = client_call_details.method
-        with self._start_interceptor_span(method) as span:  # type: ignore[no-untyped-call]
-            details = self.propagate_trace_in_details(client_call_details)
-            call = await continuation(details, request_iterator)
+        method = method.decode() if isinstance(method, bytes) else method
+        service, _, name = method.lstrip("/").partition("/")
+        span = self._tracer.start_span(
+            method,
+            kind=trace.SpanKind.CLIENT,
+            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+        )
+        try:
+            metadata = grpc.aio.Metadata(*tuple(client_call_details.metadata or ()))
+            propagate.inject(metadata, trace.set_span_in_context(span), _MetadataSetter())
+            call = await continuation(
+                client_call_details._replace(metadata=metadata), request_iterator
+            )
+        except BaseException as error:
+            span.record_exception(error)
+            span.set_status(
+                trace.Status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
+            )
+            span.end()
+            raise
 
         def done(finished: grpc.aio.Call) -> None:
             task = asyncio.get_running_loop().create_task(self._end(span, finished))
@@ -66,12 +91,11 @@ def client_tracing() -> list[Any]:
     if not tracing_configured():
         return []
     not_health = filters.negate(filters.health_check())
-    interceptors = list(aio_client_interceptors(filter_=not_health))  # type: ignore[no-untyped-call]
+    interceptors = aio_client_interceptors(filter_=not_health)  # type: ignore[no-untyped-call]
+    # The health service has no client-streaming method: no filter needed there.
     return [
-        _CancellableStreamUnary(i._tracer, filter_=not_health)
-        if isinstance(i, StreamUnaryAioClientInterceptor)
-        else i
-        for i in interceptors
+        *(i for i in interceptors if not isinstance(i, grpc.aio.StreamUnaryClientInterceptor)),
+        _CancellableStreamUnary(),
     ]
 
 

@@ -28,6 +28,7 @@ from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.client.tiered_consumer import TieredConsumer
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
+from remotelog.dev.disk import disk_bytes
 from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.dev.stack import DevStack
 from remotelog.kafka.codecs import CompressionType
@@ -211,10 +212,6 @@ def _record(i: int, timestamp: int, value: bytes, partition: int) -> Record:
     return Record(0, timestamp, key, value, headers)
 
 
-def local_bytes(written: list[WrittenPartition]) -> int:
-    return sum(f.stat().st_size for w in written for f in w.log.directory.iterdir())
-
-
 def store_files(root: Path) -> int:
     return sum(1 for p in root.rglob("*") if p.is_file())
 
@@ -367,11 +364,11 @@ async def run_demo(
     report.records_written = sum(w.records for w in written)
     report.records_aborted = report.records_written - sum(len(w.expected) for w in written)
     report.segments_rolled = sum(len(w.rolled_ends) for w in written)
-    report.local_bytes_before = local_bytes(written)
+    report.local_bytes_before = disk_bytes(w.log.directory for w in written)
     async with CopySchedulerClient(addresses["copy-scheduler"], options=OPTIONS) as scheduler:
         with phase(report, "tier"):
             report.segments_tiered = await tier(scheduler, written, progress)
-        report.local_bytes_after = local_bytes(written)
+        report.local_bytes_after = disk_bytes(w.log.directory for w in written)
         report.store_files_before_delete = store_files(stack.segments_dir)
         log_bytes = sum(w.log_bytes for w in written)
         report.copy_mb_s = log_bytes / MIB / report.phases_s["tier"]

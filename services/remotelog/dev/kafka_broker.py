@@ -313,7 +313,8 @@ class KafkaBroker(BrokerProcess):
         fields += ["controller_port"] if self.quorum is None else []
         fields += ["ssl_port", "sasl_ssl_port"] if self.tls is not None else []
         missing = [name for name in fields if not getattr(self, name)]
-        kept = {getattr(self, name) for name in fields} - {0}
+        # The JMX port too, chosen by the caller: the OS may hand it out again.
+        kept = {getattr(self, name) for name in [*fields, "jmx_port"]} - {0}
         chosen = free_ports(len(missing), self.host)
         while kept & set(chosen):
             chosen = free_ports(len(missing), self.host)

@@ -37,6 +37,7 @@ from remotelog.dev.demo import (
     spark_scan,
     store_files,
 )
+from remotelog.dev.disk import disk_bytes
 from remotelog.dev.kafka_broker import KafkaBroker
 from remotelog.dev.stack import DevStack
 
@@ -235,14 +236,8 @@ def read_through_kafka(broker: KafkaBroker, written: Written) -> float:
 
 
 def local_bytes(broker: KafkaBroker) -> int:
-    """The disk the topic's partition directories take (a segment's index files are
-    preallocated sparse: their size is not their use)."""
-    return sum(
-        f.stat().st_blocks * 512
-        for p in range(PARTITIONS)
-        for f in (broker.data_dir / f"{TOPIC}-{p}").iterdir()
-        if f.is_file()
-    )
+    """The disk the topic's partition directories take."""
+    return disk_bytes(broker.data_dir / f"{TOPIC}-{p}" for p in range(PARTITIONS))
 
 
 # A segment's files, deleted (renamed, awaiting removal) or not.
