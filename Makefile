@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup spark-kafka-jars demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
+.PHONY: setup kafka-lock spark-kafka-jars demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ pom_property = $(shell sed -n 's:.*<$(1)>\(.*\)</$(1)>.*:\1:p' jvm/pom.xml)
 KAFKA_VERSIONS := .tools/kafka-versions
 VERSIONED_LIBS := $(foreach version,$(call pom_property,kafka.matrix.versions) \
 	$(call pom_property,kafka.sidecar.version),$(KAFKA_VERSIONS)/$(version)/libs/.resolved)
+
+# The lock an installed remotelog fetches Kafka's jars by (services/remotelog/dev/
+# kafka-jars.lock): written again after jvm/pom.xml's kafka.version changes; a test
+# checks it against $(KAFKA_LIBS).
+kafka-lock: $(STAMP) | $(SYSTEM_TOOLS)
+	$(VENV)/bin/python scripts/lock_kafka_jars.py
 
 $(KAFKA_VERSIONS)/%/libs/.resolved: $(KAFKA_POM) jvm/pom.xml | $(SYSTEM_TOOLS)
 	$(call resolve_jars,$(KAFKA_POM) -Dkafka.version=$*,$(KAFKA_VERSIONS)/$*/libs)

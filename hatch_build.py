@@ -15,6 +15,11 @@ Runs for wheels and editable installs alike; each extension lands next to its
 source, so an editable install imports it from the tree. Without a C compiler
 the build warns and ships pure Python, unless REMOTELOG_REQUIRE_EXTENSION=1
 (set by `make setup`) makes that an error.
+
+A wheel (not an editable install) also carries the remotelog plugin for Apache
+Kafka as remotelog/jars/remotelog-kafka-plugin-<version>.jar: KAFKA_PLUGIN_JAR's,
+else the jar `make setup` built when it is newer than every input, else built now
+by Maven (a JDK and Maven, as for any build from the sdist).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
+PLUGIN = Path("clients/kafka-plugin")
+PLUGIN_INPUTS = (PLUGIN / "pom.xml", PLUGIN / "src" / "main", Path("jvm/pom.xml"), Path("protos"))
 SOURCES = (
     Path("services/remotelog/kafka/_fastrecords.c"),
     Path("services/remotelog/fileio/_pagecache.c"),
@@ -79,11 +86,49 @@ def build_extension(root: Path, relative: Path) -> Path:
     return target
 
 
+def _newest_input(root: Path) -> float:
+    newest = 0.0
+    for entry in PLUGIN_INPUTS:
+        path = root / entry
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        newest = max([newest, *(f.stat().st_mtime for f in files)])
+    return newest
+
+
+def plugin_jar(root: Path) -> Path:
+    """The plugin's shaded jar: KAFKA_PLUGIN_JAR's (a build that made it already, as the
+    image's plugin stage does), else the checkout's when current with its inputs, else
+    built now by Maven."""
+    given = os.environ.get("KAFKA_PLUGIN_JAR")
+    if given:
+        if not Path(given).is_file():
+            raise RuntimeError(f"KAFKA_PLUGIN_JAR={given}: no such file")
+        return Path(given)
+    built = sorted((root / PLUGIN / "target").glob("remotelog-kafka-plugin-*.jar"))
+    if built and built[-1].stat().st_mtime >= _newest_input(root):
+        return built[-1]
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError(
+            "the wheel carries the remotelog plugin for Apache Kafka, built by Maven: "
+            "install a JDK (17+) and Maven, or build the jar first (make setup)"
+        )
+    command = [mvn, "-q", "-B", "-f", str(root / PLUGIN / "pom.xml"), "package", "-DskipTests"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    built = sorted((root / PLUGIN / "target").glob("remotelog-kafka-plugin-*.jar"))
+    if result.returncode != 0 or not built:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}")
+    return built[-1]
+
+
 class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
             return
         root = Path(self.root)
+        if version != "editable":
+            jar = plugin_jar(root)
+            build_data["force_include"][str(jar)] = f"remotelog/jars/{jar.name}"
         try:
             built = [build_extension(root, source) for source in SOURCES]
         except RuntimeError as exc:

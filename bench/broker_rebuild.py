@@ -40,13 +40,13 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_plugin import (
     SEGMENT_BYTES,
+    KafkaNode,
     plugin_broker,
     produce_incompressible,
     serve_plugin_services,
 )
 
 from remotelog.dev.broker import free_port
-from remotelog.dev.kafka_broker import KafkaBroker
 
 PARTITIONS = 4
 LOCAL_MIB = 2
@@ -88,11 +88,11 @@ def fill(bootstrap: str, mib: int, tiered: bool) -> None:
     produce_incompressible(bootstrap, TOPIC, PARTITIONS, mib)
 
 
-def log_files(broker: KafkaBroker) -> list[Path]:
+def log_files(broker: KafkaNode) -> list[Path]:
     return [p for n in range(PARTITIONS) for p in (broker.data_dir / f"{TOPIC}-{n}").glob("*.log")]
 
 
-def wait_tiered(brokers: list[KafkaBroker]) -> None:
+def wait_tiered(brokers: list[KafkaNode]) -> None:
     """Until local retention left at most LOCAL_MIB and the active segment a partition
     on each broker: the rest is in the remote tier."""
     most = PARTITIONS * (LOCAL_MIB + 2)
@@ -111,7 +111,7 @@ def in_sync(admin: AdminClient) -> bool:
     return all(2 in [n.id for n in p.isr] for p in described.partitions)
 
 
-def rebuild(second: KafkaBroker, admin: AdminClient, way: Way) -> None:
+def rebuild(second: KafkaNode, admin: AdminClient, way: Way) -> None:
     """Node 2 wiped and started again; the rebuild lasts from its fetcher's start for
     the topic (Kafka's clock, in its log) until it is in every partition's ISR (watched
     from node 1 while node 2 starts: a short rebuild ends before start-up does)."""
@@ -136,7 +136,7 @@ def rebuild(second: KafkaBroker, admin: AdminClient, way: Way) -> None:
 def run(way: Way, mib: int) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"remotelog-bench-rebuild-{way.name.split()[0]}-"))
     store_port, metadata_port = free_port(), free_port()
-    brokers: list[KafkaBroker] = []
+    brokers: list[KafkaNode] = []
     services: list[subprocess.Popen[str]] = []
     try:
         first = plugin_broker(work / "1", store_port, metadata_port, PAIR)

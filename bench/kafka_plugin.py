@@ -43,6 +43,10 @@ from typing import Any
 
 from common import Report, process_cpu_seconds, serve, serve_metadata_manager
 
+# The tests' Kafka helpers (a second node, JMX, a wiped disk): not in the product.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.kafka_cluster import KafkaNode
+
 from remotelog.dev.broker import free_port
 from remotelog.dev.kafka_broker import (
     QUICK_RETENTION,
@@ -285,11 +289,11 @@ def plugin_broker(
     metadata_port: int,
     properties: Mapping[str, str] | None = None,
     **broker: Any,
-) -> KafkaBroker:
+) -> KafkaNode:
     """A started broker tiering through the remotelog plugin to the services on these
     ports; the plugin reads segment logs by the file URLs the store hands out.
-    `properties` go over the broker's, `broker` are KafkaBroker's fields."""
-    return KafkaBroker(
+    `properties` go over the broker's, `broker` are KafkaNode's fields."""
+    return KafkaNode(
         directory,
         properties={
             **tiered_storage_properties(

@@ -20,6 +20,7 @@ from support.deploy import (
     host_of,
     port_of,
 )
+from support.kafka_cluster import pinned_kafka
 from support.kafka_image import (
     KAFKA_DOCKERFILE,
     assert_tiers_through_the_plugin,
@@ -28,8 +29,6 @@ from support.kafka_image import (
     pinned_kafka_version,
     plugin_jar_name,
 )
-
-from remotelog.dev.kafka_broker import pinned_kafka
 
 COMPOSE = ROOT / "docker-compose.yml"
 

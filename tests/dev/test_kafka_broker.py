@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from support.kafka_cluster import KafkaNode
 from support.topics import broker_records, produce
 
 from remotelog.dev import kafka_broker
@@ -71,14 +72,13 @@ def test_missing_jars_are_one_line_saying_how_to_get_them(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         f"remotelog: dev: Apache Kafka's jars are not in {LIBS_ENV}={tmp_path / 'no-jars'}: "
-        f"run `make setup` in the remotelog checkout, or set {LIBS_ENV} to a folder of "
-        "kafka_2.13 and its dependencies"
+        "set it to a folder of kafka_2.13 and its dependencies, or unset it to fetch them"
     ]
 
 
 def test_a_second_node_is_a_broker_of_the_first_ones_controller(tmp_path):
     first = KafkaBroker(tmp_path / "1", controller_port=9093, cluster_id="abc")
-    second = KafkaBroker(tmp_path / "2", port=9192, node_id=2, quorum=first)
+    second = KafkaNode(tmp_path / "2", port=9192, node_id=2, quorum=first)
     properties = second._server_properties()
     assert (properties["process.roles"], properties["node.id"]) == ("broker", "2")
     assert properties["controller.quorum.voters"] == "1@127.0.0.1:9093"
@@ -90,7 +90,7 @@ def test_a_second_node_is_a_broker_of_the_first_ones_controller(tmp_path):
 
 
 def test_a_broker_is_wiped_only_when_stopped_and_then_formats_into_its_cluster(tmp_path):
-    broker = KafkaBroker(tmp_path / "kafka").start()
+    broker = KafkaNode(tmp_path / "kafka").start()
     try:
         cluster = broker.cluster_id
         assert cluster
@@ -123,6 +123,6 @@ def test_a_brokers_ports_never_take_its_jmx_port(tmp_path, monkeypatch):
     jmx = free_port()
     offers = iter([[jmx, 40001], [40002, 40003]])  # the first offer takes the JMX port
     monkeypatch.setattr(kafka_broker, "free_ports", lambda count, host: next(offers))
-    broker = KafkaBroker(tmp_path, jmx_port=jmx)
+    broker = KafkaNode(tmp_path, jmx_port=jmx)
     broker._choose_ports()
     assert (broker.port, broker.controller_port) == (40002, 40003)

@@ -1,5 +1,6 @@
 """deploy/Dockerfile, checked statically (no Docker daemon here): what it copies exists,
-the build stage can compile the C extensions and must, the runtime stage runs
+the wheel takes the plugin stage's jar, the build stage can compile the C extensions
+and must, the runtime stage runs
 `remotelog` as a non-root user and exposes the services' default ports. The wheel it
 builds is built and installed in a fresh venv by test_wheel.py."""
 
@@ -36,8 +37,25 @@ def stages() -> list[list[tuple[str, str]]]:
     return found
 
 
-def test_two_stages_a_build_and_a_slim_runtime(stages):
-    assert [stage[0][1] for stage in stages] == ["python:3.11-slim AS build", "python:3.11-slim"]
+def test_the_plugin_then_a_build_and_a_slim_runtime(stages):
+    assert [stage[0][1] for stage in stages] == [
+        "maven:3.9-eclipse-temurin-17 AS plugin",
+        "python:3.11-slim AS build",
+        "python:3.11-slim",
+    ]
+
+
+def test_the_wheel_carries_the_jar_the_plugin_stage_built(stages):
+    plugin, build = stages[0], stages[1]
+    (package,) = [a for i, a in plugin if i == "RUN"]
+    assert "-f clients/kafka-plugin/pom.xml package" in package
+    (copied,) = [shlex.split(a) for i, a in build if i == "COPY" and "--from=plugin" in a]
+    jar = copied[2].rstrip("/") + "/" + Path(copied[1]).name
+    # hatch_build.py takes KAFKA_PLUGIN_JAR's jar into the wheel, set before `pip wheel`.
+    (set_at,) = [n for n, (i, a) in enumerate(build) if i == "ENV" and "KAFKA_PLUGIN_JAR" in a]
+    assert f"KAFKA_PLUGIN_JAR={jar}" in build[set_at][1]
+    (wheel_at,) = [n for n, (i, a) in enumerate(build) if i == "RUN" and "pip wheel" in a]
+    assert set_at < wheel_at
 
 
 def test_every_file_the_build_copies_exists_and_the_build_hook_is_among_them(stages):
@@ -56,14 +74,14 @@ def test_every_file_the_build_copies_exists_and_the_build_hook_is_among_them(sta
 
 
 def test_the_build_stage_installs_a_compiler_and_requires_the_extensions(stages):
-    build = stages[0]
+    build = stages[1]
     runs = " ".join(a for i, a in build if i == "RUN")
     assert re.search(r"apt-get install .*\bgcc\b", runs)
     assert "REMOTELOG_REQUIRE_EXTENSION=1" in " ".join(a for i, a in build if i == "ENV")
 
 
 def test_the_runtime_stage_runs_remotelog_as_a_non_root_user(stages):
-    runtime = dict(stages[1])
+    runtime = dict(stages[-1])
     uid, _, gid = runtime["USER"].partition(":")
     assert uid.isdigit()
     assert int(uid) != 0
@@ -71,12 +89,12 @@ def test_the_runtime_stage_runs_remotelog_as_a_non_root_user(stages):
     assert int(gid) != 0
     assert runtime["ENTRYPOINT"] == '["remotelog"]'
     # The one writable path of a read-only root filesystem belongs to that user.
-    runs = " ".join(a for i, a in stages[1] if i == "RUN")
+    runs = " ".join(a for i, a in stages[-1] if i == "RUN")
     assert f"chown {uid}:{gid} /var/lib/remotelog" in runs
     assert runtime["VOLUME"] == '["/var/lib/remotelog"]'
 
 
 def test_the_exposed_ports_are_the_services_default_ports(stages):
-    exposed = {int(port) for port in dict(stages[1])["EXPOSE"].split()}
+    exposed = {int(port) for port in dict(stages[-1])["EXPOSE"].split()}
     defaults = {int(cls().listen_address.rsplit(":", 1)[1]) for cls in SERVICE_CONFIGS.values()}
     assert exposed == defaults

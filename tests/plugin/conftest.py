@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from fetch.conftest import FetchStack
+from support.kafka_cluster import KafkaNode
 from support.services import started
 
 from remotelog.dev.broker import BrokerError, free_port
@@ -47,9 +48,9 @@ def tiering_broker(
     metadata_address: str,
     node: Mapping[str, Any] | None = None,
     **broker: str,
-) -> KafkaBroker:
+) -> KafkaNode:
     """A broker in `tmp`/kafka tiering through the services at these addresses; `node`:
-    KafkaBroker's fields (node_id, quorum, ...), `broker`: properties over the defaults."""
+    KafkaNode's fields (node_id, quorum, jmx_port, ...), `broker`: properties over the defaults."""
     try:
         jar = plugin_jar()
     except BrokerError as exc:
@@ -60,7 +61,7 @@ def tiering_broker(
         "log.segment.bytes": str(SEGMENT_BYTES),
         **broker,
     }
-    return KafkaBroker(tmp / "kafka", properties=properties, **(node or {}))
+    return KafkaNode(tmp / "kafka", properties=properties, **(node or {}))
 
 
 async def stop_brokers(*brokers: KafkaBroker) -> None:

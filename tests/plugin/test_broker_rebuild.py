@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import pytest_asyncio
 from confluent_kafka import Producer
 from support.kafka_admin import PAIR, elect_preferred, in_sync, leaders
+from support.kafka_cluster import KafkaNode
 from support.services import BackendStack, started
 from support.serving import serve_in_background
 from support.topics import read_to_end
@@ -55,8 +56,8 @@ SLACK_BYTES = 1024 * 1024
 
 @dataclass
 class Pair:
-    first: KafkaBroker  # node 1: broker and the controller
-    second: KafkaBroker  # node 2: a broker only, the one rebuilt
+    first: KafkaNode  # node 1: broker and the controller
+    second: KafkaNode  # node 2: a broker only, the one rebuilt
     stack: BackendStack
 
     @property
@@ -171,7 +172,7 @@ def segment_sizes(broker: KafkaBroker, topic: str, partition: int) -> dict[int, 
     }
 
 
-def topic_count(broker: KafkaBroker, name: str, topic: str) -> float:
+def topic_count(broker: KafkaNode, name: str, topic: str) -> float:
     """A BrokerTopicMetrics meter's count for the topic (0 before its first mark)."""
     return sum(broker.jmx(f"{METRICS},name={name},topic={topic}").values())
 

@@ -21,6 +21,7 @@ import pytest_asyncio
 from confluent_kafka.admin import AdminClient
 from fetch.conftest import FetchStack, fetch_config
 from metadata.scenarios import COPIED, Seg, metadata_of, update_of
+from support.kafka_cluster import kafka_libs_of, pinned_kafka, with_kafka_rlmm
 from support.services import metadata_config, start_metadata, started
 from support.waiting import eventually
 
@@ -30,13 +31,7 @@ from remotelog.core.model import RemotePartitionDeleteMetadata, TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.states import RemotePartitionDeleteState as D
 from remotelog.dev.broker import BrokerError, free_port
-from remotelog.dev.kafka_broker import (
-    KafkaBroker,
-    kafka_libs_of,
-    pinned_kafka,
-    plugin_jar,
-    with_kafka_rlmm,
-)
+from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.manager import open_metadata_manager
 

@@ -35,6 +35,7 @@ from support.kafka_admin import (
     produce_random,
     set_topic_config,
 )
+from support.kafka_cluster import KafkaNode, kafka_libs_of, pinned_kafka
 from support.kafka_security import WAYS_IN, SecuredBroker
 from support.services import CLIENT_OPTIONS, ServiceRunning, load_properties, started
 from support.telemetry import metric_points
@@ -48,14 +49,7 @@ from remotelog.core.errors import KafkaUnavailableError, UnknownTopicOrPartition
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemotePartitionDeleteState
-from remotelog.dev.kafka_broker import (
-    QUICK_RETENTION,
-    BrokerTls,
-    KafkaBroker,
-    SaslUsers,
-    kafka_libs_of,
-    pinned_kafka,
-)
+from remotelog.dev.kafka_broker import QUICK_RETENTION, BrokerTls, KafkaBroker, SaslUsers
 from remotelog.remover.server import start_partition_remover
 from remotelog.scheduler.cluster import ClusterAccessDeniedError, KafkaCluster
 from remotelog.scheduler.config import CopySchedulerConfig
@@ -144,7 +138,7 @@ async def sidecars(tmp_path_factory, s3_endpoint, redis_url):
     tmp = tmp_path_factory.mktemp("sidecars")
     libs = kafka_libs_of(pinned_kafka("kafka.sidecar.version"))
     first = KafkaBroker(tmp / "1", libs=libs, properties=BROKER)
-    second = KafkaBroker(tmp / "2", libs=libs, properties=BROKER, node_id=2, quorum=first)
+    second = KafkaNode(tmp / "2", libs=libs, properties=BROKER, node_id=2, quorum=first)
     replicated = {"remote.log.metadata.topic.replication.factor": "2"}
     stack = SchedulerStack(tmp, "", s3_endpoint, "s3", kafka_settings=replicated)
     try:

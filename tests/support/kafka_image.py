@@ -7,8 +7,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from support.deploy import DEPLOY, ROOT
-
-from remotelog.dev.kafka_broker import pinned_kafka
+from support.kafka_cluster import pinned_kafka
 
 KAFKA_DOCKERFILE = DEPLOY / "kafka.Dockerfile"
 PLUGIN = ROOT / "clients" / "kafka-plugin"

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from remotelog.cli.errors import CliError
 from remotelog.dev.broker import BrokerError
 from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, DemoReport, run_demo
+from remotelog.dev.kafka_broker import kafka_libs, plugin_jar
 from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
 from remotelog.dev.kafka_demo import KafkaDemoReport, run_kafka_demo
 from remotelog.dev.stack import (
@@ -71,6 +72,17 @@ def add_dev_commands(commands: Any) -> None:
     )
     _broker_flag(demo)
     demo.set_defaults(run=_demo)
+
+    plugin = commands.add_parser(
+        "kafka-plugin", help="the remotelog plugin for Apache Kafka that this remotelog carries"
+    )
+    actions = plugin.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    path = actions.add_parser(
+        "path",
+        help="print the plugin jar's path, for remote.log.storage.manager.class.path and "
+        "remote.log.metadata.manager.class.path",
+    )
+    path.set_defaults(run=_plugin_path)
 
 
 def _stack_flags(parser: argparse.ArgumentParser) -> None:
@@ -141,10 +153,20 @@ def _raise_interrupt(*_: object) -> NoReturn:
     raise KeyboardInterrupt
 
 
+def _plugin_path(_: argparse.Namespace) -> int:
+    try:
+        print(plugin_jar())
+    except BrokerError as exc:
+        raise CliError(f"kafka-plugin path: {exc}") from None
+    return 0
+
+
 def started(config: DevConfig, command: str) -> DevStack:
     """The stack, up; SIGTERM while it starts stops what did start."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if config.broker == "kafka":  # fetched into the cache on first use, said first
+            kafka_libs(announce=lambda line: print(f"remotelog {command}: {line}", file=sys.stderr))
         return DevStack(config).start()
     except (DevStackError, BrokerError, OSError) as exc:
         raise CliError(f"{command}: {exc}") from None

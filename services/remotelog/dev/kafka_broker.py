@@ -1,9 +1,9 @@
 """A single-node Apache Kafka broker (KRaft, combined broker and controller) from jars.
 
-`make setup` resolves `org.apache.kafka:kafka_2.13` with its runtime dependencies
-into `.tools/kafka/libs` of the checkout (`jvm/pom.xml` pins the version);
-`KAFKA_JARS_DIR` names another folder (not a REMOTELOG_* name: the services
-read those as their settings, and refuse unknown ones). The broker keeps its configuration,
+The jars: `KAFKA_JARS_DIR` (not a REMOTELOG_* name: the services read those as
+their settings, and refuse unknown ones), else a checkout's `.tools/kafka/libs`
+(`make setup`), else those kafka-jars.lock names, fetched once into the user's
+cache (kafka_jars). The broker keeps its configuration,
 its log and its data under one directory, so `start()` after `stop()` or
 `kill()` is a restart from its own log dir on the same ports.
 """
@@ -17,24 +17,29 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 from remotelog.dev.broker import BrokerError, BrokerProcess, free_ports
+from remotelog.dev.kafka_jars import (
+    MAVEN_CENTRAL,
+    PLUGIN_JARS,
+    REPOSITORY_ENV,
+    KafkaLock,
+    cached_kafka_jars,
+    kafka_cache,
+    packaged_plugin_jar,
+)
 
 LIBS_ENV = "KAFKA_JARS_DIR"
 PLUGIN_ENV = "KAFKA_PLUGIN_JAR"
 PLUGIN_PACKAGE = "dev.remotelog.kafka"
-# The checkout this module sits in: services/remotelog/dev/kafka_broker.py.
+# The checkout this module may sit in (services/remotelog/dev/kafka_broker.py): its
+# `make setup` folders are used where they exist.
 _CHECKOUT = Path(__file__).resolve().parents[3]
 _CHECKOUT_LIBS = _CHECKOUT / ".tools" / "kafka" / "libs"
-# Apache Kafka at each version jvm/pom.xml lists besides the pinned one (the plugin's
-# matrix, the sidecar's 3.5): .tools/kafka-versions/<version>/libs.
-_CHECKOUT_VERSIONS = _CHECKOUT / ".tools" / "kafka-versions"
-_CHECKOUT_POM = _CHECKOUT / "jvm" / "pom.xml"
 _CHECKOUT_PLUGIN = _CHECKOUT / "clients" / "kafka-plugin" / "target"
 # Enough for the tests' topics and the demo; several brokers fit on a 2-core, 24 GiB machine.
 DEFAULT_HEAP = "512m"
@@ -59,34 +64,30 @@ logger.request.level = WARN
 """
 
 
-def kafka_libs(configured: str | None = None) -> Path:
-    """The folder of Apache Kafka's jars (`configured`, else LIBS_ENV's, else the
-    checkout's), or a BrokerError saying how to get them."""
+def kafka_libs(
+    configured: str | None = None, announce: Callable[[str], None] = lambda _: None
+) -> Path:
+    """The folder of Apache Kafka's jars: `configured`, else LIBS_ENV's, else the
+    checkout's, else the lock's in the user's cache (fetched now if need be, told to
+    `announce`); or a BrokerError saying how to get them."""
     configured = configured or os.environ.get(LIBS_ENV)
-    libs = Path(configured) if configured else _CHECKOUT_LIBS
+    if not configured:
+        if any(_CHECKOUT_LIBS.glob("kafka_2.13-*.jar")):
+            return _CHECKOUT_LIBS
+        return cached_kafka_jars(
+            KafkaLock.read(),
+            kafka_cache(),
+            maven=shutil.which("mvn"),
+            repository=os.environ.get(REPOSITORY_ENV) or MAVEN_CENTRAL,
+            announce=announce,
+        )
+    libs = Path(configured)
     if not any(libs.glob("kafka_2.13-*.jar")):
-        where = f"{LIBS_ENV}={configured}" if configured else str(libs)
         raise BrokerError(
-            f"Apache Kafka's jars are not in {where}: run `make setup` in the remotelog "
-            f"checkout, or set {LIBS_ENV} to a folder of kafka_2.13 and its dependencies"
+            f"Apache Kafka's jars are not in {LIBS_ENV}={configured}: set it to a folder "
+            "of kafka_2.13 and its dependencies, or unset it to fetch them"
         )
     return libs
-
-
-def kafka_libs_of(version: str) -> Path:
-    """The folder of Apache Kafka `version`'s jars that `make setup` resolves."""
-    return kafka_libs(str(_CHECKOUT_VERSIONS / version / "libs"))
-
-
-def pinned_kafka(name: str) -> str:
-    """A property of jvm/pom.xml, where the checkout pins Apache Kafka: kafka.version,
-    kafka.plugin.api.version, kafka.matrix.versions, kafka.sidecar.version."""
-    namespace = "{http://maven.apache.org/POM/4.0.0}"
-    tree = ElementTree.parse(_CHECKOUT_POM)
-    found = tree.find(f"{namespace}properties/{namespace}{name}")
-    if found is None or not found.text:
-        raise BrokerError(f"{_CHECKOUT_POM} pins no {name}")
-    return found.text.strip()
 
 
 def kafka_version(libs: Path) -> str:
@@ -96,18 +97,23 @@ def kafka_version(libs: Path) -> str:
 
 
 def plugin_jar() -> Path:
-    """The remotelog plugin's shaded jar, or a BrokerError saying how to build it."""
+    """The remotelog plugin's shaded jar: PLUGIN_ENV's, else the one this installation
+    carries, else a checkout's build; or a BrokerError saying how to get one."""
     configured = os.environ.get(PLUGIN_ENV)
     if configured:
         jar = Path(configured)
         if jar.is_file():
             return jar
         raise BrokerError(f"{PLUGIN_ENV}={configured}: no such file")
-    built = sorted(_CHECKOUT_PLUGIN.glob("remotelog-kafka-plugin-*.jar"))
+    packaged = packaged_plugin_jar()
+    if packaged is not None:
+        return packaged
+    built = sorted(_CHECKOUT_PLUGIN.glob(PLUGIN_JARS))
     if not built:
         raise BrokerError(
-            f"the remotelog plugin for Apache Kafka is not built in {_CHECKOUT_PLUGIN}: run "
-            f"`make setup` in the remotelog checkout, or set {PLUGIN_ENV} to its jar"
+            "this remotelog carries no Kafka plugin jar (an editable install): run "
+            f"`make setup` in its checkout to build it into {_CHECKOUT_PLUGIN}, or set "
+            f"{PLUGIN_ENV} to the jar"
         )
     return built[-1]
 
@@ -134,35 +140,6 @@ def tiered_storage_properties(
         "remote.log.manager.task.interval.ms": str(task_interval_ms),
         **{f"rsm.config.{key}": value for key, value in rsm.items()},
         **{f"rlmm.config.{key}": value for key, value in rlmm.items()},
-    }
-
-
-KAFKA_RLMM = (
-    "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"
-)
-
-
-def with_kafka_rlmm(
-    properties: Mapping[str, str],
-    *,
-    metadata_partitions: int,
-    replication_factor: int = 1,
-    listener: str = "PLAINTEXT",
-) -> dict[str, str]:
-    """`properties` with Kafka's own TopicBasedRemoteLogMetadataManager in place of
-    remotelog's: it writes `__remote_log_metadata` through the broker's `listener`, and
-    remotelog's metadata manager may only read it (remote.log.metadata.read.only)."""
-    kept = {
-        key: value
-        for key, value in properties.items()
-        if not key.startswith(("remote.log.metadata.manager.", "rlmm.config."))
-    }
-    return {
-        **kept,
-        "remote.log.metadata.manager.class.name": KAFKA_RLMM,
-        "remote.log.metadata.manager.listener.name": listener,
-        "rlmm.config.remote.log.metadata.topic.num.partitions": str(metadata_partitions),
-        "rlmm.config.remote.log.metadata.topic.replication.factor": str(replication_factor),
     }
 
 
@@ -236,13 +213,8 @@ class KafkaBroker(BrokerProcess):
     sasl_ssl_port: int = 0
     controller_port: int = 0
     node_id: int = 1
-    # A broker-only node of `quorum`'s cluster (None: a cluster of its own, this node
-    # its broker and its controller).
-    quorum: KafkaBroker | None = None
-    # Set at the first format (a random id), or taken from `quorum`.
+    # Set at the first format (a random id).
     cluster_id: str = ""
-    # A JMX port for Kafka's JmxTool (jmx()); 0: no JMX.
-    jmx_port: int = 0
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     # Where this run's lines begin in the log: a failure shows only those.
     _log_start: int = field(default=0, repr=False)
@@ -288,7 +260,7 @@ class KafkaBroker(BrokerProcess):
         log4j = self.directory / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.log_path))
         jvm = [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
-        jvm += [f"-Dlog4j2.configurationFile={log4j}", *self._jmx_options(), "-cp", str(libs / "*")]
+        jvm += [f"-Dlog4j2.configurationFile={log4j}", *self._jvm_options(), "-cp", str(libs / "*")]
         if not (self.data_dir / "meta.properties").exists():
             self._format(jvm, config)
         with self.log_path.open("ab") as out:
@@ -306,15 +278,24 @@ class KafkaBroker(BrokerProcess):
             raise
         return self
 
+    def _port_fields(self) -> list[str]:
+        """The fields of the ports this node listens on."""
+        fields = ["port", "controller_port"]
+        return fields + (["ssl_port", "sasl_ssl_port"] if self.tls is not None else [])
+
+    def _reserved_ports(self) -> set[int]:
+        """Ports a listener must not take (chosen elsewhere, for other uses)."""
+        return set()
+
+    def _jvm_options(self) -> list[str]:
+        return []
+
     def _choose_ports(self) -> None:
         """Free ports once, all distinct (Kafka refuses two listeners on one port); a
         restart keeps them, so clients find the broker where it was."""
-        fields = ["port"]
-        fields += ["controller_port"] if self.quorum is None else []
-        fields += ["ssl_port", "sasl_ssl_port"] if self.tls is not None else []
+        fields = self._port_fields()
         missing = [name for name in fields if not getattr(self, name)]
-        # The JMX port too, chosen by the caller: the OS may hand it out again.
-        kept = {getattr(self, name) for name in [*fields, "jmx_port"]} - {0}
+        kept = ({getattr(self, name) for name in fields} | self._reserved_ports()) - {0}
         chosen = free_ports(len(missing), self.host)
         while kept & set(chosen):
             chosen = free_ports(len(missing), self.host)
@@ -354,39 +335,13 @@ class KafkaBroker(BrokerProcess):
         return {**properties, **self.properties}
 
     def _role_properties(self, advertised: str) -> dict[str, str]:
-        """Broker and controller in one node, or a broker of `quorum`'s controller."""
-        controller = self.quorum or self
-        voters = f"{controller.node_id}@{self.host}:{controller.controller_port}"
-        own = self.quorum is None
+        """Broker and controller in one node."""
         return {
-            "process.roles": "broker,controller" if own else "broker",
+            "process.roles": "broker,controller",
             "node.id": str(self.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": (
-                f"{advertised},CONTROLLER://{self.host}:{self.controller_port}"
-                if own
-                else advertised
-            ),
+            "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
+            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
         }
-
-    def _jmx_options(self) -> list[str]:
-        if not self.jmx_port:
-            return []
-        port = self.jmx_port
-        return [
-            f"-Dcom.sun.management.jmxremote.port={port}",
-            f"-Dcom.sun.management.jmxremote.rmi.port={port}",
-            "-Dcom.sun.management.jmxremote.authenticate=false",
-            "-Dcom.sun.management.jmxremote.ssl=false",
-            f"-Djava.rmi.server.hostname={self.host}",
-        ]
-
-    def wipe(self) -> None:
-        """Delete the stopped broker's data directory, as a lost disk does: the next
-        start formats it again, into the same cluster."""
-        if self._process is not None:
-            raise BrokerError("stop the broker before wiping its data")
-        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _tls_properties(self) -> dict[str, str]:
         assert self.tls is not None
@@ -415,8 +370,6 @@ class KafkaBroker(BrokerProcess):
     def _format(self, jvm: list[str], config: Path) -> None:
         """Format the log dir into the cluster (a random id for a new one), SCRAM users
         included."""
-        if self.quorum is not None:
-            self.cluster_id = self.quorum.cluster_id
         self.cluster_id = self.cluster_id or random_cluster_id()
         command = [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}"]
         command += ["-c", str(config)]
@@ -474,29 +427,6 @@ class KafkaBroker(BrokerProcess):
         for line in done.stdout.split():  # topic:partition:offset
             _, partition, offset = line.rsplit(":", 2)
             found[int(partition)] = int(offset) if offset else -1
-        return found
-
-    def jmx(self, *object_names: str, attribute: str = "Count") -> dict[str, float]:
-        """`attribute` of each MBean that the object names match (wildcards allowed), by
-        name, read once through Kafka's JmxTool; the broker needs a `jmx_port`."""
-        if not self.jmx_port:
-            raise BrokerError("the broker was started without a jmx_port")
-        url = f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.jmx_port}/jmxrmi"
-        command = self._tool("org.apache.kafka.tools.JmxTool")
-        command += ["--jmx-url", url, "--one-time", "true"]
-        for name in object_names:
-            command += ["--object-name", name]
-        command += ["--attributes", attribute]
-        command += ["--report-format", "properties"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        if done.returncode != 0 or not done.stdout.startswith("time="):
-            named = ", ".join(object_names)
-            raise BrokerError(f"JmxTool {named} failed: {done.stderr.strip()[-500:]}")
-        suffix = f":{attribute}"
-        found = {}
-        for line in done.stdout.splitlines()[1:]:  # name:attribute=value; names hold "=" too
-            name, value = line.rsplit("=", 1)
-            found[name.removesuffix(suffix)] = float(value)
         return found
 
     def run_log(self) -> list[str]:
