@@ -47,8 +47,15 @@ class Report:
             **detail,
         )
 
-    def latency(self, figure: str, value_ms: float, max_ms: float) -> None:
-        self.figures.append({"name": figure, "value_ms": round(value_ms, 3), "max_ms": max_ms})
+    def latency(self, figure: str, value_ms: float, max_ms: float, **detail: float) -> None:
+        self.figures.append(
+            {"name": figure, "value_ms": round(value_ms, 3), "max_ms": max_ms, **detail}
+        )
+
+    def memory(self, figure: str, value_mib: float, max_mib: float, **detail: float) -> None:
+        self.figures.append(
+            {"name": figure, "value_mib": round(value_mib, 1), "max_mib": max_mib, **detail}
+        )
 
     def info(self, figure: str, **values: float) -> None:
         self.figures.append({"name": figure, **values})
@@ -63,6 +70,8 @@ class Report:
                 print(f"{f['name']} ratio={f['ratio']} target={target}{spread}")
             elif "value_ms" in f:
                 print(f"{f['name']} value_ms={f['value_ms']} max_ms={f['max_ms']}")
+            elif "value_mib" in f:
+                print(f"{f['name']} value_mib={f['value_mib']} max_mib={f['max_mib']}")
         RESULTS.mkdir(exist_ok=True)
         result = {
             "benchmark": self.name,

@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import grpc
+from bare_stream import bare_stream
+from bare_stream import read as bare_stream_read
 from common import (
     Report,
     RoundPlan,
@@ -44,7 +45,6 @@ from common import (
     p99,
     serve_fetch,
     serve_tiering,
-    start,
 )
 from copy_scheduler import tier
 
@@ -64,36 +64,6 @@ FETCHES = 5_000
 # the median of per-round ratios, rounds interleaved until it settles (about
 # 0.15 s a round).
 PURGATORY_OPERATIONS = 100_000
-BARE_METHOD = "/bench.Bare/Stream"
-
-
-# -- the bare baseline server (run as `fetch.py --bare-server <files...>`) -------------------
-
-
-async def bare_server(paths: list[str]) -> None:
-    async def stream(request: bytes, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
-        for path in paths:
-            with open(path, "rb") as handle:  # noqa: ASYNC230 - the baseline reads as simply as it can
-                while chunk := handle.read(MIB):
-                    yield chunk
-
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Bare", {"Stream": grpc.unary_stream_rpc_method_handler(stream)}
-    )
-    server = grpc.aio.server(options=[("grpc.max_send_message_length", 16 * MIB)])
-    server.add_generic_rpc_handlers([handler])
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    print(f"bare serving on 127.0.0.1:{port}", flush=True)
-    await server.wait_for_termination()
-
-
-async def bare_read(port: int) -> int:
-    async with grpc.aio.insecure_channel(
-        f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 16 * MIB)]
-    ) as channel:
-        call = channel.unary_stream(BARE_METHOD)(b"")
-        return sum([len(chunk) async for chunk in call])
 
 
 # -- the partition -----------------------------------------------------------------------
@@ -277,10 +247,10 @@ async def measure(
     client = RemoteFetchClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=300))
     try:
         assert await bulk_read(client, tip) == total  # warms caches on both sides
-        assert await bare_read(bare_port) == total
+        assert await bare_stream_read(bare_port) == total
         rounds = await interleaved_pair(
             lambda: bulk_read(client, tip),
-            lambda: bare_read(bare_port),
+            lambda: bare_stream_read(bare_port),
             watch=watch,
             plan=RoundPlan(warmup_rounds=1, min_rounds=11, max_rounds=41),
         )
@@ -321,7 +291,7 @@ async def main() -> None:
     keep_freed_memory()
     segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 64 * MIB
     report = Report("fetch")
-    with bench_stack("fetch") as (work, processes, broker):
+    with bench_stack("fetch") as (work, processes, broker), contextlib.ExitStack() as stack:
         log = write_partition(work / "kafka-logs", segment_bytes)
         files = [str(s.path(".log")) for s in log.segments[:-1]]
         total = sum(Path(f).stat().st_size for f in files)
@@ -332,9 +302,7 @@ async def main() -> None:
         fetch, fetch_port = serve_fetch(work, addresses, processes, "store")
         direct, direct_port = serve_fetch(work, addresses, processes, "direct")
         short, short_port = serve_fetch(work, addresses, processes, "short")
-        bare, line = start([sys.executable, __file__, "--bare-server", *files], "bare serving on")
-        processes.append(bare)
-        bare_port = int(line.rsplit(":", 1)[1])
+        bare_pid, bare_port = stack.enter_context(bare_stream(MIB, [Path(f) for f in files]))
 
         # Each side's processes: the fetch service (and the store it reads through)
         # or the bare server, and this one, the client of both.
@@ -351,15 +319,11 @@ async def main() -> None:
             ),
         }
         for mode, (port, watch) in sides.items():
-            watch |= {"bare": cpu_of(bare.pid), "client": own_cpu}
+            watch |= {"bare": cpu_of(bare_pid), "client": own_cpu}
             await measure(report, mode, port, bare_port, tip, total, log, watch)
     await purgatory_figures(report)
     report.finish()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--bare-server":
-        keep_freed_memory()  # as the services do: the same heap for the baseline
-        asyncio.run(bare_server(sys.argv[2:]))
-    else:
-        asyncio.run(main())
+    asyncio.run(main())

@@ -27,7 +27,7 @@ import random
 import statistics
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,27 @@ from remotelog.spark.reading import (
 MIB = 1024 * 1024
 SEGMENT_MIB = 64
 BATCH_RECORDS = 500
-# Rows per prebuilt batch: Spark's own Arrow batch size (maxRecordsPerBatch), and
-# the connector's (a batch per fetched chunk); the faster is the ceiling.
-CEILING_BATCH_ROWS = 10_000
+# Spark's own Arrow batch size (spark.sql.execution.arrow.maxRecordsPerBatch).
+SPARK_ARROW_BATCH_ROWS = 10_000
 QUERY = ("count(*) as n", "sum(length(value)) as bytes", "max(offset) as last")
+
+
+def ceiling_frames(spark: Any, per_task: list[int], chunk_rows: int) -> dict[str, Any]:
+    """The Python data source API's ceiling, one rule for every Spark bench: prebuilt
+    Arrow batches in the connector's tasks, at Spark's own Arrow batch size and at the
+    connector's (the rows of a fetched chunk); ceiling_s takes the faster of the two."""
+    return {
+        f"ceiling@{rows}": spark.read.format("bench_prebuilt")
+        .option("rows", ",".join(map(str, per_task)))
+        .option("batch", str(rows))
+        .load()
+        for rows in sorted({SPARK_ARROW_BATCH_ROWS, chunk_rows})
+    }
+
+
+def ceiling_s(times: Mapping[str, float]) -> float:
+    """A round's ceiling: the faster of ceiling_frames' scans."""
+    return min(seconds for name, seconds in times.items() if name.startswith("ceiling@"))
 
 
 def write_partition(log_dir: Path, records: int) -> PartitionLog:
@@ -245,13 +262,7 @@ def main() -> None:
         bases = [s.base_offset for s in segments] + [records]
         per_task = [end - first for first, end in itertools.pairwise(bases)]
         chunk_rows = records // sum(len(list(_chunks(Path(f).read_bytes()))) for f in files)
-        ceilings = {
-            rows: spark.read.format("bench_prebuilt")
-            .option("rows", ",".join(map(str, per_task)))
-            .option("batch", str(rows))
-            .load()
-            for rows in (CEILING_BATCH_ROWS, chunk_rows)
-        }
+        ceilings = ceiling_frames(spark, per_task, chunk_rows)
         expected = (records, records * 100, records - 1)
         for frame in (connector, on_store_host, local):
             found = scan(frame)
@@ -265,17 +276,14 @@ def main() -> None:
         contenders = {
             "connector": connector,
             "store host": on_store_host,
-            **{f"ceiling@{rows}": frame for rows, frame in ceilings.items()},
+            **ceilings,
             "local": local,
             "parquet": from_parquet,
         }
         rounds = interleaved(
             {name: lambda frame=frame: scan(frame) for name, frame in contenders.items()},
             lambda t: {
-                **{
-                    name: min(t[f"ceiling@{rows}"] for rows in ceilings) / t[name]
-                    for name in ("connector", "store host")
-                },
+                **{name: ceiling_s(t) / t[name] for name in ("connector", "store host")},
                 "local": t["local"] / t["connector"],
                 "parquet": t["parquet"] / t["connector"],
             },
@@ -298,7 +306,7 @@ def main() -> None:
         gigabytes = records * 100 / 1e9  # of values
         for name in contenders:
             print(f"{name}: " + rounds.cpu_line(name, "GB of values", gigabytes))
-        ceiling = max(rates[f"ceiling@{rows}"] for rows in ceilings)
+        ceiling = max(rates[name] for name in ceilings)
         against_ceiling = {
             "connector": "full scan, connector",
             "store host": "full scan on the store's host (its files, short circuit)",

@@ -18,7 +18,9 @@ import pytest
 from remotelog.dev.kafka_demo import MIN_RECORDS
 from remotelog.dev.kafka_jars import KafkaLock
 
-pytestmark = pytest.mark.packaging
+# The fresh venv's pip install (from pip's cache, else the index) counts toward the
+# first test's time; the demo starts Kafka, the services and Spark.
+pytestmark = [pytest.mark.packaging, pytest.mark.timeout(900)]
 # Settings of the test run that would point the installed remotelog at the checkout.
 CHECKOUT_ENV = ("KAFKA_JARS_DIR", "KAFKA_PLUGIN_JAR", "PYTHONPATH", "VIRTUAL_ENV")
 
