@@ -3,7 +3,8 @@
 Each service runs `remotelog serve <service> --config <file>`, the same code and
 configuration keys as production, with its properties file and its log under the
 data dir. The broker, holding the metadata topic, is Apache Kafka (KRaft, its log
-dir under the data dir) or Tansu (memory storage); the segment store keeps
+dir under the data dir; tiering through the plugin, or beside a discovering copy
+scheduler: MODES) or Tansu (memory storage); the segment store keeps
 segments on the local filesystem; leases are in-process unless a Redis URL is
 given. Children get their own session, so a Ctrl-C in the terminal reaches only
 this process, which then stops them by pid in reverse order.
