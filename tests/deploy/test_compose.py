@@ -22,12 +22,13 @@ from support.deploy import (
 )
 from support.kafka_cluster import pinned_kafka
 from support.kafka_image import (
-    KAFKA_DOCKERFILE,
     assert_tiers_through_the_plugin,
-    dockerfile_instructions,
+    copied_from,
+    dockerfile_stages,
     kafka_properties,
     pinned_kafka_version,
     plugin_jar_name,
+    stage,
 )
 
 COMPOSE = ROOT / "docker-compose.yml"
@@ -221,18 +222,18 @@ def test_every_service_checks_roles_and_calls_the_others_as_a_broker(compose):
 
 
 def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_protos():
-    instructions = dockerfile_instructions(KAFKA_DOCKERFILE)
-    froms = [arguments for instruction, arguments in instructions if instruction == "FROM"]
-    assert froms[-1] == "apache/kafka:${KAFKA_VERSION}"
+    preamble, _ = dockerfile_stages()
+    kafka = stage("kafka")
+    assert kafka[0] == ("FROM", "apache/kafka:${KAFKA_VERSION} AS kafka")
     # The build argument, declared before the first FROM, defaults to the pinned Kafka.
-    assert instructions[0] == ("ARG", f"KAFKA_VERSION={pinned_kafka_version()}")
-    copies = [shlex.split(a) for i, a in instructions if i == "COPY"]
+    assert ("ARG", f"KAFKA_VERSION={pinned_kafka_version()}") in preamble
+    plugin = stage("plugin")
+    copies = [shlex.split(a) for i, a in plugin if i == "COPY"]
     for words in copies:
-        if not words[0].startswith("--from"):
-            assert (ROOT / words[0]).exists(), words[0]
+        assert (ROOT / words[0]).exists(), words[0]
     assert {"protos", "jvm/pom.xml", "clients/kafka-plugin/src"} <= {w[0] for w in copies}
-    (jar,) = [w for w in copies if w[0] == "--from=plugin"]
-    assert jar[1].endswith(f"/target/{plugin_jar_name()}")
+    ((jar, _),) = copied_from("plugin", kafka)
+    assert jar.endswith(f"/target/{plugin_jar_name()}")
 
 
 def test_the_kafka_version_is_a_build_argument_defaulting_to_the_pinned_one(compose):
@@ -248,7 +249,8 @@ def test_the_kafka_version_is_a_build_argument_defaulting_to_the_pinned_one(comp
 
 def test_kafka_tiers_through_the_plugin_calling_the_services_where_they_listen(compose):
     kafka = compose["services"]["kafka"]
-    assert kafka["build"]["dockerfile"] == "deploy/kafka.Dockerfile"
+    assert kafka["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert kafka["build"]["target"] == "kafka"
     properties = kafka_properties(kafka["environment"])
     store, metadata = (
         f"{service}:{port_of(config_of(compose, service).listen_address)}"

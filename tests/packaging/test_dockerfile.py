@@ -1,6 +1,6 @@
 """deploy/Dockerfile, checked statically (no Docker daemon here): what it copies exists,
-the wheel takes the plugin stage's jar, the build stage can compile the C extensions
-and must, the runtime stage runs
+the wheel and the Kafka image take the plugin stage's one jar, the build stage can
+compile the C extensions and must, the runtime stage runs
 `remotelog` as a non-root user and exposes the services' default ports. The wheel it
 builds is built and installed in a fresh venv by test_wheel.py."""
 
@@ -9,48 +9,36 @@ import shlex
 from pathlib import Path
 
 import pytest
+from support.kafka_image import Instruction, copied_from, dockerfile_stages, stage
 
 from remotelog.cli.services import SERVICE_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "deploy" / "Dockerfile"
-
-
-def instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
-    joined = re.sub(r"\\\n", " ", text)
-    lines = [line.strip() for line in joined.splitlines()]
-    return [
-        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
-        for line in lines
-        if line and not line.startswith("#")
-    ]
 
 
 @pytest.fixture(scope="module")
-def stages() -> list[list[tuple[str, str]]]:
-    found: list[list[tuple[str, str]]] = []
-    for instruction in instructions(DOCKERFILE.read_text()):
-        if instruction[0] == "FROM":
-            found.append([])
-        found[-1].append(instruction)
-    return found
+def stages() -> list[list[Instruction]]:
+    return dockerfile_stages()[1]
 
 
-def test_the_plugin_then_a_build_and_a_slim_runtime(stages):
+def test_the_plugin_a_build_kafka_and_the_slim_runtime_last(stages):
+    """The runtime is the last stage: `docker build` without a target builds it."""
     assert [stage[0][1] for stage in stages] == [
         "maven:3.9-eclipse-temurin-17 AS plugin",
         "python:3.11-slim AS build",
+        "apache/kafka:${KAFKA_VERSION} AS kafka",
         "python:3.11-slim",
     ]
 
 
-def test_the_wheel_carries_the_jar_the_plugin_stage_built(stages):
+def test_the_wheel_and_the_kafka_image_carry_the_one_jar_the_plugin_stage_built(stages):
     plugin, build = stages[0], stages[1]
     (package,) = [a for i, a in plugin if i == "RUN"]
     assert "-f clients/kafka-plugin/pom.xml package" in package
-    (copied,) = [shlex.split(a) for i, a in build if i == "COPY" and "--from=plugin" in a]
-    jar = copied[2].rstrip("/") + "/" + Path(copied[1]).name
+    ((source, target),) = copied_from("plugin", build)
+    ((kafka_source, _),) = copied_from("plugin", stage("kafka"))
+    assert source == kafka_source
+    jar = target.rstrip("/") + "/" + Path(source).name
     # hatch_build.py takes KAFKA_PLUGIN_JAR's jar into the wheel, set before `pip wheel`.
     (set_at,) = [n for n, (i, a) in enumerate(build) if i == "ENV" and "KAFKA_PLUGIN_JAR" in a]
     assert f"KAFKA_PLUGIN_JAR={jar}" in build[set_at][1]
@@ -60,7 +48,7 @@ def test_the_wheel_carries_the_jar_the_plugin_stage_built(stages):
 
 def test_every_file_the_build_copies_exists_and_the_build_hook_is_among_them(stages):
     copied = []
-    for _, arguments in (i for stage in stages for i in stage if i[0] == "COPY"):
+    for _, arguments in (i for found in stages for i in found if i[0] == "COPY"):
         words = shlex.split(arguments)
         if any(w.startswith("--from") for w in words):
             continue

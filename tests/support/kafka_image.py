@@ -1,7 +1,8 @@
-"""What the compose and Kubernetes tests check of the broker that loads the plugin:
-the image deploy/kafka.Dockerfile builds, and the properties its KAFKA_* environment
-gives Kafka."""
+"""What the compose, Kubernetes and image tests check of deploy/Dockerfile (its
+stages, among them the `kafka` target that loads the plugin) and of the properties
+the Kafka image's KAFKA_* environment gives Kafka."""
 
+import re
 import shlex
 from pathlib import Path
 from xml.etree import ElementTree
@@ -9,7 +10,8 @@ from xml.etree import ElementTree
 from support.deploy import DEPLOY, ROOT
 from support.kafka_cluster import pinned_kafka
 
-KAFKA_DOCKERFILE = DEPLOY / "kafka.Dockerfile"
+DOCKERFILE = DEPLOY / "Dockerfile"
+Instruction = tuple[str, str]
 PLUGIN = ROOT / "clients" / "kafka-plugin"
 POM = {"m": "http://maven.apache.org/POM/4.0.0"}
 
@@ -27,9 +29,41 @@ def kafka_properties(environment: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
-    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    return [tuple(line.split(maxsplit=1)) for line in lines]
+def instructions(text: str) -> list[Instruction]:
+    """(INSTRUCTION, arguments) in order, continuation lines joined, comments dropped."""
+    joined = re.sub(r"\\\n", " ", text)
+    lines = [line.strip() for line in joined.splitlines()]
+    return [
+        (line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "")
+        for line in lines
+        if line and not line.startswith("#")
+    ]
+
+
+def dockerfile_stages(path: Path = DOCKERFILE) -> tuple[list[Instruction], list[list[Instruction]]]:
+    """The instructions before the first FROM, and each stage's from its FROM on."""
+    preamble: list[Instruction] = []
+    stages: list[list[Instruction]] = []
+    for instruction in instructions(path.read_text()):
+        if instruction[0] == "FROM":
+            stages.append([])
+        (stages[-1] if stages else preamble).append(instruction)
+    return preamble, stages
+
+
+def stage(name: str, path: Path = DOCKERFILE) -> list[Instruction]:
+    """The stage `FROM ... AS name`."""
+    (found,) = [s for s in dockerfile_stages(path)[1] if s[0][1].endswith(f" AS {name}")]
+    return found
+
+
+def copied_from(name: str, instructions: list[Instruction]) -> list[list[str]]:
+    """The COPY --from=`name` instructions' words, without the flag."""
+    return [
+        shlex.split(arguments)[1:]
+        for instruction, arguments in instructions
+        if instruction == "COPY" and arguments.startswith(f"--from={name} ")
+    ]
 
 
 def pinned_kafka_version() -> str:
@@ -43,12 +77,8 @@ def plugin_jar_name() -> str:
 
 
 def plugin_jar_in_image() -> str:
-    """Where the image puts the plugin jar its build stage made."""
-    (jar,) = [
-        shlex.split(arguments)[-1]
-        for instruction, arguments in dockerfile_instructions(KAFKA_DOCKERFILE)
-        if instruction == "COPY" and "--from=plugin" in arguments
-    ]
+    """Where the Kafka image puts the plugin jar of the plugin stage."""
+    ((_, jar),) = copied_from("plugin", stage("kafka"))
     return jar
 
 
