@@ -13,7 +13,7 @@ BUF := .tools/node_modules/.bin/buf
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
 
-.PHONY: setup kafka-lock spark-kafka-jars demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test pytest bench-setup clean
+.PHONY: setup kafka-lock spark-kafka-jars demo test fuzz chaos lint format typecheck buf-check drift protos plugin-test plugin-docs pytest bench-setup clean
 
 $(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -150,6 +150,11 @@ bench-setup: setup
 # The plugin's JUnit tests (conversions, errors, settings, against in-process gRPC services).
 plugin-test: setup
 	$(MVN) -f $(PLUGIN)/pom.xml test
+
+# docs/kafka-plugin.md's settings tables, written from the plugin's ConfigDef.
+plugin-docs: setup
+	$(MVN) -f $(PLUGIN)/pom.xml test -Dtest=SettingsDocsTest -Dsurefire.failIfNoSpecifiedTests=false \
+		-Dremotelog.writeDocs=true
 
 pytest: setup
 	$(VENV)/bin/pytest

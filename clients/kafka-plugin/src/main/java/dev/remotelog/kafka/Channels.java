@@ -11,7 +11,6 @@ import io.grpc.stub.MetadataUtils;
 import java.io.File;
 import java.io.IOException;
 import java.util.concurrent.TimeUnit;
-import org.apache.kafka.common.config.ConfigException;
 
 /** A channel to one service: plain or TLS (mutual with a client certificate), with the
  * broker role's bearer token on every call where one is configured. */
@@ -20,31 +19,33 @@ final class Channels {
 
     static final int MAX_MESSAGE_BYTES = 16 << 20;
 
-    static ManagedChannel open(Settings settings, String prefix) {
-        ChannelCredentials credentials;
-        if (settings.tls()) {
-            try {
-                TlsChannelCredentials.Builder tls =
-                        TlsChannelCredentials.newBuilder().trustManager(new File(settings.caFile()));
-                if (!settings.certFile().isEmpty()) {
-                    tls.keyManager(new File(settings.certFile()), new File(settings.keyFile()));
-                }
-                credentials = tls.build();
-            } catch (IOException | IllegalArgumentException e) {
-                throw new ConfigException(
-                        prefix + Settings.TLS_CA, settings.caFile(), "unreadable TLS files: " + e);
+    static ManagedChannel open(Settings settings) {
+        try {
+            var builder =
+                    Grpc.newChannelBuilder(settings.address(), credentials(settings))
+                            .maxInboundMessageSize(MAX_MESSAGE_BYTES)
+                            .userAgent("remotelog-kafka-plugin");
+            if (!settings.token().isEmpty()) {
+                builder.intercept(bearer(settings.token()));
             }
-        } else {
-            credentials = InsecureChannelCredentials.create();
+            return builder.build();
+        } catch (IOException | RuntimeException e) {
+            // gRPC reads the PEM files only when it builds the channel's TLS context, and
+            // its error names none of them: find the one that is wrong.
+            throw TlsFiles.blame(settings, e);
         }
-        var builder =
-                Grpc.newChannelBuilder(settings.address(), credentials)
-                        .maxInboundMessageSize(MAX_MESSAGE_BYTES)
-                        .userAgent("remotelog-kafka-plugin");
-        if (!settings.token().isEmpty()) {
-            builder.intercept(bearer(settings.token()));
+    }
+
+    private static ChannelCredentials credentials(Settings settings) throws IOException {
+        if (!settings.tls()) {
+            return InsecureChannelCredentials.create();
         }
-        return builder.build();
+        TlsChannelCredentials.Builder tls =
+                TlsChannelCredentials.newBuilder().trustManager(new File(settings.caFile()));
+        if (!settings.certFile().isEmpty()) {
+            tls.keyManager(new File(settings.certFile()), new File(settings.keyFile()));
+        }
+        return tls.build();
     }
 
     static ClientInterceptor bearer(String token) {

@@ -49,8 +49,11 @@ final class CopyCall
         requests.onCompleted();
     }
 
-    void abandon(Throwable why) {
-        requests.onError(Status.CANCELLED.withDescription(why.toString()).asRuntimeException());
+    /** Cancels the call if it has not ended, so no stream outlives the copy that made it. */
+    void abandonUnlessDone() {
+        if (!result.isDone()) {
+            requests.cancel("the copy ended without the store's answer", null);
+        }
     }
 
     @Override

@@ -62,6 +62,12 @@ final class Failures {
                 || RETRIABLE_LATER_REASONS.contains(reason(failure));
     }
 
+    /** Whether a call that failed so may succeed if made again: a gRPC failure by
+     * error.proto's rule; anything else (the channel shut down) never. */
+    static boolean retriable(RuntimeException failure) {
+        return failure instanceof StatusRuntimeException && retriable((StatusRuntimeException) failure);
+    }
+
     /**
      * The exception a broker expects of a method declaring RemoteStorageException. Kafka's
      * own RLMM answers "not ready" with ReplicaNotAvailableException, bad input and refused

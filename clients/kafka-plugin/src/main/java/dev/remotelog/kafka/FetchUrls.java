@@ -16,6 +16,8 @@ import java.time.Duration;
 import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
@@ -71,6 +73,7 @@ final class FetchUrls {
     private volatile long pausedUntilNanos = System.nanoTime();
     private volatile boolean usedOnce;
     private HttpClient http;
+    private ExecutorService httpThreads;
 
     FetchUrls(long timeoutMs) {
         this.timeoutMs = timeoutMs;
@@ -182,12 +185,18 @@ final class FetchUrls {
         try {
             answer = ask.get();
         } catch (StatusRuntimeException e) {
-            if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
+            Status.Code code = e.getStatus().getCode();
+            if (code == Status.Code.UNIMPLEMENTED) {
                 // This store hands out no URLs (its backend, or its settings): stop asking.
                 offered = false;
                 log.info("Segment store hands out no fetch URLs; reading through FetchLogSegment");
+                return null;
             }
-            return null;
+            if (code == Status.Code.NOT_FOUND) {
+                return null; // this segment is gone: the stream says so to Kafka
+            }
+            // A store that cannot answer now is not asked again for each read.
+            return pause(segment, new IOException("GetLogSegmentUrl failed: " + code));
         }
         URI log;
         URI indexes = null;
@@ -265,12 +274,32 @@ final class FetchUrls {
 
     private synchronized HttpClient client() {
         if (http == null) {
+            // The client's own executor, so close() can end its threads: HttpClient.close()
+            // exists only from Java 21.
+            httpThreads =
+                    Executors.newCachedThreadPool(
+                            task -> {
+                                Thread thread = new Thread(task, "remotelog-fetch-urls");
+                                thread.setDaemon(true);
+                                return thread;
+                            });
             http =
                     HttpClient.newBuilder()
+                            .executor(httpThreads)
                             .connectTimeout(Duration.ofMillis(Math.min(timeoutMs, 3_000)))
                             .build();
         }
         return http;
+    }
+
+    /** Ends the HTTP client's threads; reads open now fail, later ones take the stream. */
+    synchronized void close() {
+        offered = false;
+        http = null;
+        if (httpThreads != null) {
+            httpThreads.shutdownNow();
+            httpThreads = null;
+        }
     }
 
     /** At most `remaining` bytes of a stream; closing it closes the stream. */

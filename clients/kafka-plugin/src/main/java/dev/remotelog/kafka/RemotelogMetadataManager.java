@@ -15,6 +15,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.errors.ReplicaNotAvailableException;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -39,15 +40,14 @@ import remotelog.api.type.v1.Segment;
 
 /**
  * Kafka's RemoteLogMetadataManager over remotelog's metadata manager: each method one
- * RemoteLogMetadataService call with a deadline. isReady() keeps a partition's yes a while;
+ * RemoteLogMetadataService call with a deadline, but for the leadership and stop
+ * notifications, which return at once and are sent on the plugin's own thread
+ * (Notifications). isReady() keeps a partition's yes a while;
  * the lookups Kafka makes before each remote fetch are kept until the partition's
  * metadata is written (KnownSegments). Settings under `rlmm.config.`:
- * `metadata.manager.address`, optional `client.tls.*` and `client.auth.token.file`,
- * `client.timeout.ms`.
+ * see Settings.
  */
 public final class RemotelogMetadataManager implements RemoteLogMetadataManager {
-    static final String PREFIX = "rlmm.config.";
-    static final String ADDRESS = "metadata.manager.address";
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogMetadataManager.class);
     // Kafka asks isReady() before every task run of every partition it leads. A partition
     // the service called ready stays so until its leadership changes or it stops; it is
@@ -57,27 +57,64 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     private final Map<TopicIdPartition, Long> readySince = new ConcurrentHashMap<>();
     private final KnownSegments known = new KnownSegments();
 
+    // One WARN a minute while the metadata manager cannot be reached, not one per call.
+    private final Warnings unreachable = new Warnings(LOG, TimeUnit.MINUTES.toNanos(1));
+
     private ServiceChannel service;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
+    private Notifications notifications;
 
     /** For the broker, which configures it by its properties. */
     public RemotelogMetadataManager() {}
 
     @Override
     public void configure(Map<String, ?> configs) {
-        use(ServiceChannel.configure(configs, PREFIX, ADDRESS));
+        use(ServiceChannel.configure(configs, Settings.Role.METADATA));
     }
 
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
     void use(ServiceChannel service) {
+        close(); // a second configure() replaces the first's channel
         this.service = service;
         writes = RemoteLogMetadataServiceGrpc.newFutureStub(service.channel());
         reads = RemoteLogMetadataServiceGrpc.newBlockingStub(service.channel());
+        notifications =
+                new Notifications(this::sendNotifications, Failures::retriable, this::notificationFailed);
+    }
+
+    private void notificationFailed(RuntimeException failure, int partitions) {
+        String what = describe("Telling the metadata manager of " + partitions + " partitions' leadership", failure);
+        if (Failures.retriable(failure)) {
+            unreachable.warn(what + "; told again until it lands");
+        } else {
+            LOG.error("{}; not told again", what, failure);
+        }
     }
 
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub read() {
         return reads.withDeadlineAfter(service.settings().timeoutMs(), TimeUnit.MILLISECONDS);
+    }
+
+    /** For the lookups a remote fetch waits on, and isReady: a short deadline of their own. */
+    private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub lookup() {
+        return reads.withDeadlineAfter(service.settings().lookupTimeoutMs(), TimeUnit.MILLISECONDS);
+    }
+
+    private static String describe(String what, RuntimeException failure) {
+        return failure instanceof StatusRuntimeException
+                ? Failures.describe(what, (StatusRuntimeException) failure)
+                : what + " failed: " + failure;
+    }
+
+    /** Until a partition's leadership notification has landed its lookups are refused, as
+     * Kafka's own RLMM refuses them before it has caught up. */
+    private void checkNotified(TopicIdPartition partition) {
+        if (notifications.isPending(partition)) {
+            throw new ReplicaNotAvailableException(
+                    "Remote log metadata of " + partition + " is not ready: the metadata manager"
+                            + " has not yet been told of its leadership");
+        }
     }
 
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub write() {
@@ -167,6 +204,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         if (kept.isPresent()) {
             return kept;
         }
+        checkNotified(partition);
         Object before = known.snapshot(partition);
         var request =
                 GetRemoteLogSegmentMetadataRequest.newBuilder()
@@ -177,7 +215,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         var found =
                 Failures.call(
                         "GetRemoteLogSegmentMetadata(" + partition + ")",
-                        () -> read().getRemoteLogSegmentMetadata(request));
+                        () -> lookup().getRemoteLogSegmentMetadata(request));
         Optional<RemoteLogSegmentMetadata> segment =
                 Protos.metadata(found.hasRemoteLogSegmentMetadata(), found.getRemoteLogSegmentMetadata());
         segment.ifPresent(s -> known.rememberSegment(before, s));
@@ -238,32 +276,43 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     @Override
     public void onPartitionLeadershipChanges(
             Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
-        leaderPartitions.forEach(readySince::remove);
-        followerPartitions.forEach(readySince::remove);
-        leaderPartitions.forEach(known::forget);
-        followerPartitions.forEach(known::forget);
-        OnPartitionLeadershipChangesRequest.Builder request =
-                OnPartitionLeadershipChangesRequest.newBuilder();
-        leaderPartitions.forEach(p -> request.addLeaderPartitions(Protos.partition(p)));
-        followerPartitions.forEach(p -> request.addFollowerPartitions(Protos.partition(p)));
-        try {
-            read().onPartitionLeadershipChanges(request.build());
-        } catch (StatusRuntimeException e) {
-            // Declares no exception: Kafka goes on and asks isReady() before each task run.
-            LOG.error("{}", Failures.describe("OnPartitionLeadershipChanges", e), e);
-        }
+        forget(leaderPartitions);
+        forget(followerPartitions);
+        notifications.notify(leaderPartitions, Notifications.Change.LEADER);
+        notifications.notify(followerPartitions, Notifications.Change.FOLLOWER);
     }
 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
+        forget(partitions);
+        notifications.notify(partitions, Notifications.Change.STOPPED);
+    }
+
+    private void forget(Set<TopicIdPartition> partitions) {
         partitions.forEach(readySince::remove);
         partitions.forEach(known::forget);
-        OnStopPartitionsRequest.Builder request = OnStopPartitionsRequest.newBuilder();
-        partitions.forEach(p -> request.addPartitions(Protos.partition(p)));
-        try {
-            read().onStopPartitions(request.build());
-        } catch (StatusRuntimeException e) {
-            LOG.error("{}", Failures.describe("OnStopPartitions", e), e);
+    }
+
+    /** One batch of notifications, on Notifications' thread: the leadership changes, then
+     * the stops, each one call. */
+    private void sendNotifications(Map<TopicIdPartition, Notifications.Change> batch) {
+        OnPartitionLeadershipChangesRequest.Builder changes = OnPartitionLeadershipChangesRequest.newBuilder();
+        OnStopPartitionsRequest.Builder stops = OnStopPartitionsRequest.newBuilder();
+        batch.forEach(
+                (partition, change) -> {
+                    if (change == Notifications.Change.LEADER) {
+                        changes.addLeaderPartitions(Protos.partition(partition));
+                    } else if (change == Notifications.Change.FOLLOWER) {
+                        changes.addFollowerPartitions(Protos.partition(partition));
+                    } else {
+                        stops.addPartitions(Protos.partition(partition));
+                    }
+                });
+        if (changes.getLeaderPartitionsCount() + changes.getFollowerPartitionsCount() > 0) {
+            read().onPartitionLeadershipChanges(changes.build());
+        }
+        if (stops.getPartitionsCount() > 0) {
+            read().onStopPartitions(stops.build());
         }
     }
 
@@ -287,6 +336,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         if (known.noTxnIndexFrom(partition, epoch, offset)) {
             return Optional.empty();
         }
+        checkNotified(partition);
         Object before = known.snapshot(partition);
         var request =
                 GetNextSegmentWithTxnIndexRequest.newBuilder()
@@ -297,7 +347,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         var found =
                 Failures.call(
                         "GetNextSegmentWithTxnIndex(" + partition + ")",
-                        () -> read().getNextSegmentWithTxnIndex(request));
+                        () -> lookup().getNextSegmentWithTxnIndex(request));
         if (!found.hasRemoteLogSegmentMetadata()) {
             known.rememberNoTxnIndex(before, epoch, offset);
             return Optional.empty();
@@ -307,6 +357,9 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
 
     // Kafka 4.0's RemoteLogMetadataManager names it; on 3.x nothing calls it.
     public boolean isReady(TopicIdPartition partition) {
+        if (notifications.isPending(partition)) {
+            return false;
+        }
         Long since = readySince.get(partition);
         long now = System.nanoTime();
         if (since != null && now - since < READY_KEPT_NANOS) {
@@ -314,7 +367,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         }
         try {
             boolean ready =
-                    read().isReady(
+                    lookup().isReady(
                                     IsReadyRequest.newBuilder()
                                             .setTopicIdPartition(Protos.partition(partition))
                                             .build())
@@ -327,15 +380,25 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
             return ready;
         } catch (StatusRuntimeException e) {
             // Asked before every task run of every partition: not ready now, asked again soon.
-            LOG.warn("{}", Failures.describe("IsReady(" + partition + ")", e));
+            unreachable.warn(Failures.describe("IsReady(" + partition + ")", e));
             return false;
         }
     }
 
+    /** How many partitions' notifications have not landed yet. */
+    int pendingNotifications() {
+        return notifications.size();
+    }
+
     @Override
     public void close() {
+        if (notifications != null) {
+            notifications.close();
+            notifications = null;
+        }
         if (service != null) {
             service.close();
+            service = null;
         }
     }
 }

@@ -6,6 +6,7 @@ import io.grpc.StatusRuntimeException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
@@ -20,7 +21,10 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.DeleteLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
@@ -34,13 +38,10 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
 
 /**
  * Kafka's RemoteStorageManager over remotelog's segment store: each method one
- * SegmentStoreService call with a deadline. Settings under `rsm.config.`:
- * `segment.store.address`, optional `client.tls.*` and `client.auth.token.file`,
- * `client.timeout.ms`, `client.copy.timeout.ms`, `copy.chunk.bytes`, `fetch.urls.enabled`.
+ * SegmentStoreService call with a deadline. Settings under `rsm.config.`: see Settings.
  */
 public final class RemotelogStorageManager implements RemoteStorageManager {
-    static final String PREFIX = "rsm.config.";
-    static final String ADDRESS = "segment.store.address";
+    private static final Logger LOG = LoggerFactory.getLogger(RemotelogStorageManager.class);
 
     private ServiceChannel service;
     private Settings settings;
@@ -53,11 +54,12 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
 
     @Override
     public void configure(Map<String, ?> configs) {
-        use(ServiceChannel.configure(configs, PREFIX, ADDRESS));
+        use(ServiceChannel.configure(configs, Settings.Role.STORAGE));
     }
 
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
     void use(ServiceChannel service) {
+        close(); // a second configure() replaces the first's channel
         this.service = service;
         settings = service.settings();
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
@@ -73,67 +75,92 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
     public Optional<CustomMetadata> copyLogSegmentData(
             RemoteLogSegmentMetadata metadata, LogSegmentData data) throws RemoteStorageException {
         String what = "CopyLogSegmentData(" + metadata.remoteLogSegmentId() + ")";
+        long started = System.nanoTime();
         CopyCall call = new CopyCall();
         copies.withDeadlineAfter(settings.copyTimeoutMs(), TimeUnit.MILLISECONDS)
                 .copyLogSegmentData(call);
         try {
-            boolean sent =
-                    call.send(
-                            CopyLogSegmentDataRequest.newBuilder()
-                                    .setMetadata(Protos.metadata(metadata))
-                                    .build())
-                            && sendFile(call, SegmentFile.SEGMENT_FILE_LOG, data.logSegment())
-                            && sendFile(call, SegmentFile.SEGMENT_FILE_OFFSET_INDEX, data.offsetIndex())
-                            && sendFile(call, SegmentFile.SEGMENT_FILE_TIME_INDEX, data.timeIndex())
-                            && (data.transactionIndex().isEmpty()
-                                    || sendFile(
-                                            call,
-                                            SegmentFile.SEGMENT_FILE_TRANSACTION_INDEX,
-                                            data.transactionIndex().get()))
-                            && sendFile(
-                                    call,
-                                    SegmentFile.SEGMENT_FILE_PRODUCER_SNAPSHOT,
-                                    data.producerSnapshotIndex())
-                            && sendBytes(
-                                    call,
-                                    SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT,
-                                    data.leaderEpochIndex().duplicate(),
-                                    0);
-            if (sent) {
-                call.finish();
-            }
-            var response =
-                    call.result.get(settings.copyTimeoutMs() + 5_000, TimeUnit.MILLISECONDS);
+            var response = copy(call, metadata, data);
+            LOG.info(
+                    "Copied segment {} of {} (offsets {}..{}, {} bytes) to the segment store in {} ms",
+                    metadata.remoteLogSegmentId().id(),
+                    metadata.topicIdPartition(),
+                    metadata.startOffset(),
+                    metadata.endOffset(),
+                    metadata.segmentSizeInBytes(),
+                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
             return Protos.custom(response.hasCustomMetadata(), response.getCustomMetadata());
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof StatusRuntimeException) {
-                StatusRuntimeException failure = (StatusRuntimeException) e.getCause();
-                RemoteStorageException translated = Failures.translate(what, failure);
-                if (Failures.retriable(failure)) {
-                    // Kafka deletes a copy that failed (the attempt's metadata and what
-                    // reached the store, again at each expiration run until done) only
-                    // when it failed for good; after a retriable failure it copies again
-                    // under a new id and leaves the attempt in COPY_SEGMENT_STARTED, where
-                    // it stops the expiration task's walk of the partition's segments.
-                    throw new RemoteStorageException(
-                            what + " failed (" + failure.getStatus().getCode()
-                                    + "); Kafka deletes the attempt and copies again",
-                            failure);
-                }
-                throw translated;
-            }
-            throw new RemoteStorageException(what + " failed", e.getCause());
-        } catch (IOException e) {
-            call.abandon(e);
-            throw new RemoteStorageException(what + ": reading the segment's files failed", e);
         } catch (InterruptedException e) {
-            call.abandon(e);
             Thread.currentThread().interrupt();
-            throw KafkaApi.retriable(what + " was interrupted", e);
+            throw failed(what, "was interrupted", e);
         } catch (TimeoutException e) {
-            call.abandon(e);
-            throw KafkaApi.retriable(what + " got no answer in time", e);
+            throw failed(what, "got no answer in " + settings.copyTimeoutMs() + " ms", e);
+        } catch (ClosedByInterruptException e) {
+            // Kafka cancels a copy task by interrupting it, which closes the file being read.
+            throw failed(what, "was interrupted", e);
+        } catch (IOException e) {
+            throw failed(what, "could not read the segment's files", e);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof StatusRuntimeException) {
+                StatusRuntimeException failure = (StatusRuntimeException) cause;
+                RuntimeException unchecked = Failures.unchecked(what, failure);
+                if (unchecked != null) {
+                    throw unchecked; // the store refused the copy itself: bad input, a clash
+                }
+                throw failed(what, "failed (" + failure.getStatus().getCode() + ")", failure);
+            }
+            throw failed(what, "failed", cause);
+        } catch (RuntimeException e) {
+            throw failed(what, "failed", e);
+        } finally {
+            call.abandonUnlessDone();
         }
+    }
+
+    /**
+     * One rule for every failed copy: a RemoteStorageException that is not retriable.
+     * Kafka deletes the attempt (its metadata and what reached the store) only after a
+     * copy that failed for good; after a retriable failure it copies again under a new id
+     * and leaves the attempt in COPY_SEGMENT_STARTED, where it stops the expiration task's
+     * walk of the partition's segments.
+     */
+    private static RemoteStorageException failed(String what, String how, Throwable cause) {
+        return new RemoteStorageException(
+                what + " " + how + "; Kafka deletes the attempt and copies again", cause);
+    }
+
+    private CopyLogSegmentDataResponse copy(
+            CopyCall call, RemoteLogSegmentMetadata metadata, LogSegmentData data)
+            throws IOException, InterruptedException, ExecutionException, TimeoutException {
+        boolean sent =
+                call.send(
+                                CopyLogSegmentDataRequest.newBuilder()
+                                        .setMetadata(Protos.metadata(metadata))
+                                        .build())
+                        && sendFile(call, SegmentFile.SEGMENT_FILE_LOG, data.logSegment())
+                        && sendFile(call, SegmentFile.SEGMENT_FILE_OFFSET_INDEX, data.offsetIndex())
+                        && sendFile(call, SegmentFile.SEGMENT_FILE_TIME_INDEX, data.timeIndex())
+                        && (data.transactionIndex().isEmpty()
+                                || sendFile(
+                                        call,
+                                        SegmentFile.SEGMENT_FILE_TRANSACTION_INDEX,
+                                        data.transactionIndex().get()))
+                        && sendFile(
+                                call,
+                                SegmentFile.SEGMENT_FILE_PRODUCER_SNAPSHOT,
+                                data.producerSnapshotIndex())
+                        && sendBytes(
+                                call,
+                                SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT,
+                                data.leaderEpochIndex().duplicate(),
+                                0);
+        if (sent) {
+            call.finish();
+        }
+        // The call's own deadline ends it first; this wait only outlives a transport
+        // that never reports its end.
+        return call.result.get(settings.copyTimeoutMs() + 5_000, TimeUnit.MILLISECONDS);
     }
 
     private boolean sendFile(CopyCall call, SegmentFile file, Path path)
@@ -262,15 +289,29 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
                 DeleteLogSegmentDataRequest.newBuilder()
                         .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
                         .build();
+        long started = System.nanoTime();
         Failures.call(
                 "DeleteLogSegmentData(" + metadata.remoteLogSegmentId() + ")",
                 () -> call().deleteLogSegmentData(request));
+        LOG.info(
+                "Deleted segment {} of {} (offsets {}..{}, {} bytes) from the segment store in {} ms",
+                metadata.remoteLogSegmentId().id(),
+                metadata.topicIdPartition(),
+                metadata.startOffset(),
+                metadata.endOffset(),
+                metadata.segmentSizeInBytes(),
+                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
     }
 
     @Override
     public void close() {
         if (service != null) {
             service.close();
+            service = null;
+        }
+        if (fetchUrls != null) {
+            fetchUrls.close();
+            fetchUrls = null;
         }
     }
 }

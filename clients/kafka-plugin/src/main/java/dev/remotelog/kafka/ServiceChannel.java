@@ -13,11 +13,11 @@ final class ServiceChannel {
         this.channel = channel;
     }
 
-    /** The settings under `prefix`, on a broker the plugin supports (KafkaApi). */
-    static ServiceChannel configure(Map<String, ?> configs, String prefix, String addressKey) {
+    /** The `role` plugin's settings, on a broker the plugin supports (KafkaApi). */
+    static ServiceChannel configure(Map<String, ?> configs, Settings.Role role) {
         KafkaApi.checkSupported(KafkaApi.brokerVersion());
-        Settings settings = Settings.parse(configs, prefix, addressKey);
-        return new ServiceChannel(settings, Channels.open(settings, prefix));
+        Settings settings = Settings.parse(configs, role);
+        return new ServiceChannel(settings, Channels.open(settings));
     }
 
     Settings settings() {

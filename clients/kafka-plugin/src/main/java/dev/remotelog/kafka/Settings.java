@@ -4,81 +4,51 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.apache.kafka.common.config.AbstractConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigDef.Importance;
+import org.apache.kafka.common.config.ConfigDef.Range;
+import org.apache.kafka.common.config.ConfigDef.Type;
 import org.apache.kafka.common.config.ConfigException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A plugin's settings, as the broker hands them over: its `rsm.config.` or `rlmm.config.`
  * properties with the prefix stripped, beside keys the broker adds (broker.id, log.dir,
- * cluster.id...), which are left alone. A missing or bad setting fails configure(),
- * naming the key as the operator wrote it, prefix included.
+ * cluster.id, its listener), which are recognised and left alone. Each setting is defined
+ * in Kafka's ConfigDef under its prefixed name, the name the operator writes, so a bad
+ * value fails configure() naming it, and docs/kafka-plugin.md's table is generated from
+ * the definitions (SettingsDocsTest). An unknown key is logged at WARN with the nearest
+ * known one.
  */
 final class Settings {
-    private final String address;
-    private final String caFile;
-    private final String certFile;
-    private final String keyFile;
-    private final String token;
-    private final long timeoutMs;
-    private final long copyTimeoutMs;
-    private final int chunkBytes;
-    private final boolean fetchUrls;
+    private static final Logger LOG = LoggerFactory.getLogger(Settings.class);
 
-    Settings(
-            String address,
-            String caFile,
-            String certFile,
-            String keyFile,
-            String token,
-            long timeoutMs,
-            long copyTimeoutMs,
-            int chunkBytes,
-            boolean fetchUrls) {
-        this.address = address;
-        this.caFile = caFile;
-        this.certFile = certFile;
-        this.keyFile = keyFile;
-        this.token = token;
-        this.timeoutMs = timeoutMs;
-        this.copyTimeoutMs = copyTimeoutMs;
-        this.chunkBytes = chunkBytes;
-        this.fetchUrls = fetchUrls;
-    }
+    /** Which of the two plugins: the prefix Kafka strips and the service it calls. */
+    enum Role {
+        STORAGE("rsm.config.", "segment.store.address", "segment store"),
+        METADATA("rlmm.config.", "metadata.manager.address", "metadata manager");
 
-    String address() {
-        return address;
-    }
+        final String prefix;
+        final String addressKey;
+        final String service;
 
-    String caFile() {
-        return caFile;
-    }
+        Role(String prefix, String addressKey, String service) {
+            this.prefix = prefix;
+            this.addressKey = addressKey;
+            this.service = service;
+        }
 
-    String certFile() {
-        return certFile;
-    }
-
-    String keyFile() {
-        return keyFile;
-    }
-
-    String token() {
-        return token;
-    }
-
-    long timeoutMs() {
-        return timeoutMs;
-    }
-
-    long copyTimeoutMs() {
-        return copyTimeoutMs;
-    }
-
-    int chunkBytes() {
-        return chunkBytes;
-    }
-
-    boolean fetchUrls() {
-        return fetchUrls;
+        Role other() {
+            return this == STORAGE ? METADATA : STORAGE;
+        }
     }
 
     static final String TLS_CA = "client.tls.ca.file";
@@ -89,105 +59,334 @@ final class Settings {
     static final String COPY_TIMEOUT = "client.copy.timeout.ms";
     static final String CHUNK_BYTES = "copy.chunk.bytes";
     static final String FETCH_URLS = "fetch.urls.enabled";
+    static final String LOOKUP_TIMEOUT = "client.lookup.timeout.ms";
 
-    static Settings parse(Map<String, ?> configs, String prefix, String addressKey) {
-        Reader read = new Reader(configs, prefix);
-        String address = read.string(addressKey, null);
-        if (!address.matches("[^\\s:/]+:\\d{1,5}") || port(address) < 1 || port(address) > 65535) {
-            throw new ConfigException(prefix + addressKey, address, "expected host:port");
+    // What the broker puts beside a plugin's own settings (RemoteLogManager.configureRSM
+    // and configureRLMM): never the operator's typing, so never warned about.
+    private static final Set<String> BROKER_KEYS =
+            Set.of("broker.id", "node.id", "cluster.id", "log.dir", "log.dirs");
+    private static final String BROKER_LISTENER_PREFIX = "remote.log.metadata.common.client.";
+    // Kafka's own TopicBasedRemoteLogMetadataManager's settings, left in place by an
+    // operator who swapped it for remotelog's.
+    private static final String KAFKA_RLMM_PREFIX = "remote.log.metadata.";
+
+    static final long MAX_TIMEOUT_MS = 3_600_000;
+    static final long MAX_COPY_TIMEOUT_MS = 86_400_000;
+
+    private final Role role;
+    private final AbstractConfig values;
+    private final String token;
+
+    private Settings(Role role, AbstractConfig values, String token) {
+        this.role = role;
+        this.values = values;
+        this.token = token;
+    }
+
+    /** Every setting of `role`, named as the operator writes it (prefix included). */
+    static ConfigDef definition(Role role) {
+        String p = role.prefix;
+        ConfigDef def = new ConfigDef();
+        def.define(
+                p + role.addressKey,
+                Type.STRING,
+                ConfigDef.NO_DEFAULT_VALUE,
+                new Address(),
+                Importance.HIGH,
+                "host:port of the " + role.service + ".");
+        def.define(
+                p + TLS_CA,
+                Type.STRING,
+                "",
+                new ReadableFile(),
+                Importance.HIGH,
+                "PEM file of the CA that signed the services' certificates: set, the calls use TLS;"
+                        + " empty, plaintext.");
+        def.define(
+                p + TLS_CERT,
+                Type.STRING,
+                "",
+                new ReadableFile(),
+                Importance.MEDIUM,
+                "PEM client certificate, for services that require one (mutual TLS). Set with "
+                        + p + TLS_KEY + " and " + p + TLS_CA + ".");
+        def.define(
+                p + TLS_KEY,
+                Type.STRING,
+                "",
+                new ReadableFile(),
+                Importance.MEDIUM,
+                "PKCS#8 PEM key of " + p + TLS_CERT + ".");
+        def.define(
+                p + TOKEN_FILE,
+                Type.STRING,
+                "",
+                new ReadableFile(),
+                Importance.MEDIUM,
+                "File holding the bearer token every call shows: the broker role's, for services"
+                        + " with authorization.enabled. Read once, trimmed.");
+        def.define(
+                p + TIMEOUT,
+                Type.LONG,
+                30_000L,
+                Range.between(1, MAX_TIMEOUT_MS),
+                Importance.MEDIUM,
+                "Deadline of each call, a fetch stream's whole life included.");
+        if (role == Role.STORAGE) {
+            def.define(
+                    p + COPY_TIMEOUT,
+                    Type.LONG,
+                    600_000L,
+                    Range.between(1_000, MAX_COPY_TIMEOUT_MS),
+                    Importance.MEDIUM,
+                    "Deadline of a segment copy; a copy that misses it fails for good, and Kafka"
+                            + " deletes the attempt and copies the segment again.");
+            def.define(
+                    p + CHUNK_BYTES,
+                    Type.INT,
+                    1 << 20,
+                    Range.between(4096, 4 << 20),
+                    Importance.LOW,
+                    "Bytes per copy message; the store refuses more than its copy.chunk.max.bytes.");
+            def.define(
+                    p + FETCH_URLS,
+                    Type.BOOLEAN,
+                    false,
+                    Importance.MEDIUM,
+                    "Read segment logs and indexes from the URLs the store hands out instead of"
+                            + " through its streams.");
+        } else {
+            def.define(
+                    p + LOOKUP_TIMEOUT,
+                    Type.LONG,
+                    250L,
+                    Range.between(10, MAX_TIMEOUT_MS),
+                    Importance.MEDIUM,
+                    "Deadline of the lookups a remote fetch makes (the segment of an offset, the"
+                            + " next transaction index) and of isReady: well under Kafka's"
+                            + " remote.fetch.max.wait.ms, so a hung metadata manager fails the"
+                            + " fetch instead of holding a reader thread.");
         }
-        String ca = read.file(TLS_CA);
-        String cert = read.file(TLS_CERT);
-        String key = read.file(TLS_KEY);
+        return def;
+    }
+
+    /** `configs` as the broker hands them to the `role` plugin; ConfigException naming the
+     * prefixed key if one is bad. Unknown keys are logged. */
+    static Settings parse(Map<String, ?> configs, Role role) {
+        for (String warning : unknown(configs, role)) {
+            LOG.warn("{}", warning);
+        }
+        AbstractConfig values = new AbstractConfig(definition(role), prefixed(configs, role), false);
+        String p = role.prefix;
+        String ca = values.getString(p + TLS_CA);
+        String cert = values.getString(p + TLS_CERT);
+        String key = values.getString(p + TLS_KEY);
         if (cert.isEmpty() != key.isEmpty()) {
-            throw new ConfigException(
-                    prefix + TLS_CERT, cert, "set it and " + prefix + TLS_KEY + " together");
+            throw new ConfigException(p + TLS_CERT, cert, "set it and " + p + TLS_KEY + " together");
         }
         if (!cert.isEmpty() && ca.isEmpty()) {
-            throw new ConfigException(
-                    prefix + TLS_CA, ca, "a client certificate needs the services' CA");
+            throw new ConfigException(p + TLS_CA, ca, "a client certificate needs the services' CA");
         }
-        String tokenFile = read.file(TOKEN_FILE);
+        String tokenFile = values.getString(p + TOKEN_FILE);
         String token = "";
         if (!tokenFile.isEmpty()) {
             try {
                 token = Files.readString(Path.of(tokenFile), StandardCharsets.UTF_8).strip();
             } catch (IOException e) {
-                throw new ConfigException(prefix + TOKEN_FILE, tokenFile, e.toString());
+                throw new ConfigException(p + TOKEN_FILE, tokenFile, e.toString());
             }
             if (token.isEmpty()) {
-                throw new ConfigException(prefix + TOKEN_FILE, tokenFile, "the file is empty");
+                throw new ConfigException(p + TOKEN_FILE, tokenFile, "the file is empty");
             }
         }
-        return new Settings(
-                address,
-                ca,
-                cert,
-                key,
-                token,
-                read.number(TIMEOUT, 30_000, 1, Long.MAX_VALUE),
-                read.number(COPY_TIMEOUT, 600_000, 1, Long.MAX_VALUE),
-                (int) read.number(CHUNK_BYTES, 1 << 20, 4096, 4 << 20),
-                read.flag(FETCH_URLS, false));
+        return new Settings(role, values, token);
+    }
+
+    private static boolean fromBroker(String key) {
+        return BROKER_KEYS.contains(key) || key.startsWith(BROKER_LISTENER_PREFIX);
+    }
+
+    private static Map<String, Object> prefixed(Map<String, ?> configs, Role role) {
+        Map<String, Object> prefixed = new HashMap<>();
+        configs.forEach(
+                (key, value) -> {
+                    if (!fromBroker(key)) {
+                        prefixed.put(role.prefix + key, value);
+                    }
+                });
+        return prefixed;
+    }
+
+    /** One line for each key of `configs` that no setting of `role` names, saying what it
+     * may have meant. */
+    static List<String> unknown(Map<String, ?> configs, Role role) {
+        Set<String> known = definition(role).names();
+        Set<String> others = definition(role.other()).names();
+        List<String> lines = new ArrayList<>();
+        for (String key : new TreeSet<>(configs.keySet())) {
+            String name = role.prefix + key;
+            if (fromBroker(key) || known.contains(name)) {
+                continue;
+            }
+            String why;
+            if (others.contains(role.other().prefix + key)) {
+                why = "it is a setting of the " + role.other().service + " plugin, under " + role.other().prefix;
+            } else if (role == Role.METADATA && key.startsWith(KAFKA_RLMM_PREFIX)) {
+                why = "it is a setting of Kafka's TopicBasedRemoteLogMetadataManager, which this broker"
+                        + " does not load (remotelog's metadata manager takes its own in its config file)";
+            } else {
+                String nearest = nearest(name, known);
+                why = nearest == null ? "known: " + String.join(", ", new TreeSet<>(known)) : "did you mean " + nearest + "?";
+            }
+            lines.add(name + " is not a setting of the remotelog plugin and is ignored: " + why);
+        }
+        return lines;
+    }
+
+    /** The known name within a few edits of `name`, or null. */
+    private static String nearest(String name, Set<String> known) {
+        String best = null;
+        int bestDistance = Math.max(3, name.length() / 5) + 1;
+        for (String candidate : known) {
+            int distance = distance(name, candidate);
+            if (distance < bestDistance) {
+                best = candidate;
+                bestDistance = distance;
+            }
+        }
+        return best;
+    }
+
+    /** Levenshtein distance. */
+    private static int distance(String a, String b) {
+        int[] previous = new int[b.length() + 1];
+        int[] current = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            previous[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            current[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int substitution = previous[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1);
+                current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
+            }
+            int[] swap = previous;
+            previous = current;
+            current = swap;
+        }
+        return previous[b.length()];
+    }
+
+    /** docs/kafka-plugin.md's settings tables, one per plugin. */
+    static String markdown() {
+        StringBuilder out = new StringBuilder();
+        for (Role role : Role.values()) {
+            out.append("| `").append(role.prefix).append("` key | type | default | valid | meaning |\n");
+            out.append("|---|---|---|---|---|\n");
+            for (ConfigDef.ConfigKey key : definition(role).configKeys().values()) {
+                Object fallback = key.defaultValue;
+                String shown =
+                        !key.hasDefault() ? "required" : "".equals(fallback) ? "none" : String.valueOf(fallback);
+                out.append("| `")
+                        .append(key.name.substring(role.prefix.length()))
+                        .append("` | ")
+                        .append(key.type.toString().toLowerCase(java.util.Locale.ROOT))
+                        .append(" | ")
+                        .append(shown)
+                        .append(" | ")
+                        .append(key.validator != null ? key.validator.toString() : key.type == Type.BOOLEAN ? "true, false" : "")
+                        .append(" | ")
+                        .append(key.documentation)
+                        .append(" |\n");
+            }
+            out.append('\n');
+        }
+        return out.toString();
+    }
+
+    Role role() {
+        return role;
+    }
+
+    String prefix() {
+        return role.prefix;
+    }
+
+    String address() {
+        return values.getString(role.prefix + role.addressKey);
+    }
+
+    String caFile() {
+        return values.getString(role.prefix + TLS_CA);
+    }
+
+    String certFile() {
+        return values.getString(role.prefix + TLS_CERT);
+    }
+
+    String keyFile() {
+        return values.getString(role.prefix + TLS_KEY);
+    }
+
+    String token() {
+        return token;
+    }
+
+    long timeoutMs() {
+        return values.getLong(role.prefix + TIMEOUT);
+    }
+
+    long copyTimeoutMs() {
+        return values.getLong(role.prefix + COPY_TIMEOUT);
+    }
+
+    int chunkBytes() {
+        return values.getInt(role.prefix + CHUNK_BYTES);
+    }
+
+    boolean fetchUrls() {
+        return values.getBoolean(role.prefix + FETCH_URLS);
+    }
+
+    long lookupTimeoutMs() {
+        return Math.min(values.getLong(role.prefix + LOOKUP_TIMEOUT), timeoutMs());
     }
 
     boolean tls() {
-        return !caFile.isEmpty();
+        return !caFile().isEmpty();
     }
 
-    private static int port(String address) {
-        return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
-    }
-
-    private static final class Reader {
-        private final Map<String, ?> configs;
-        private final String prefix;
-
-        Reader(Map<String, ?> configs, String prefix) {
-            this.configs = configs;
-            this.prefix = prefix;
-        }
-
-        String string(String key, String fallback) {
-            Object value = configs.get(key);
-            if (value == null || value.toString().isBlank()) {
-                if (fallback == null) {
-                    throw new ConfigException(prefix + key, null, "missing: the plugin needs it");
-                }
-                return fallback;
+    /** host:port, the port in 1..65535. */
+    private static final class Address implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String address = value == null ? "" : value.toString();
+            if (!address.matches("[^\\s:/]+:\\d{1,5}")
+                    || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) < 1
+                    || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) > 65535) {
+                throw new ConfigException(name, value, "expected host:port");
             }
-            return value.toString().strip();
         }
 
-        String file(String key) {
-            String path = string(key, "");
+        @Override
+        public String toString() {
+            return "host:port";
+        }
+    }
+
+    /** Empty, or a file this broker can read. */
+    private static final class ReadableFile implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String path = value == null ? "" : value.toString();
             if (!path.isEmpty() && !Files.isReadable(Path.of(path))) {
-                throw new ConfigException(prefix + key, path, "not a readable file");
+                throw new ConfigException(name, value, "not a readable file");
             }
-            return path;
         }
 
-        boolean flag(String key, boolean fallback) {
-            String text = string(key, Boolean.toString(fallback)).toLowerCase(java.util.Locale.ROOT);
-            if (!text.equals("true") && !text.equals("false")) {
-                throw new ConfigException(prefix + key, text, "must be true or false");
-            }
-            return text.equals("true");
-        }
-
-        long number(String key, long fallback, long min, long max) {
-            String text = string(key, Long.toString(fallback));
-            long value;
-            try {
-                value = Long.parseLong(text);
-            } catch (NumberFormatException e) {
-                throw new ConfigException(prefix + key, text, "not a whole number");
-            }
-            if (value < min || value > max) {
-                throw new ConfigException(
-                        prefix + key, text, "must be in " + min + ".." + max);
-            }
-            return value;
+        @Override
+        public String toString() {
+            return "a readable file";
         }
     }
 }

@@ -2,23 +2,36 @@ package dev.remotelog.kafka;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.grpc.Server;
+import io.grpc.Status;
 import io.grpc.inprocess.InProcessChannelBuilder;
 import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.StreamObserver;
+import java.time.Duration;
+import java.util.List;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.errors.ReplicaNotAvailableException;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import remotelog.api.metadata.v1.Metadata.AddRemoteLogSegmentMetadataRequest;
+import remotelog.api.metadata.v1.Metadata.AddRemoteLogSegmentMetadataResponse;
 import remotelog.api.metadata.v1.Metadata.GetNextSegmentWithTxnIndexRequest;
 import remotelog.api.metadata.v1.Metadata.GetNextSegmentWithTxnIndexResponse;
 import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataRequest;
@@ -27,6 +40,8 @@ import remotelog.api.metadata.v1.Metadata.IsReadyRequest;
 import remotelog.api.metadata.v1.Metadata.IsReadyResponse;
 import remotelog.api.metadata.v1.Metadata.OnPartitionLeadershipChangesRequest;
 import remotelog.api.metadata.v1.Metadata.OnPartitionLeadershipChangesResponse;
+import remotelog.api.metadata.v1.Metadata.OnStopPartitionsRequest;
+import remotelog.api.metadata.v1.Metadata.OnStopPartitionsResponse;
 import remotelog.api.metadata.v1.Metadata.UpdateRemoteLogSegmentMetadataRequest;
 import remotelog.api.metadata.v1.Metadata.UpdateRemoteLogSegmentMetadataResponse;
 import remotelog.api.metadata.v1.RemoteLogMetadataServiceGrpc;
@@ -40,6 +55,13 @@ class MetadataManagerTest {
     final AtomicInteger txnIndexesAsked = new AtomicInteger();
     final RemoteLogSegmentMetadata finished =
             ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty());
+    // Released: the service answers notifications; held, it hangs on them.
+    volatile CountDownLatch notificationsHeld = new CountDownLatch(0);
+    final AtomicInteger notificationsToFail = new AtomicInteger();
+    final List<OnPartitionLeadershipChangesRequest> notified = new CopyOnWriteArrayList<>();
+    final List<OnStopPartitionsRequest> stopped = new CopyOnWriteArrayList<>();
+    final AtomicInteger stopCalls = new AtomicInteger();
+    final AtomicBoolean stopsRefused = new AtomicBoolean();
     Server server;
     RemotelogMetadataManager manager;
 
@@ -84,8 +106,38 @@ class MetadataManagerTest {
         public void onPartitionLeadershipChanges(
                 OnPartitionLeadershipChangesRequest request,
                 StreamObserver<OnPartitionLeadershipChangesResponse> response) {
+            try {
+                notificationsHeld.await(); // a hung service holds the call
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (notificationsToFail.getAndDecrement() > 0) {
+                response.onError(Status.UNAVAILABLE.withDescription("down").asRuntimeException());
+                return;
+            }
+            notified.add(request);
             response.onNext(OnPartitionLeadershipChangesResponse.getDefaultInstance());
             response.onCompleted();
+        }
+
+        @Override
+        public void onStopPartitions(
+                OnStopPartitionsRequest request, StreamObserver<OnStopPartitionsResponse> response) {
+            stopCalls.incrementAndGet();
+            if (stopsRefused.get()) {
+                response.onError(Status.INVALID_ARGUMENT.withDescription("refused").asRuntimeException());
+                return;
+            }
+            stopped.add(request);
+            response.onNext(OnStopPartitionsResponse.getDefaultInstance());
+            response.onCompleted();
+        }
+
+        @Override
+        public void addRemoteLogSegmentMetadata(
+                AddRemoteLogSegmentMetadataRequest request,
+                StreamObserver<AddRemoteLogSegmentMetadataResponse> response) {
+            response.onError(Status.FAILED_PRECONDITION.withDescription("fenced").asRuntimeException());
         }
     }
 
@@ -93,7 +145,7 @@ class MetadataManagerTest {
     void start() throws Exception {
         String name = InProcessServerBuilder.generateName();
         server = InProcessServerBuilder.forName(name).addService(new Service()).build().start();
-        Settings settings = new Settings("in-process:1", "", "", "", "", 10_000, 10_000, 4096, false);
+        Settings settings = SettingsTest.inProcess(Settings.Role.METADATA, Settings.TIMEOUT, 10_000);
         manager = new RemotelogMetadataManager();
         manager.use(new ServiceChannel(settings, InProcessChannelBuilder.forName(name).build()));
     }
@@ -104,8 +156,96 @@ class MetadataManagerTest {
         server.shutdownNow();
     }
 
+    /** Until every notification has landed. */
+    void awaitNotified() throws InterruptedException {
+        for (int i = 0; i < 1000 && manager.pendingNotifications() > 0; i++) {
+            Thread.sleep(10);
+        }
+        assertEquals(0, manager.pendingNotifications());
+    }
+
+    static TopicIdPartition partition(int number) {
+        return new TopicIdPartition(ProtosTest.PARTITION.topicId(), number, "orders");
+    }
+
     @Test
-    void aReadyPartitionIsNotAskedAgainUntilItsLeadershipChanges() {
+    void aHungServiceHoldsNoBrokerThreadAndItsPartitionsAreNotReady() throws Exception {
+        notificationsHeld = new CountDownLatch(1);
+        ready.set(true);
+        // Kafka calls these while it applies metadata changes: they return, the service hung.
+        assertTimeoutPreemptively(
+                Duration.ofSeconds(20),
+                () -> {
+                    for (int round = 0; round < 100; round++) {
+                        manager.onPartitionLeadershipChanges(
+                                Set.of(partition(round % 3)), Set.of(partition((round + 1) % 3)));
+                    }
+                    manager.onStopPartitions(Set.of(partition(7)));
+                });
+        // One entry a partition, however many notifications arrived.
+        assertEquals(4, manager.pendingNotifications());
+        for (int number : new int[] {0, 1, 2}) {
+            assertFalse(manager.isReady(partition(number)));
+            assertThrows(
+                    ReplicaNotAvailableException.class,
+                    () -> manager.remoteLogSegmentMetadata(partition(number), 0, 120));
+            assertThrows(
+                    ReplicaNotAvailableException.class,
+                    () -> manager.nextSegmentWithTxnIndex(partition(number), 0, 120));
+        }
+        assertEquals(0, readyAsked.get());
+        assertEquals(0, segmentsAsked.get());
+
+        notificationsHeld.countDown();
+        awaitNotified();
+        // The first batch was in flight; the rest went out as one, with the latest roles.
+        OnPartitionLeadershipChangesRequest last = notified.get(notified.size() - 1);
+        // Round 98 made 2 leader, round 99 made 0 leader and 1 follower.
+        assertEquals(
+                Set.of(Protos.partition(partition(0)), Protos.partition(partition(2))),
+                Set.copyOf(last.getLeaderPartitionsList()));
+        assertEquals(List.of(Protos.partition(partition(1))), last.getFollowerPartitionsList());
+        assertTrue(notified.size() <= 3, notified.size() + " calls");
+        assertEquals(List.of(Protos.partition(partition(7))), stopped.get(0).getPartitionsList());
+        assertTrue(manager.isReady(partition(0)));
+        assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition(0), 0, 120));
+    }
+
+    @Test
+    void aFailedNotificationIsSentAgainUntilItLands() throws Exception {
+        notificationsToFail.set(3);
+        manager.onPartitionLeadershipChanges(Set.of(ProtosTest.PARTITION), Set.of());
+        assertFalse(manager.isReady(ProtosTest.PARTITION));
+        awaitNotified();
+        assertEquals(1, notified.size());
+        assertEquals(-1, notificationsToFail.get()); // three failed, the fourth landed
+        ready.set(true);
+        assertTrue(manager.isReady(ProtosTest.PARTITION));
+    }
+
+    @Test
+    void aNotificationRefusedForGoodIsNotSentAgain() throws Exception {
+        stopsRefused.set(true);
+        manager.onStopPartitions(Set.of(partition(9)));
+        awaitNotified(); // dropped, not retried
+        assertEquals(1, stopCalls.get());
+        assertEquals(List.of(), stopped);
+    }
+
+    @Test
+    void aRefusedMetadataWriteFailsItsFuture() {
+        var failure =
+                assertThrows(
+                        ExecutionException.class,
+                        () -> manager.addRemoteLogSegmentMetadata(
+                                        ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_STARTED, Optional.empty()))
+                                .get(10, TimeUnit.SECONDS));
+        assertInstanceOf(IllegalStateException.class, failure.getCause());
+        assertTrue(failure.getCause().getMessage().contains("FAILED_PRECONDITION"), failure.getCause().getMessage());
+    }
+
+    @Test
+    void aReadyPartitionIsNotAskedAgainUntilItsLeadershipChanges() throws Exception {
         assertFalse(manager.isReady(ProtosTest.PARTITION));
         assertFalse(manager.isReady(ProtosTest.PARTITION)); // not ready: asked each time
         ready.set(true);
@@ -115,6 +255,7 @@ class MetadataManagerTest {
         assertEquals(3, readyAsked.get());
         ready.set(false);
         manager.onPartitionLeadershipChanges(Set.of(ProtosTest.PARTITION), Set.of());
+        awaitNotified();
         assertFalse(manager.isReady(ProtosTest.PARTITION));
         assertEquals(4, readyAsked.get());
     }
@@ -152,6 +293,7 @@ class MetadataManagerTest {
         manager.nextSegmentWithTxnIndex(partition, 1, 150); // another epoch: asked
         assertEquals(3, txnIndexesAsked.get());
         manager.onPartitionLeadershipChanges(Set.of(), Set.of(partition));
+        awaitNotified();
         manager.nextSegmentWithTxnIndex(partition, 0, 150);
         assertEquals(4, txnIndexesAsked.get());
     }

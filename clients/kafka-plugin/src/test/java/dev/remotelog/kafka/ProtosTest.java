@@ -28,6 +28,11 @@ class ProtosTest {
                     new TopicPartition("orders", 7));
 
     static RemoteLogSegmentMetadata segment(RemoteLogSegmentState state, Optional<CustomMetadata> custom) {
+        return segment(state, custom, false);
+    }
+
+    static RemoteLogSegmentMetadata segment(
+            RemoteLogSegmentState state, Optional<CustomMetadata> custom, boolean txnIdxEmpty) {
         return KafkaApi.metadata(
                 new RemoteLogSegmentId(PARTITION, Uuid.randomUuid()),
                 100L,
@@ -39,7 +44,7 @@ class ProtosTest {
                 custom,
                 state,
                 Map.of(0, 100L, 2, 150L),
-                false);
+                txnIdxEmpty);
     }
 
     @Test
@@ -57,11 +62,16 @@ class ProtosTest {
         for (RemoteLogSegmentState state : RemoteLogSegmentState.values()) {
             for (Optional<CustomMetadata> custom :
                     java.util.List.of(Optional.<CustomMetadata>empty(), Optional.of(new CustomMetadata(new byte[] {1, 2, 3})))) {
-                RemoteLogSegmentMetadata metadata = segment(state, custom);
-                Segment.RemoteLogSegmentMetadata proto = Protos.metadata(metadata);
-                assertEquals(state.id() + 1, proto.getState().getNumber(), state.name());
-                assertEquals(metadata, Protos.metadata(proto));
-                assertEquals(KafkaApi.txnIdxEmpty(metadata), KafkaApi.txnIdxEmpty(Protos.metadata(proto)));
+                for (boolean txnIdxEmpty : new boolean[] {false, true}) {
+                    RemoteLogSegmentMetadata metadata = segment(state, custom, txnIdxEmpty);
+                    Segment.RemoteLogSegmentMetadata proto = Protos.metadata(metadata);
+                    assertEquals(state.id() + 1, proto.getState().getNumber(), state.name());
+                    assertEquals(metadata, Protos.metadata(proto));
+                    // The flag travels where the broker has it (4.0+), and is false before.
+                    boolean carried = txnIdxEmpty && KafkaApi.hasTxnIndexFlag();
+                    assertEquals(carried, proto.getTxnIndexEmpty());
+                    assertEquals(carried, KafkaApi.txnIdxEmpty(Protos.metadata(proto)));
+                }
             }
         }
     }

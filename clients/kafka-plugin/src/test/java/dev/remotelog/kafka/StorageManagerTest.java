@@ -31,6 +31,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
+import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -58,6 +59,14 @@ class StorageManagerTest {
     final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
     // The copy breaks (UNAVAILABLE, as from a killed store) on this message; 0: never.
     int copyBreaksAt;
+    // The store takes the copy but never answers, as a hung (SIGSTOPped) one.
+    volatile boolean copyHangs;
+    final CountDownLatch copyCancelled = new CountDownLatch(1);
+    // GetLogSegmentUrl fails UNAVAILABLE, as from a store that is down.
+    volatile boolean urlsUnavailable;
+    long copyTimeoutMs = 10_000;
+    // Whether the thread was still interrupted as the last failed copy returned.
+    boolean interruptKept;
     final AtomicInteger fetchChunksSent = new AtomicInteger();
     final CountDownLatch fetchCancelled = new CountDownLatch(1);
     final AtomicInteger urlsAsked = new AtomicInteger();
@@ -67,6 +76,7 @@ class StorageManagerTest {
     // Merged into each answer: where the indexes are.
     GetLogSegmentUrlResponse indexesToGive = GetLogSegmentUrlResponse.getDefaultInstance();
     final AtomicInteger indexCalls = new AtomicInteger();
+    String serverName;
     Server server;
     ManagedChannel channel;
     RemotelogStorageManager manager;
@@ -75,6 +85,8 @@ class StorageManagerTest {
         @Override
         public StreamObserver<CopyLogSegmentDataRequest> copyLogSegmentData(
                 StreamObserver<CopyLogSegmentDataResponse> response) {
+            ((ServerCallStreamObserver<CopyLogSegmentDataResponse>) response)
+                    .setOnCancelHandler(copyCancelled::countDown);
             return new StreamObserver<>() {
                 @Override
                 public void onNext(CopyLogSegmentDataRequest request) {
@@ -91,6 +103,9 @@ class StorageManagerTest {
 
                 @Override
                 public void onCompleted() {
+                    if (copyHangs) {
+                        return;
+                    }
                     response.onNext(
                             CopyLogSegmentDataResponse.newBuilder()
                                     .setCustomMetadata(ByteString.copyFromUtf8("m"))
@@ -125,6 +140,10 @@ class StorageManagerTest {
         public void getLogSegmentUrl(
                 GetLogSegmentUrlRequest request, StreamObserver<GetLogSegmentUrlResponse> response) {
             int asked = urlsAsked.getAndIncrement();
+            if (urlsUnavailable) {
+                response.onError(Status.UNAVAILABLE.withDescription("down").asRuntimeException());
+                return;
+            }
             if (urlsToGive.isEmpty()) {
                 response.onError(Status.UNIMPLEMENTED.withDescription("no URLs").asRuntimeException());
                 return;
@@ -144,11 +163,23 @@ class StorageManagerTest {
 
     @BeforeEach
     void start() throws Exception {
-        String name = InProcessServerBuilder.generateName();
+        serverName = InProcessServerBuilder.generateName();
+        String name = serverName;
         server = InProcessServerBuilder.forName(name).addService(new Store()).build().start();
-        channel = InProcessChannelBuilder.forName(name).build();
-        Settings settings = new Settings("in-process:1", "", "", "", "", 10_000, 10_000, CHUNK, true);
         manager = new RemotelogStorageManager();
+        connect(name);
+    }
+
+    /** The manager calls the store through a new channel, as after a configure(). */
+    void connect(String name) {
+        channel = InProcessChannelBuilder.forName(name).build();
+        Settings settings =
+                SettingsTest.inProcess(
+                        Settings.Role.STORAGE,
+                        Settings.TIMEOUT, 10_000,
+                        Settings.COPY_TIMEOUT, copyTimeoutMs,
+                        Settings.CHUNK_BYTES, CHUNK,
+                        Settings.FETCH_URLS, true);
         manager.use(new ServiceChannel(settings, channel));
     }
 
@@ -162,7 +193,6 @@ class StorageManagerTest {
         return ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_STARTED, Optional.empty());
     }
 
-    @Test
     /** A segment's files: a log of two chunks and a bit (the chunk at CHUNK begins 42). */
     static LogSegmentData segmentData(Path dir) throws Exception {
         byte[] log = new byte[CHUNK * 2 + 100];
@@ -184,6 +214,53 @@ class StorageManagerTest {
                         () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
         assertFalse(KafkaApi.isRetriable(failure), failure.toString());
         assertTrue(failure.getMessage().contains("(UNAVAILABLE)"), failure.getMessage());
+    }
+
+    /** The copy's failure, after checking it fails for good and its stream was cancelled. */
+    RemoteStorageException failedCopy(LogSegmentData data) throws Exception {
+        RemoteStorageException failure =
+                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), data));
+        interruptKept = Thread.interrupted();
+        assertFalse(KafkaApi.isRetriable(failure), failure.toString());
+        assertTrue(failure.getMessage().endsWith("Kafka deletes the attempt and copies again"), failure.getMessage());
+        assertTrue(copyCancelled.await(10, TimeUnit.SECONDS), "the copy's stream is still open");
+        return failure;
+    }
+
+    @Test
+    void aCopyTheStoreNeverAnswersFailsForGoodAtItsDeadline(@TempDir Path dir) throws Exception {
+        copyHangs = true;
+        copyTimeoutMs = 1_000;
+        connect(serverName);
+        RemoteStorageException failure = failedCopy(segmentData(dir));
+        assertTrue(failure.getMessage().contains("(DEADLINE_EXCEEDED)"), failure.getMessage());
+    }
+
+    @Test
+    void anInterruptedCopyFailsForGoodAndKeepsTheInterrupt(@TempDir Path dir) throws Exception {
+        copyHangs = true;
+        LogSegmentData data = segmentData(dir);
+        Thread.currentThread().interrupt(); // as Kafka cancels a copy task
+        RemoteStorageException failure = failedCopy(data);
+        assertTrue(interruptKept, "the interrupt was swallowed");
+        assertTrue(failure.getMessage().contains("was interrupted"), failure.getMessage());
+    }
+
+    @Test
+    void aCopyWhoseFilesCannotBeReadFailsForGood(@TempDir Path dir) throws Exception {
+        LogSegmentData data = segmentData(dir);
+        Files.delete(data.timeIndex()); // the log and offset index went out first
+        RemoteStorageException failure = failedCopy(data);
+        assertTrue(failure.getMessage().contains("could not read the segment's files"), failure.getMessage());
+        assertTrue(copied.size() >= 3, "sent " + copied.size());
+    }
+
+    @Test
+    void aSecondConfigureClosesTheFirstChannel() {
+        ManagedChannel first = channel;
+        connect(serverName);
+        assertTrue(first.isShutdown());
+        assertFalse(channel.isShutdown());
     }
 
     @Test
@@ -289,6 +366,13 @@ class StorageManagerTest {
     }
 
     @Test
+    void aStoreThatCannotHandOutAUrlNowIsNotAskedAgainAtOnce() throws Exception {
+        urlsToGive.add("file:///never/read.log");
+        urlsUnavailable = true;
+        twoReadsStreamedAfterOneAsk(); // the second read within the pause: streamed, not asked
+    }
+
+    @Test
     void anS3UrlIsReadByRangeAndA404IsAMissingSegment() throws Exception {
         byte[] log = new byte[50_000];
         new java.util.Random(3).nextBytes(log);
@@ -334,6 +418,13 @@ class StorageManagerTest {
             assertThrows(
                     RemoteResourceNotFoundException.class,
                     () -> manager.fetchLogSegment(ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty()), 0));
+            manager.close(); // ends the HTTP client's threads
+            for (Thread thread : Thread.getAllStackTraces().keySet()) {
+                if (thread.getName().equals("remotelog-fetch-urls")) {
+                    thread.join(10_000);
+                    assertFalse(thread.isAlive(), "an HTTP client thread outlived close()");
+                }
+            }
         } finally {
             http.stop(0);
         }
