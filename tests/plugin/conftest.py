@@ -6,6 +6,7 @@ hands out file URLs, which the plugin reads segment logs by (the secured tests
 take the FetchLogSegment stream)."""
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,11 +73,12 @@ async def stop_brokers(*brokers: KafkaBroker) -> None:
         await asyncio.to_thread(broker.stop)
 
 
-@pytest_asyncio.fixture(scope="module")
-async def kafka_tiering(tmp_path_factory, s3_endpoint):
-    tmp = tmp_path_factory.mktemp("kafka-tiering")
+@contextlib.asynccontextmanager
+async def tiering_stack(tmp, s3_endpoint, **broker_properties: str):
+    """A broker with the plugin (`broker_properties` over the defaults) and the services it
+    calls, in `tmp`; the broker stopped before the services however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    broker = tiering_broker(tmp, store, metadata, **FILE_URLS).start()
+    broker = tiering_broker(tmp, store, metadata, **broker_properties).start()
     stack = FetchStack(
         tmp,
         broker.bootstrap_servers,
@@ -95,3 +97,11 @@ async def kafka_tiering(tmp_path_factory, s3_endpoint):
                 await stop_brokers(broker)  # before the services it calls
     finally:
         broker.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def kafka_tiering(tmp_path_factory, s3_endpoint):
+    async with tiering_stack(
+        tmp_path_factory.mktemp("kafka-tiering"), s3_endpoint, **FILE_URLS
+    ) as tiering:
+        yield tiering

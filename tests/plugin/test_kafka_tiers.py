@@ -21,7 +21,6 @@ from confluent_kafka.admin import (
     AdminClient,
 )
 from support.kafka_admin import create_topic, produce_random, set_topic_config
-from support.serving import serve_in_background
 from support.topics import read_to_end
 from support.waiting import eventually
 
@@ -238,6 +237,12 @@ def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[by
     return produce_random(bootstrap, topic, records, PARTITIONS)
 
 
+def uploads_of(stack, topic: str):
+    """Whether the filesystem store holds a half-written upload of the topic: a check."""
+    root = Path(stack.store.config.storage_root)
+    return lambda: any(root.glob(f"{topic}-*/*/*.tmp"))
+
+
 def wait_for_offsets(broker, topic: str, time_spec: str, done, what: str) -> dict[int, int]:
     deadline = time.monotonic() + TIERING_TIMEOUT_S
     while True:
@@ -327,15 +332,8 @@ async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_ti
     # Segments large enough that a copy is seen under way (0.3 s or more here).
     big = {"segment.bytes": str(KILLED_SEGMENT_BYTES)}
     topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic, **big)
-    config = stack.tmp / f"{stack.backend}.properties"  # what the store was started with
-    root = Path(stack.store.config.storage_root)
-    await stack.stop_store()
-    store = await asyncio.to_thread(
-        serve_in_background, "segment-store", config, stack.tmp / "killed-store.log"
-    )
-
-    def upload_under_way() -> bool:
-        return any(root.glob(f"{topic}-*/*/*.tmp"))
+    upload_under_way = uploads_of(stack, topic)
+    store = await stack.serve_apart("segment-store")
 
     try:
         # Watched while the records go in: Kafka copies a segment as soon as it rolls.

@@ -1,5 +1,6 @@
 """Starting the services in tests: configs from properties, the service, a client."""
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
+from support.serving import serve_in_background
 
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
 from remotelog.core.backoff import ExponentialBackoff
@@ -239,6 +241,28 @@ class BackendStack:
         config = metadata_config(self.tmp, self.bootstrap, **listen, **self.kafka_settings)
         self.metadata = await start_metadata(config)
 
+    async def stop_metadata(self):
+        metadata, self.metadata = self.metadata, None
+        await metadata.stop()
+
+    def config_file(self, service: str) -> Path:
+        """The properties file `service` (segment-store, metadata-manager) was started with."""
+        return self.tmp / (
+            f"{self.backend}.properties" if service == "segment-store" else "metadata.properties"
+        )
+
+    async def serve_apart(self, service: str):
+        """`service` (segment-store, metadata-manager) as a process of its own, on the same
+        address and settings, for a test that signals it; the test kills it and starts the
+        in-process one again."""
+        config = self.config_file(service)
+        if service == "segment-store":
+            await self.stop_store()
+        else:
+            await self.stop_metadata()
+        log = self.tmp / f"{service}-apart.log"
+        return await asyncio.to_thread(serve_in_background, service, config, log)
+
     def storage_properties(self) -> dict[str, str]:
         """The `storage.*` keys that reach the store's backend directly."""
         store = self.store.config
@@ -288,8 +312,7 @@ class BackendStack:
         for service in list(self.running):
             await self.stop_service(service)
         if self.metadata is not None:
-            metadata, self.metadata = self.metadata, None
-            await metadata.stop()
+            await self.stop_metadata()
         if self.store is not None:
             await self.stop_store()
         shutil.rmtree(Path(self.short_circuit_socket).parent, ignore_errors=True)
