@@ -74,11 +74,12 @@ async def stop_brokers(*brokers: KafkaBroker) -> None:
 
 
 @contextlib.asynccontextmanager
-async def tiering_stack(tmp, s3_endpoint, **broker_properties: str):
-    """A broker with the plugin (`broker_properties` over the defaults) and the services it
-    calls, in `tmp`; the broker stopped before the services however the test ends."""
+async def tiering_stack(tmp, s3_endpoint, node=None, **broker_properties: str):
+    """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
+    default properties) and the services it calls, in `tmp`; the broker stopped before
+    the services however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    broker = tiering_broker(tmp, store, metadata, **broker_properties).start()
+    broker = tiering_broker(tmp, store, metadata, node, **broker_properties).start()
     stack = FetchStack(
         tmp,
         broker.bootstrap_servers,
@@ -101,7 +102,7 @@ async def tiering_stack(tmp, s3_endpoint, **broker_properties: str):
 
 @pytest_asyncio.fixture(scope="module")
 async def kafka_tiering(tmp_path_factory, s3_endpoint):
-    async with tiering_stack(
-        tmp_path_factory.mktemp("kafka-tiering"), s3_endpoint, **FILE_URLS
-    ) as tiering:
+    tmp = tmp_path_factory.mktemp("kafka-tiering")
+    jmx = {"jmx_port": free_port()}  # the plugin's metrics, read as an operator would
+    async with tiering_stack(tmp, s3_endpoint, jmx, **FILE_URLS) as tiering:
         yield tiering

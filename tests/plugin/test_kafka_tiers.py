@@ -197,6 +197,7 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     log = broker.log_path.read_text().splitlines()
     assert [line for line in log if BY_URL in line]
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+    await graphed_by_jmx(broker, stack, topic_id, topic)
 
     # Around Kafka: the same history straight from the remote tier, the tail from Kafka.
     async with TieredConsumer.connect(
@@ -230,6 +231,33 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
             if r.partition == partition
         ]
         assert found == produced.expected(partition, committed_only=True)
+
+
+PLUGIN_METRICS = "remotelog.kafka.plugin:type=remote-{}-metrics"
+STORAGE_METRICS = PLUGIN_METRICS.format("storage-manager")
+METADATA_METRICS = PLUGIN_METRICS.format("log-metadata-manager")
+
+
+async def graphed_by_jmx(broker, stack, topic_id, topic: str) -> None:
+    """The plugin's metrics, read through the broker's JMX with Kafka's JmxTool, count
+    at least what this topic's tiering and reads did (the module's other topics add)."""
+    tiered = sum(len(s) for s in (await live_segments(stack, topic_id, topic)).values())
+
+    def read(name: str, attribute: str) -> float:
+        [value] = broker.jmx(name, attribute=attribute).values()
+        return value
+
+    def calls(metrics: str, method: str) -> float:
+        return read(f"{metrics},method={method}", "calls-total")
+
+    assert await asyncio.to_thread(calls, STORAGE_METRICS, "CopyLogSegmentData") >= tiered
+    assert await asyncio.to_thread(calls, METADATA_METRICS, "AddRemoteLogSegmentMetadata") >= tiered
+    assert await asyncio.to_thread(read, STORAGE_METRICS, "copy-bytes-total") >= tiered * 1000
+    # Read back through Kafka by the store's file URLs, every byte counted as it was read.
+    assert await asyncio.to_thread(read, STORAGE_METRICS, "log-reads-by-url-total") > 0
+    assert await asyncio.to_thread(read, STORAGE_METRICS, "fetch-bytes-total") > 0
+    assert await asyncio.to_thread(read, METADATA_METRICS, "segment-cache-hits-total") > 0
+    assert await asyncio.to_thread(read, METADATA_METRICS, "notifications-waiting") == 0
 
 
 def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[bytes]]:

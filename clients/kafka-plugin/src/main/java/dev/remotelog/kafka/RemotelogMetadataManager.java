@@ -16,6 +16,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
+import org.apache.kafka.common.metrics.Sensor;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -64,6 +65,12 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
+    private Sensor segmentCacheHits;
+    private Sensor segmentCacheMisses;
+    private Sensor txnIndexCacheHits;
+    private Sensor txnIndexCacheMisses;
+    private Sensor readyCacheHits;
+    private Sensor readyCacheMisses;
 
     /** For the broker, which configures it by its properties. */
     public RemotelogMetadataManager() {}
@@ -81,6 +88,18 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         reads = RemoteLogMetadataServiceGrpc.newBlockingStub(service.channel());
         notifications =
                 new Notifications(this::sendNotifications, Failures::retriable, this::notificationFailed);
+        Instruments instruments = service.instruments();
+        Notifications waiting = notifications;
+        instruments.gauge(
+                "notifications-waiting", "Partitions whose leadership notice has not landed", waiting::size);
+        segmentCacheHits = instruments.counter("segment-cache-hits", "Segment lookups answered from the cache");
+        segmentCacheMisses = instruments.counter("segment-cache-misses", "Segment lookups that asked the service");
+        txnIndexCacheHits =
+                instruments.counter("txn-index-cache-hits", "Next-transaction-index lookups answered from the cache");
+        txnIndexCacheMisses =
+                instruments.counter("txn-index-cache-misses", "Next-transaction-index lookups that asked the service");
+        readyCacheHits = instruments.counter("ready-cache-hits", "isReady answers from the cache");
+        readyCacheMisses = instruments.counter("ready-cache-misses", "isReady answers that asked the service");
     }
 
     private void notificationFailed(RuntimeException failure, int partitions) {
@@ -202,9 +221,11 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
             throws RemoteStorageException {
         Optional<RemoteLogSegmentMetadata> kept = known.segment(partition, epochForOffset, offset);
         if (kept.isPresent()) {
+            segmentCacheHits.record();
             return kept;
         }
         checkNotified(partition);
+        segmentCacheMisses.record();
         Object before = known.snapshot(partition);
         var request =
                 GetRemoteLogSegmentMetadataRequest.newBuilder()
@@ -334,9 +355,11 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(
             TopicIdPartition partition, int epoch, long offset) throws RemoteStorageException {
         if (known.noTxnIndexFrom(partition, epoch, offset)) {
+            txnIndexCacheHits.record();
             return Optional.empty();
         }
         checkNotified(partition);
+        txnIndexCacheMisses.record();
         Object before = known.snapshot(partition);
         var request =
                 GetNextSegmentWithTxnIndexRequest.newBuilder()
@@ -363,8 +386,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         Long since = readySince.get(partition);
         long now = System.nanoTime();
         if (since != null && now - since < READY_KEPT_NANOS) {
+            readyCacheHits.record();
             return true;
         }
+        readyCacheMisses.record();
         try {
             boolean ready =
                     lookup().isReady(

@@ -12,10 +12,12 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
+import org.apache.kafka.common.metrics.Sensor;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
@@ -48,6 +50,13 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
     private FetchUrls fetchUrls;
+    private final AtomicInteger copiesInFlight = new AtomicInteger();
+    private Sensor copyBytes;
+    private Sensor fetchBytes;
+    private Sensor logReadsByUrl;
+    private Sensor logReadsByStream;
+    private Sensor indexReadsByUrl;
+    private Sensor indexReadsByStream;
 
     /** For the broker, which configures it by its properties. */
     public RemotelogStorageManager() {}
@@ -65,6 +74,14 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());
         fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs()) : null;
+        Instruments instruments = service.instruments();
+        instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);
+        copyBytes = instruments.sum("copy-bytes", "Bytes of segment files sent to the store");
+        fetchBytes = instruments.sum("fetch-bytes", "Bytes of segments and indexes the broker read");
+        logReadsByUrl = instruments.counter("log-reads-by-url", "Segment log reads by the store's URLs");
+        logReadsByStream = instruments.counter("log-reads-by-stream", "Segment log reads through FetchLogSegment");
+        indexReadsByUrl = instruments.counter("index-reads-by-url", "Index reads by the store's URLs");
+        indexReadsByStream = instruments.counter("index-reads-by-stream", "Index reads through FetchIndex");
     }
 
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub call() {
@@ -77,6 +94,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         String what = "CopyLogSegmentData(" + metadata.remoteLogSegmentId() + ")";
         long started = System.nanoTime();
         CopyCall call = new CopyCall();
+        copiesInFlight.incrementAndGet();
         copies.withDeadlineAfter(settings.copyTimeoutMs(), TimeUnit.MILLISECONDS)
                 .copyLogSegmentData(call);
         try {
@@ -115,6 +133,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
             throw failed(what, "failed", e);
         } finally {
             call.abandonUnlessDone();
+            copiesInFlight.decrementAndGet();
         }
     }
 
@@ -201,8 +220,9 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         return true;
     }
 
-    private static boolean sendChunk(CopyCall call, SegmentFile file, long position, ByteString data)
+    private boolean sendChunk(CopyCall call, SegmentFile file, long position, ByteString data)
             throws InterruptedException {
+        copyBytes.record(data.size());
         return call.send(
                 CopyLogSegmentDataRequest.newBuilder()
                         .setChunk(
@@ -232,7 +252,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
             InputStream byUrl =
                     fetchUrls.open(metadata.remoteLogSegmentId(), start, end, urlsOf(metadata));
             if (byUrl != null) {
-                return byUrl;
+                logReadsByUrl.record();
+                return Instruments.counted(byUrl, fetchBytes);
             }
         }
         FetchLogSegmentRequest.Builder request =
@@ -242,10 +263,13 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         if (end != null) {
             request.setEndPosition(end);
         }
-        return ResponseStream.open(
-                "FetchLogSegment(" + metadata.remoteLogSegmentId() + ", " + start + ")",
-                () -> call().fetchLogSegment(request.build()),
-                FetchLogSegmentResponse::getData);
+        logReadsByStream.record();
+        InputStream stream =
+                ResponseStream.open(
+                        "FetchLogSegment(" + metadata.remoteLogSegmentId() + ", " + start + ")",
+                        () -> call().fetchLogSegment(request.build()),
+                        FetchLogSegmentResponse::getData);
+        return Instruments.counted(stream, fetchBytes);
     }
 
     private Supplier<GetLogSegmentUrlResponse> urlsOf(RemoteLogSegmentMetadata metadata) {
@@ -268,7 +292,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
             InputStream byUrl =
                     fetchUrls.openIndex(metadata.remoteLogSegmentId(), indexType, urlsOf(metadata));
             if (byUrl != null) {
-                return byUrl;
+                indexReadsByUrl.record();
+                return Instruments.counted(byUrl, fetchBytes);
             }
         }
         FetchIndexRequest request =
@@ -276,10 +301,13 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
                         .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
                         .setIndexType(Protos.indexType(indexType))
                         .build();
-        return ResponseStream.open(
-                "FetchIndex(" + metadata.remoteLogSegmentId() + ", " + indexType + ")",
-                () -> call().fetchIndex(request),
-                FetchIndexResponse::getData);
+        indexReadsByStream.record();
+        InputStream stream =
+                ResponseStream.open(
+                        "FetchIndex(" + metadata.remoteLogSegmentId() + ", " + indexType + ")",
+                        () -> call().fetchIndex(request),
+                        FetchIndexResponse::getData);
+        return Instruments.counted(stream, fetchBytes);
     }
 
     @Override

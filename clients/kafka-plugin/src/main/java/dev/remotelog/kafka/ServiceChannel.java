@@ -1,16 +1,23 @@
 package dev.remotelog.kafka;
 
+import io.grpc.Channel;
+import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;
 import java.util.Map;
 
-/** A plugin's settings and its channel to the service they name. */
+/** A plugin's settings, its channel to the service they name, and its metrics, which
+ * count every call made through the channel. */
 final class ServiceChannel {
     private final Settings settings;
-    private final ManagedChannel channel;
+    private final ManagedChannel managed;
+    private final Instruments instruments;
+    private final Channel channel;
 
-    ServiceChannel(Settings settings, ManagedChannel channel) {
+    ServiceChannel(Settings settings, ManagedChannel managed) {
         this.settings = settings;
-        this.channel = channel;
+        this.managed = managed;
+        this.instruments = new Instruments(settings.role());
+        this.channel = ClientInterceptors.intercept(managed, instruments.interceptor());
     }
 
     /** The `role` plugin's settings, on a broker the plugin supports (KafkaApi). */
@@ -24,11 +31,16 @@ final class ServiceChannel {
         return settings;
     }
 
-    ManagedChannel channel() {
+    Channel channel() {
         return channel;
     }
 
+    Instruments instruments() {
+        return instruments;
+    }
+
     void close() {
-        Channels.close(channel);
+        Channels.close(managed);
+        instruments.close();
     }
 }

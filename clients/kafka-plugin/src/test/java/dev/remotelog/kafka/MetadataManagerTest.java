@@ -195,6 +195,7 @@ class MetadataManagerTest {
         }
         assertEquals(0, readyAsked.get());
         assertEquals(0, segmentsAsked.get());
+        assertEquals(4, Jmx.read(Jmx.METADATA, "notifications-waiting"));
 
         notificationsHeld.countDown();
         awaitNotified();
@@ -271,6 +272,9 @@ class MetadataManagerTest {
         manager.remoteLogSegmentMetadata(partition, 0, 160); // epoch 2's offset: asked
         manager.remoteLogSegmentMetadata(partition, 2, 200); // past the segment: asked
         assertEquals(3, segmentsAsked.get());
+        assertEquals(2, Jmx.read(Jmx.METADATA, "segment-cache-hits-total"));
+        assertEquals(3, Jmx.read(Jmx.METADATA, "segment-cache-misses-total"));
+        assertEquals(3, Jmx.await(Jmx.METADATA + ",method=GetRemoteLogSegmentMetadata", "calls-total", 3));
         manager.updateRemoteLogSegmentMetadata(
                         new RemoteLogSegmentMetadataUpdate(
                                 finished.remoteLogSegmentId(),

@@ -264,6 +264,40 @@ class StorageManagerTest {
     }
 
     @Test
+    void callsBytesAndReadsAreMetricsInJmx(@TempDir Path dir) throws Exception {
+        LogSegmentData data = segmentData(dir);
+        manager.copyLogSegmentData(segment(), data);
+        try (InputStream stream = manager.fetchLogSegment(segment(), 0)) {
+            stream.readNBytes(CHUNK * 3);
+        }
+        assertThrows(RemoteResourceNotFoundException.class, () -> manager.fetchIndex(segment(), IndexType.TRANSACTION));
+
+        String copy = Jmx.STORAGE + ",method=CopyLogSegmentData";
+        assertEquals(1, Jmx.await(copy, "calls-total", 1));
+        assertTrue(Jmx.read(copy, "latency-max") > 0);
+        long sent = 0;
+        for (CopyLogSegmentDataRequest request : copied) {
+            sent += request.getChunk().getData().size();
+        }
+        assertEquals(sent, Jmx.read(Jmx.STORAGE, "copy-bytes-total"));
+        assertEquals(0, Jmx.read(Jmx.STORAGE, "copies-in-flight"));
+        // The broker closed the stream after three chunks: what it read, not what was sent.
+        assertEquals(CHUNK * 3, Jmx.read(Jmx.STORAGE, "fetch-bytes-total"));
+        // URLs are on, and this store hands out none: the log was read by stream.
+        assertEquals(1, Jmx.read(Jmx.STORAGE, "log-reads-by-stream-total"));
+        assertEquals(0, Jmx.read(Jmx.STORAGE, "log-reads-by-url-total"));
+        assertEquals(1, Jmx.read(Jmx.STORAGE + ",method=FetchIndex,code=NOT_FOUND", "errors-total"));
+        // A stream the broker cancelled is no failure.
+        assertEquals(1, Jmx.await(Jmx.STORAGE + ",method=FetchLogSegment", "calls-total", 1));
+        assertThrows(
+                javax.management.InstanceNotFoundException.class,
+                () -> Jmx.read(Jmx.STORAGE + ",method=FetchLogSegment,code=CANCELLED", "errors-total"));
+
+        manager.close(); // its MBeans go with it
+        assertThrows(javax.management.InstanceNotFoundException.class, () -> Jmx.read(copy, "calls-total"));
+    }
+
+    @Test
     void aCopySendsTheMetadataThenEveryFileInOrderWithPositions(@TempDir Path dir) throws Exception {
         LogSegmentData data = segmentData(dir);
         Optional<CustomMetadata> custom = manager.copyLogSegmentData(segment(), data);
