@@ -3,8 +3,10 @@ package dev.remotelog.kafka;
 import java.util.ArrayDeque;
 import java.util.Deque;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
@@ -14,18 +16,26 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 /**
  * What the metadata manager said of a partition's segments that stays true until its
  * metadata is written: which segment holds an offset of an epoch (Kafka asks before each
- * remote fetch), and that no segment from an offset on has a transaction index (asked
- * before each read_committed fetch, nearly always answered "none").
+ * remote fetch), that no segment from an offset on has a transaction index (asked
+ * before each read_committed fetch, nearly always answered "none"), and the listings
+ * Kafka's copy and expiration tasks ask for each run of each partition (an idle one's
+ * is empty, run after run).
  *
  * <p>Only the partition's leader writes its segment metadata, through this plugin, so a
  * write here forgets the partition, before it is sent and once it is applied; so does a
- * change of leadership. Whatever else might write (an operator's tool) is bounded by
- * KEPT_NANOS, the longest anything is kept, as Kafka's own topic-based RLMM answers from
- * a cache its consumer updates.
+ * change of leadership. Whatever else might write (an operator's tool, or the leader on
+ * another broker, for a partition this one follows) is bounded by how long anything is
+ * kept: LEADER_KEPT_NANOS for a partition this broker leads, KEPT_NANOS otherwise, as
+ * Kafka's own topic-based RLMM answers from a cache its consumer updates.
  */
 final class KnownSegments {
     static final long KEPT_NANOS = TimeUnit.SECONDS.toNanos(30);
+    static final long LEADER_KEPT_NANOS = TimeUnit.MINUTES.toNanos(5);
     static final int SEGMENTS_KEPT = 64;
+    // A listing of more segments is not kept: memory stays bounded by partitions.
+    static final int LISTING_KEPT = 256;
+    // The key of a listing of every epoch.
+    private static final int ALL_EPOCHS = Integer.MIN_VALUE;
 
     /** One partition's answers, from `sinceNanos`; dropped whole when it is written. */
     private static final class Known {
@@ -33,26 +43,61 @@ final class KnownSegments {
         final Deque<RemoteLogSegmentMetadata> segments = new ArrayDeque<>();
         // Epoch -> the lowest offset from which no segment of it has a transaction index.
         final Map<Integer, Long> noTxnIndexFrom = new HashMap<>();
+        // Epoch (ALL_EPOCHS: any) -> its listing, as the service answered it.
+        final Map<Integer, List<RemoteLogSegmentMetadata>> listings = new HashMap<>();
     }
 
     private final ConcurrentHashMap<TopicIdPartition, Known> partitions = new ConcurrentHashMap<>();
+    private final Set<TopicIdPartition> led = ConcurrentHashMap.newKeySet();
+
+    private boolean stale(TopicIdPartition partition, Known known) {
+        long kept = led.contains(partition) ? LEADER_KEPT_NANOS : KEPT_NANOS;
+        return System.nanoTime() - known.sinceNanos >= kept;
+    }
 
     private Known known(TopicIdPartition partition) {
         return partitions.compute(
-                partition,
-                (p, known) ->
-                        known == null || System.nanoTime() - known.sinceNanos >= KEPT_NANOS
-                                ? new Known()
-                                : known);
+                partition, (p, known) -> known == null || stale(p, known) ? new Known() : known);
     }
 
     private Known current(TopicIdPartition partition) {
         Known known = partitions.get(partition);
-        return known == null || System.nanoTime() - known.sinceNanos >= KEPT_NANOS ? null : known;
+        return known == null || stale(partition, known) ? null : known;
     }
 
     void forget(TopicIdPartition partition) {
         partitions.remove(partition);
+    }
+
+    /** Whether this broker leads the partition now (its leadership notices say). */
+    void leads(TopicIdPartition partition, boolean leader) {
+        forget(partition);
+        if (leader) {
+            led.add(partition);
+        } else {
+            led.remove(partition);
+        }
+    }
+
+    /** The kept listing of the partition's segments of `epoch` (null: of every epoch). */
+    Optional<List<RemoteLogSegmentMetadata>> listing(TopicIdPartition partition, Integer epoch) {
+        Known known = current(partition);
+        if (known == null) {
+            return Optional.empty();
+        }
+        synchronized (known) {
+            return Optional.ofNullable(known.listings.get(epoch == null ? ALL_EPOCHS : epoch));
+        }
+    }
+
+    void rememberListing(Object snapshot, Integer epoch, List<RemoteLogSegmentMetadata> segments) {
+        if (segments.size() > LISTING_KEPT) {
+            return;
+        }
+        Known known = (Known) snapshot;
+        synchronized (known) {
+            known.listings.put(epoch == null ? ALL_EPOCHS : epoch, List.copyOf(segments));
+        }
     }
 
     /**

@@ -51,9 +51,10 @@ import remotelog.api.type.v1.Segment;
 public final class RemotelogMetadataManager implements RemoteLogMetadataManager {
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogMetadataManager.class);
     // Kafka asks isReady() before every task run of every partition it leads. A partition
-    // the service called ready stays so until its leadership changes or it stops; it is
-    // asked again after this long all the same, so a restarted service is noticed.
-    static final long READY_KEPT_NANOS = TimeUnit.SECONDS.toNanos(30);
+    // the service called ready stays so until its leadership changes, it stops, or a call
+    // of it is answered "not ready" (a restarted service, loading again); it is asked again
+    // after this long all the same.
+    static final long READY_KEPT_NANOS = TimeUnit.MINUTES.toNanos(10);
 
     private final Map<TopicIdPartition, Long> readySince = new ConcurrentHashMap<>();
     private final KnownSegments known = new KnownSegments();
@@ -70,6 +71,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     private Sensor txnIndexCacheHits;
     private Sensor txnIndexCacheMisses;
     private Sensor readyCacheHits;
+    private Sensor listingCacheHits;
+    private Sensor listingCacheMisses;
     private Sensor readyCacheMisses;
 
     /** For the broker, which configures it by its properties. */
@@ -99,6 +102,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         txnIndexCacheMisses =
                 instruments.counter("txn-index-cache-misses", "Next-transaction-index lookups that asked the service");
         readyCacheHits = instruments.counter("ready-cache-hits", "isReady answers from the cache");
+        listingCacheHits = instruments.counter("listing-cache-hits", "Segment listings answered from the cache");
+        listingCacheMisses = instruments.counter("listing-cache-misses", "Segment listings that asked the service");
         readyCacheMisses = instruments.counter("ready-cache-misses", "isReady answers that asked the service");
     }
 
@@ -211,8 +216,26 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
             TopicIdPartition partition, java.util.function.Supplier<CompletableFuture<Void>> write) {
         known.forget(partition);
         CompletableFuture<Void> done = write.get();
-        done.whenComplete((ok, failure) -> known.forget(partition));
+        done.whenComplete(
+                (ok, failure) -> {
+                    known.forget(partition);
+                    if (failure instanceof ReplicaNotAvailableException) {
+                        readySince.remove(partition);
+                    }
+                });
         return done;
+    }
+
+    /** One blocking call of the partition's; a "not ready" answer also forgets that the
+     * partition was ready (a restarted service loading it again). */
+    private <T> T call(TopicIdPartition partition, String what, java.util.function.Supplier<T> call)
+            throws RemoteStorageException {
+        try {
+            return Failures.call(what, call);
+        } catch (ReplicaNotAvailableException e) {
+            readySince.remove(partition);
+            throw e;
+        }
     }
 
     @Override
@@ -234,7 +257,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                         .setOffset(offset)
                         .build();
         var found =
-                Failures.call(
+                call(
+                        partition,
                         "GetRemoteLogSegmentMetadata(" + partition + ")",
                         () -> lookup().getRemoteLogSegmentMetadata(request));
         Optional<RemoteLogSegmentMetadata> segment =
@@ -252,7 +276,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                         .setLeaderEpoch(leaderEpoch)
                         .build();
         var found =
-                Failures.call(
+                call(
+                        partition,
                         "GetHighestOffsetForEpoch(" + partition + ")",
                         () -> read().getHighestOffsetForEpoch(request));
         return found.hasOffset() ? Optional.of(found.getOffset()) : Optional.empty();
@@ -278,6 +303,13 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         if (epoch != null) {
             request.setLeaderEpoch(epoch);
         }
+        Optional<List<RemoteLogSegmentMetadata>> kept = known.listing(partition, epoch);
+        if (kept.isPresent()) {
+            listingCacheHits.record();
+            return kept.get().iterator();
+        }
+        listingCacheMisses.record();
+        Object before = known.snapshot(partition);
         // Read whole within the deadline: the broker may hold the iterator a long time.
         List<RemoteLogSegmentMetadata> found = new ArrayList<>();
         try {
@@ -289,29 +321,35 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                 }
             }
         } catch (StatusRuntimeException e) {
-            throw Failures.translate("ListRemoteLogSegments(" + partition + ")", e);
+            try {
+                throw Failures.translate("ListRemoteLogSegments(" + partition + ")", e);
+            } catch (ReplicaNotAvailableException notReady) {
+                readySince.remove(partition);
+                throw notReady;
+            }
         }
+        known.rememberListing(before, epoch, found);
         return found.iterator();
     }
 
     @Override
     public void onPartitionLeadershipChanges(
             Set<TopicIdPartition> leaderPartitions, Set<TopicIdPartition> followerPartitions) {
-        forget(leaderPartitions);
-        forget(followerPartitions);
+        forget(leaderPartitions, true);
+        forget(followerPartitions, false);
         notifications.notify(leaderPartitions, Notifications.Change.LEADER);
         notifications.notify(followerPartitions, Notifications.Change.FOLLOWER);
     }
 
     @Override
     public void onStopPartitions(Set<TopicIdPartition> partitions) {
-        forget(partitions);
+        forget(partitions, false);
         notifications.notify(partitions, Notifications.Change.STOPPED);
     }
 
-    private void forget(Set<TopicIdPartition> partitions) {
+    private void forget(Set<TopicIdPartition> partitions, boolean leader) {
         partitions.forEach(readySince::remove);
-        partitions.forEach(known::forget);
+        partitions.forEach(p -> known.leads(p, leader));
     }
 
     /** One batch of notifications, on Notifications' thread: the leadership changes, then
@@ -345,7 +383,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                         .setTopicIdPartition(Protos.partition(partition))
                         .setLeaderEpoch(leaderEpoch)
                         .build();
-        return Failures.call(
+        return call(
+                        partition,
                         "GetRemoteLogSize(" + partition + ")",
                         () -> read().getRemoteLogSize(request))
                 .getRemoteLogSizeBytes();
@@ -368,7 +407,8 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
                         .setOffset(offset)
                         .build();
         var found =
-                Failures.call(
+                call(
+                        partition,
                         "GetNextSegmentWithTxnIndex(" + partition + ")",
                         () -> lookup().getNextSegmentWithTxnIndex(request));
         if (!found.hasRemoteLogSegmentMetadata()) {

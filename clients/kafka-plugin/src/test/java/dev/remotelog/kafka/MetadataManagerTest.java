@@ -38,6 +38,8 @@ import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataRequest;
 import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataResponse;
 import remotelog.api.metadata.v1.Metadata.IsReadyRequest;
 import remotelog.api.metadata.v1.Metadata.IsReadyResponse;
+import remotelog.api.metadata.v1.Metadata.ListRemoteLogSegmentsRequest;
+import remotelog.api.metadata.v1.Metadata.ListRemoteLogSegmentsResponse;
 import remotelog.api.metadata.v1.Metadata.OnPartitionLeadershipChangesRequest;
 import remotelog.api.metadata.v1.Metadata.OnPartitionLeadershipChangesResponse;
 import remotelog.api.metadata.v1.Metadata.OnStopPartitionsRequest;
@@ -52,6 +54,9 @@ class MetadataManagerTest {
     final AtomicInteger readyAsked = new AtomicInteger();
     final AtomicBoolean ready = new AtomicBoolean();
     final AtomicInteger segmentsAsked = new AtomicInteger();
+    final AtomicInteger listingsAsked = new AtomicInteger();
+    // The service answers lookups "not ready", as one restarted and loading again.
+    final AtomicBoolean loading = new AtomicBoolean();
     final AtomicInteger txnIndexesAsked = new AtomicInteger();
     final RemoteLogSegmentMetadata finished =
             ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty());
@@ -74,10 +79,25 @@ class MetadataManagerTest {
         }
 
         @Override
+        public void listRemoteLogSegments(
+                ListRemoteLogSegmentsRequest request, StreamObserver<ListRemoteLogSegmentsResponse> response) {
+            listingsAsked.incrementAndGet();
+            response.onNext(
+                    ListRemoteLogSegmentsResponse.newBuilder()
+                            .addRemoteLogSegmentMetadata(Protos.metadata(finished))
+                            .build());
+            response.onCompleted();
+        }
+
+        @Override
         public void getRemoteLogSegmentMetadata(
                 GetRemoteLogSegmentMetadataRequest request,
                 StreamObserver<GetRemoteLogSegmentMetadataResponse> response) {
             segmentsAsked.incrementAndGet();
+            if (loading.get()) {
+                response.onError(FailuresTest.remotelog(com.google.rpc.Code.UNAVAILABLE, "METADATA_NOT_READY"));
+                return;
+            }
             response.onNext(
                     GetRemoteLogSegmentMetadataResponse.newBuilder()
                             .setRemoteLogSegmentMetadata(Protos.metadata(finished))
@@ -259,6 +279,53 @@ class MetadataManagerTest {
         awaitNotified();
         assertFalse(manager.isReady(ProtosTest.PARTITION));
         assertEquals(4, readyAsked.get());
+    }
+
+    @Test
+    void aListingIsKeptUntilThePartitionIsWrittenOrChangesLeadership() throws Exception {
+        var partition = ProtosTest.PARTITION;
+        manager.onPartitionLeadershipChanges(Set.of(partition), Set.of());
+        awaitNotified();
+        for (int run = 0; run < 3; run++) { // Kafka's copy and expiration tasks, run after run
+            assertEquals(List.of(finished), listed(manager.listRemoteLogSegments(partition)));
+            assertEquals(List.of(finished), listed(manager.listRemoteLogSegments(partition, 2)));
+        }
+        assertEquals(2, listingsAsked.get()); // one of every epoch, one of epoch 2
+        manager.updateRemoteLogSegmentMetadata(
+                        new RemoteLogSegmentMetadataUpdate(
+                                finished.remoteLogSegmentId(),
+                                1L,
+                                Optional.empty(),
+                                RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                                3))
+                .get(5, TimeUnit.SECONDS);
+        manager.listRemoteLogSegments(partition);
+        assertEquals(3, listingsAsked.get());
+        manager.onPartitionLeadershipChanges(Set.of(), Set.of(partition));
+        manager.listRemoteLogSegments(partition);
+        assertEquals(4, listingsAsked.get());
+        assertEquals(4, Jmx.read(Jmx.METADATA, "listing-cache-hits-total"));
+    }
+
+    static List<RemoteLogSegmentMetadata> listed(java.util.Iterator<RemoteLogSegmentMetadata> segments) {
+        List<RemoteLogSegmentMetadata> found = new java.util.ArrayList<>();
+        segments.forEachRemaining(found::add);
+        return found;
+    }
+
+    @Test
+    void aNotReadyAnswerForgetsThatThePartitionWasReady() throws Exception {
+        ready.set(true);
+        assertTrue(manager.isReady(ProtosTest.PARTITION));
+        assertTrue(manager.isReady(ProtosTest.PARTITION));
+        assertEquals(1, readyAsked.get());
+        loading.set(true); // the service restarted and loads the partition's metadata again
+        assertThrows(
+                ReplicaNotAvailableException.class,
+                () -> manager.remoteLogSegmentMetadata(ProtosTest.PARTITION, 0, 120));
+        ready.set(false);
+        assertFalse(manager.isReady(ProtosTest.PARTITION));
+        assertEquals(2, readyAsked.get());
     }
 
     @Test
