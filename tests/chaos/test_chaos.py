@@ -1,7 +1,11 @@
-"""The chaos soak, short: about a minute here, `make chaos` for the long run.
+"""The chaos soaks, short: a minute or two each here, `make chaos` for the long run.
 
-The broker is Apache Kafka, SIGKILLed and restarted from its own log dir like every
-other part; the segment store has an S3 server of its own, which the killer makes fail.
+The first drives the sidecar path: the copy scheduler tiers simulated log directories,
+and Apache Kafka, SIGKILLed and restarted from its own log dir like every other part,
+holds the metadata topic; the segment store has an S3 server of its own, which the
+killer makes fail. The second drives the default mode: Kafka tiers through the plugin
+under a running producer while the store, the metadata manager and the broker are
+killed or hung (plugin_soak.py).
 """
 
 import os
@@ -13,6 +17,7 @@ from support.servers import RedisServer, S3Server
 
 from remotelog.dev.stack import SERVICES, DevConfig, DevStack
 
+from .plugin_soak import VICTIMS, PluginSoak, PluginSoakConfig
 from .soak import Soak, SoakConfig, Writer
 
 CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "40"))
@@ -84,3 +89,24 @@ async def test_nothing_is_lost_when_any_part_is_killed(tmp_path, store_s3, redis
     assert set(report.kills) == {*SERVICES, "kafka", "redis"}
     assert report.records_verified > 0
     assert report.segments_verified == report.segments_tiered > 0
+
+
+async def test_kafka_with_the_plugin_loses_nothing_when_any_part_is_killed_or_hung(
+    tmp_path, capsys
+):
+    config = PluginSoakConfig(CHAOS_SECONDS)
+    with DevStack(DevConfig(tmp_path / "data", broker="kafka", mode="plugin")) as stack:
+        report = await PluginSoak(stack, config).run()
+    with capsys.disabled():
+        print(
+            "\nchaos soak, plugin mode, " + f"{CHAOS_SECONDS:.0f} s:", *report.lines(), sep="\n  "
+        )
+
+    assert report.failures == []
+    # Each part was killed and hung at least once, and records were checked throughout.
+    assert {f"{victim} {fault}" for victim in VICTIMS for fault in ("kill", "stop")} <= set(
+        report.faults
+    )
+    assert report.records_acknowledged > 0
+    assert report.records_checked > report.records_acknowledged
+    assert report.segments_tiered > 0
