@@ -21,7 +21,10 @@ reads the topic from offset 0 through the broker, which serves all but the
 active segment from remote storage: records/s. Then the topic is deleted, and
 the round ends when its remote tier holds none of it. Ratios are medians of the
 per-round ratios (remotelog / Kafka's own), printed with their spread; the broker
-JVM's (and for remotelog the services') CPU seconds per GB beside them.
+JVM's (and for remotelog the services') CPU seconds per GB beside them. Last, each
+broker, holding one more tiered topic, is restarted BENCH_START_UPS times (default 3):
+seconds from its process start until it is registered, unfenced and leads every
+partition (broker_start: Kafka's own over remotelog).
 Run: make bench-setup && .venv/bin/python bench/kafka_plugin.py [rounds, default 5]
 """
 
@@ -45,7 +48,7 @@ from common import Report, process_cpu_seconds, serve, serve_metadata_manager
 
 # The tests' Kafka helpers (a second node, JMX, a wiped disk): not in the product.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support.kafka_cluster import KafkaNode
+from support.kafka_cluster import KafkaNode, with_kafka_rlmm
 
 from remotelog.dev.broker import free_port
 from remotelog.dev.kafka_broker import (
@@ -62,6 +65,7 @@ MIB_PER_PARTITION = int(os.environ.get("BENCH_MIB_PER_PARTITION", "48"))
 RECORD_BYTES = 1024
 SEGMENT_BYTES = 1024 * 1024
 TASK_INTERVAL_MS = 200
+START_UPS = int(os.environ.get("BENCH_START_UPS", "3"))
 GB = 1e9
 _COPIED = re.compile(r"^\[([\d-]+ [\d:,]+)\] .*Copied \S+ to remote storage with segment-id")
 
@@ -267,6 +271,38 @@ def delete_topic(contender: Contender, topic: str) -> None:
         time.sleep(0.2)
 
 
+def leads_all(broker: KafkaBroker, topic: str) -> bool:
+    from confluent_kafka import KafkaException, TopicCollection
+
+    try:
+        described = admin(broker).describe_topics(TopicCollection([topic]))[topic].result(5)
+    except KafkaException:
+        return False
+    leaders = [p.leader.id if p.leader is not None else None for p in described.partitions]
+    return leaders == [broker.node_id] * PARTITIONS
+
+
+def start_ups(contender: Contender) -> list[float]:
+    """The broker, holding a tiered topic, stopped and started START_UPS times: seconds
+    from its process start until it is registered, unfenced and leads every partition."""
+    topic = f"start-up-{contender.name}"
+    fill_topic(contender.broker, topic)
+    segments, _ = rolled(contender.broker, topic)
+    tier(contender, topic, segments)
+    wait_local_deleted(contender.broker, topic)
+    seconds = []
+    for _ in range(START_UPS):
+        contender.broker.stop()
+        began = time.monotonic()
+        contender.broker.start()
+        while not leads_all(contender.broker, topic):
+            if time.monotonic() - began > 300:
+                raise RuntimeError(f"{contender.name}: no leader\n{contender.broker.log_tail()}")
+            time.sleep(0.05)
+        seconds.append(time.monotonic() - began)
+    return seconds
+
+
 def run_round(contender: Contender, number: int) -> int:
     """One round on one broker; the bytes tiered."""
     topic = f"bench-{contender.name}-{number}"
@@ -288,26 +324,44 @@ def plugin_broker(
     store_port: int,
     metadata_port: int,
     properties: Mapping[str, str] | None = None,
+    node_class: type[KafkaNode] = KafkaNode,
+    kafka_rlmm: bool = False,
     **broker: Any,
 ) -> KafkaNode:
     """A started broker tiering through the remotelog plugin to the services on these
-    ports; the plugin reads segment logs by the file URLs the store hands out.
-    `properties` go over the broker's, `broker` are KafkaNode's fields."""
-    return KafkaNode(
-        directory,
-        properties={
-            **tiered_storage_properties(
-                plugin_jar(),
-                f"127.0.0.1:{store_port}",
-                f"127.0.0.1:{metadata_port}",
-                task_interval_ms=TASK_INTERVAL_MS,
-                **{"fetch.urls.enabled": "true"},
-            ),
-            **QUICK_RETENTION,
-            **(properties or {}),
+    ports (with `kafka_rlmm`, through Kafka's own RLMM and the plugin's storage manager);
+    the plugin reads segment logs by the file URLs the store hands out. `properties` go
+    over the broker's, `broker` are KafkaNode's fields."""
+    settings = {
+        **tiered_storage_properties(
+            plugin_jar(),
+            f"127.0.0.1:{store_port}",
+            f"127.0.0.1:{metadata_port}",
+            task_interval_ms=TASK_INTERVAL_MS,
+            **{"fetch.urls.enabled": "true"},
+        ),
+        **QUICK_RETENTION,
+        **(properties or {}),
+    }
+    if kafka_rlmm:
+        settings = with_kafka_rlmm(settings, metadata_partitions=5)
+    return node_class(directory, properties=settings, **broker).start()
+
+
+def serve_segment_store(work: Path, port: int, **store: str) -> subprocess.Popen[str]:
+    """The filesystem segment store under `work`, handing out file URLs."""
+    process, _ = serve(
+        "segment-store",
+        work / "store.properties",
+        {
+            "listen.address": f"127.0.0.1:{port}",
+            "storage.backend": "filesystem",
+            "storage.root": str(work / "segments"),
+            "storage.filesystem.fetch.urls.enabled": "true",
+            **store,
         },
-        **broker,
-    ).start()
+    )
+    return process
 
 
 def serve_plugin_services(
@@ -321,17 +375,7 @@ def serve_plugin_services(
     """The filesystem segment store (handing out file URLs; `store` adds settings) and
     the metadata manager that `plugin_broker`'s plugin calls, its topic with
     `metadata_replication` replicas."""
-    segment_store, _ = serve(
-        "segment-store",
-        work / "store.properties",
-        {
-            "listen.address": f"127.0.0.1:{store_port}",
-            "storage.backend": "filesystem",
-            "storage.root": str(work / "segments"),
-            "storage.filesystem.fetch.urls.enabled": "true",
-            **store,
-        },
-    )
+    segment_store = serve_segment_store(work, store_port, **store)
     metadata, _ = serve_metadata_manager(
         work, bootstrap_servers, f"127.0.0.1:{metadata_port}", metadata_replication
     )
@@ -372,7 +416,8 @@ def main() -> None:
                     contender.read_s.clear()
                     contender.cpu.clear()
                 sizes.clear()
-        report_figures(contenders, statistics.median(sizes))
+        starts = {c.name: start_ups(c) for c in contenders}
+        report_figures(contenders, statistics.median(sizes), starts)
     except BaseException:
         print(f"kept {work} (the brokers' logs)", file=sys.stderr)
         raise
@@ -385,14 +430,23 @@ def main() -> None:
             contender.broker.stop()
 
 
-def report_figures(contenders: list[Contender], size: float) -> None:
+def report_figures(
+    contenders: list[Contender], size: float, starts: dict[str, list[float]]
+) -> None:
     remotelog, kafka = contenders
     report = Report("kafka_plugin")
     tiering = [k / r for r, k in zip(remotelog.tier_s, kafka.tier_s, strict=True)]
     reading = [k / r for r, k in zip(remotelog.read_s, kafka.read_s, strict=True)]
     report.ratio_rounds("kafka_tiering_remotelog_vs_local_tiered_storage", tiering, 0.8)
     report.ratio_rounds("kafka_remote_read_remotelog_vs_local_tiered_storage", reading, 0.8)
+    starting = [k / r for r, k in zip(starts["remotelog"], starts["kafka"], strict=True)]
+    report.ratio_rounds("broker_start", starting, 0.9)
     report.finish()
+    for name, seconds in starts.items():
+        print(
+            f"  {name}: start-up until it leads its tiered partitions "
+            f"{statistics.median(seconds):.2f} s ({min(seconds):.2f}-{max(seconds):.2f})"
+        )
     for contender in contenders:
         tier_mb_s = size / 1e6 / statistics.median(contender.tier_s)
         read_mb_s = size / 1e6 / statistics.median(contender.read_s)
