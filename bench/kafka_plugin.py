@@ -338,7 +338,7 @@ def plugin_broker(
             f"127.0.0.1:{store_port}",
             f"127.0.0.1:{metadata_port}",
             task_interval_ms=TASK_INTERVAL_MS,
-            **{"fetch.urls.enabled": "true"},
+            storage_settings={"fetch.urls.enabled": "true"},
         ),
         **QUICK_RETENTION,
         **(properties or {}),

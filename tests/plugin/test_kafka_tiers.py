@@ -197,6 +197,8 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     log = broker.log_path.read_text().splitlines()
     assert [line for line in log if BY_URL in line]
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+    # Every setting the broker was given is one the plugin knows.
+    assert not [line for line in log if "is not a setting of the remotelog plugin" in line]
     await graphed_by_jmx(broker, stack, topic_id, topic)
 
     # Around Kafka: the same history straight from the remote tier, the tail from Kafka.

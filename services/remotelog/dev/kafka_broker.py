@@ -124,12 +124,19 @@ def tiered_storage_properties(
     metadata_manager_address: str,
     *,
     task_interval_ms: int = 30_000,
+    storage_settings: Mapping[str, str] | None = None,
     **plugin_settings: str,
 ) -> dict[str, str]:
     """A broker's properties that make it tier through remotelog: Kafka's RemoteLogManager
     with the plugin as its RemoteStorageManager and RemoteLogMetadataManager. Each of
-    `plugin_settings` (e.g. client.tls.ca.file, with dots) goes to both plugins."""
-    rsm = {"segment.store.address": segment_store_address, **plugin_settings}
+    `plugin_settings` (e.g. client.tls.ca.file, with dots) goes to both plugins; each of
+    `storage_settings` (e.g. fetch.urls.enabled) to the storage manager alone, as the
+    metadata manager plugin warns of a key it does not know."""
+    rsm = {
+        "segment.store.address": segment_store_address,
+        **plugin_settings,
+        **(storage_settings or {}),
+    }
     rlmm = {"metadata.manager.address": metadata_manager_address, **plugin_settings}
     return {
         "remote.log.storage.system.enable": "true",

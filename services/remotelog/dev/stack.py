@@ -145,7 +145,7 @@ class DevStack:
                     f"127.0.0.1:{self.reserved_ports['metadata-manager']}",
                     task_interval_ms=TASK_INTERVAL_MS,
                     # The store is on this host: Kafka reads its files (file:// URLs).
-                    **{"fetch.urls.enabled": "true"},
+                    storage_settings={"fetch.urls.enabled": "true"},
                 ),
                 **QUICK_RETENTION,
             }

@@ -107,6 +107,31 @@ final class Instruments implements AutoCloseable {
                 });
     }
 
+    /** A cache's NAME-hits and NAME-misses counters. */
+    Cache cache(String name, String answers) {
+        return new Cache(
+                counter(name + "-hits", answers + " answered from the cache"),
+                counter(name + "-misses", answers + " that asked the service"));
+    }
+
+    static final class Cache {
+        private final Sensor hits;
+        private final Sensor misses;
+
+        Cache(Sensor hits, Sensor misses) {
+            this.hits = hits;
+            this.misses = misses;
+        }
+
+        void hit() {
+            hits.record();
+        }
+
+        void miss() {
+            misses.record();
+        }
+    }
+
     void gauge(String name, String description, Supplier<Number> value) {
         metrics.addMetric(name(name, description, tags()), (Gauge<Number>) (config, now) -> value.get());
     }

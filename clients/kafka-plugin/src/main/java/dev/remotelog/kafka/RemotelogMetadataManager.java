@@ -16,7 +16,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
-import org.apache.kafka.common.metrics.Sensor;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -66,14 +65,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
-    private Sensor segmentCacheHits;
-    private Sensor segmentCacheMisses;
-    private Sensor txnIndexCacheHits;
-    private Sensor txnIndexCacheMisses;
-    private Sensor readyCacheHits;
-    private Sensor listingCacheHits;
-    private Sensor listingCacheMisses;
-    private Sensor readyCacheMisses;
+    private Instruments.Cache segmentCache;
+    private Instruments.Cache txnIndexCache;
+    private Instruments.Cache readyCache;
+    private Instruments.Cache listingCache;
 
     /** For the broker, which configures it by its properties. */
     public RemotelogMetadataManager() {}
@@ -95,16 +90,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         Notifications waiting = notifications;
         instruments.gauge(
                 "notifications-waiting", "Partitions whose leadership notice has not landed", waiting::size);
-        segmentCacheHits = instruments.counter("segment-cache-hits", "Segment lookups answered from the cache");
-        segmentCacheMisses = instruments.counter("segment-cache-misses", "Segment lookups that asked the service");
-        txnIndexCacheHits =
-                instruments.counter("txn-index-cache-hits", "Next-transaction-index lookups answered from the cache");
-        txnIndexCacheMisses =
-                instruments.counter("txn-index-cache-misses", "Next-transaction-index lookups that asked the service");
-        readyCacheHits = instruments.counter("ready-cache-hits", "isReady answers from the cache");
-        listingCacheHits = instruments.counter("listing-cache-hits", "Segment listings answered from the cache");
-        listingCacheMisses = instruments.counter("listing-cache-misses", "Segment listings that asked the service");
-        readyCacheMisses = instruments.counter("ready-cache-misses", "isReady answers that asked the service");
+        segmentCache = instruments.cache("segment-cache", "Lookups of the segment of an offset");
+        txnIndexCache = instruments.cache("txn-index-cache", "Lookups of the next transaction index");
+        readyCache = instruments.cache("ready-cache", "isReady answers");
+        listingCache = instruments.cache("listing-cache", "Segment listings");
     }
 
     private void notificationFailed(RuntimeException failure, int partitions) {
@@ -244,11 +233,11 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
             throws RemoteStorageException {
         Optional<RemoteLogSegmentMetadata> kept = known.segment(partition, epochForOffset, offset);
         if (kept.isPresent()) {
-            segmentCacheHits.record();
+            segmentCache.hit();
             return kept;
         }
         checkNotified(partition);
-        segmentCacheMisses.record();
+        segmentCache.miss();
         Object before = known.snapshot(partition);
         var request =
                 GetRemoteLogSegmentMetadataRequest.newBuilder()
@@ -305,10 +294,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         }
         Optional<List<RemoteLogSegmentMetadata>> kept = known.listing(partition, epoch);
         if (kept.isPresent()) {
-            listingCacheHits.record();
+            listingCache.hit();
             return kept.get().iterator();
         }
-        listingCacheMisses.record();
+        listingCache.miss();
         Object before = known.snapshot(partition);
         // Read whole within the deadline: the broker may hold the iterator a long time.
         List<RemoteLogSegmentMetadata> found = new ArrayList<>();
@@ -394,11 +383,11 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(
             TopicIdPartition partition, int epoch, long offset) throws RemoteStorageException {
         if (known.noTxnIndexFrom(partition, epoch, offset)) {
-            txnIndexCacheHits.record();
+            txnIndexCache.hit();
             return Optional.empty();
         }
         checkNotified(partition);
-        txnIndexCacheMisses.record();
+        txnIndexCache.miss();
         Object before = known.snapshot(partition);
         var request =
                 GetNextSegmentWithTxnIndexRequest.newBuilder()
@@ -426,10 +415,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         Long since = readySince.get(partition);
         long now = System.nanoTime();
         if (since != null && now - since < READY_KEPT_NANOS) {
-            readyCacheHits.record();
+            readyCache.hit();
             return true;
         }
-        readyCacheMisses.record();
+        readyCache.miss();
         try {
             boolean ready =
                     lookup().isReady(
