@@ -274,10 +274,11 @@ def delete_topic(contender: Contender, topic: str) -> None:
 def leads_all(broker: KafkaBroker, topic: str) -> bool:
     from confluent_kafka import KafkaException, TopicCollection
 
+    client = admin(broker)  # held: a collected client fails its futures
     try:
-        described = admin(broker).describe_topics(TopicCollection([topic]))[topic].result(5)
-    except KafkaException:
-        return False
+        described = client.describe_topics(TopicCollection([topic]))[topic].result(5)
+    except (KafkaException, TimeoutError):
+        return False  # not answering yet
     leaders = [p.leader.id if p.leader is not None else None for p in described.partitions]
     return leaders == [broker.node_id] * PARTITIONS
 
