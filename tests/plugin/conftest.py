@@ -48,21 +48,28 @@ def tiering_broker(
     store_address: str,
     metadata_address: str,
     node: Mapping[str, Any] | None = None,
+    *,
+    isolated: bool = True,
     **broker: str,
 ) -> KafkaNode:
     """A broker in `tmp`/kafka tiering through the services at these addresses; `node`:
-    KafkaNode's fields (node_id, quorum, jmx_port, ...), `broker`: properties over the defaults."""
+    KafkaNode's fields (node_id, quorum, jmx_port, ...), `broker`: properties over the
+    defaults; `isolated`: the plugin loaded by Kafka's class loader for it, else from the
+    broker's class path."""
     try:
         jar = plugin_jar()
     except BrokerError as exc:
         pytest.fail(str(exc))
+    node = {**(node or {}), **({} if isolated else {"class_path": (jar,)})}
     properties = {
-        **tiered_storage_properties(jar, store_address, metadata_address, task_interval_ms=500),
+        **tiered_storage_properties(
+            jar, store_address, metadata_address, task_interval_ms=500, isolated=isolated
+        ),
         **QUICK_RETENTION,
         "log.segment.bytes": str(SEGMENT_BYTES),
         **broker,
     }
-    return KafkaNode(tmp / "kafka", properties=properties, **(node or {}))
+    return KafkaNode(tmp / "kafka", properties=properties, **node)
 
 
 async def stop_brokers(*brokers: KafkaBroker) -> None:
@@ -74,12 +81,14 @@ async def stop_brokers(*brokers: KafkaBroker) -> None:
 
 
 @contextlib.asynccontextmanager
-async def tiering_stack(tmp, s3_endpoint, node=None, **broker_properties: str):
+async def tiering_stack(tmp, s3_endpoint, node=None, *, isolated=True, **broker_properties: str):
     """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
-    default properties) and the services it calls, in `tmp`; the broker stopped before
-    the services however the test ends."""
+    default properties, `isolated` as tiering_broker's) and the services it calls, in
+    `tmp`; the broker stopped before the services however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    broker = tiering_broker(tmp, store, metadata, node, **broker_properties).start()
+    broker = tiering_broker(
+        tmp, store, metadata, node, isolated=isolated, **broker_properties
+    ).start()
     stack = FetchStack(
         tmp,
         broker.bootstrap_servers,
@@ -104,5 +113,7 @@ async def tiering_stack(tmp, s3_endpoint, node=None, **broker_properties: str):
 async def kafka_tiering(tmp_path_factory, s3_endpoint):
     tmp = tmp_path_factory.mktemp("kafka-tiering")
     jmx = {"jmx_port": free_port()}  # the plugin's metrics, read as an operator would
-    async with tiering_stack(tmp, s3_endpoint, jmx, **FILE_URLS) as tiering:
+    # On the broker's class path, where Kafka hands the plugin its metrics registry too;
+    # the version matrix (test_versions.py) loads it isolated, as the images do.
+    async with tiering_stack(tmp, s3_endpoint, jmx, isolated=False, **FILE_URLS) as tiering:
         yield tiering

@@ -238,6 +238,10 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
 PLUGIN_METRICS = "remotelog.kafka.plugin:type=remote-{}-metrics"
 STORAGE_METRICS = PLUGIN_METRICS.format("storage-manager")
 METADATA_METRICS = PLUGIN_METRICS.format("log-metadata-manager")
+# The same, as a Kafka 4.1+ broker registers them for a plugin on its class path.
+BROKER_METRICS = "kafka.server:type=plugins,config=remote.log.{}.manager.class.name,class={}"
+BROKER_STORAGE_METRICS = BROKER_METRICS.format("storage", "RemotelogStorageManager")
+BROKER_METADATA_METRICS = BROKER_METRICS.format("metadata", "RemotelogMetadataManager")
 
 
 async def graphed_by_jmx(broker, stack, topic_id, topic: str) -> None:
@@ -260,6 +264,24 @@ async def graphed_by_jmx(broker, stack, topic_id, topic: str) -> None:
     assert await asyncio.to_thread(read, STORAGE_METRICS, "fetch-bytes-total") > 0
     assert await asyncio.to_thread(read, METADATA_METRICS, "segment-cache-hits-total") > 0
     assert await asyncio.to_thread(read, METADATA_METRICS, "notifications-waiting") == 0
+    # The broker's own registry holds each of them too, read from the plugin's.
+    for ours, brokers in (
+        (STORAGE_METRICS, BROKER_STORAGE_METRICS),
+        (METADATA_METRICS, BROKER_METADATA_METRICS),
+    ):
+        mirrored = await asyncio.to_thread(broker.jmx, f"{brokers},*", attribute="calls-total")
+        direct = await asyncio.to_thread(broker.jmx, f"{ours},*", attribute="calls-total")
+        assert {name.split(",", 3)[-1] for name in mirrored} == {
+            name.split(",", 1)[-1] for name in direct
+        }
+    for ours, brokers, attribute in (
+        (STORAGE_METRICS, BROKER_STORAGE_METRICS, "copy-bytes-total"),
+        (METADATA_METRICS, BROKER_METADATA_METRICS, "segment-cache-hits-total"),
+    ):
+        # Counters only grow: the broker's read, between two reads of the plugin's own.
+        before = await asyncio.to_thread(read, ours, attribute)
+        mirrored = await asyncio.to_thread(read, brokers, attribute)
+        assert before <= mirrored <= await asyncio.to_thread(read, ours, attribute)
 
 
 def produce_plain(bootstrap: str, topic: str, records: int) -> dict[int, list[bytes]]:

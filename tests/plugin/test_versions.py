@@ -119,11 +119,15 @@ async def shared_services(tmp_path_factory, broker, s3_endpoint):
 
 
 def version_broker(tmp: Path, stack: FetchStack, version: str) -> KafkaBroker:
-    """A broker of Kafka `version` with the plugin, tiering through `stack`'s services."""
+    """A broker of Kafka `version` with the plugin, tiering through `stack`'s services.
+    The plugin is isolated by Kafka's class loader, as the images load it, but on the
+    oldest Kafka, which has no Monitorable of its own, it is on the broker's class path:
+    the jar's declaration of that interface must stand in for it there."""
     store = f"127.0.0.1:{stack.store.service.port}"
     metadata = f"127.0.0.1:{stack.metadata.service.port}"
     libs = {"libs": kafka_libs_of(version)}
-    broker = tiering_broker(tmp, store, metadata, libs, **FILE_URLS)
+    isolated = version != MATRIX[0]
+    broker = tiering_broker(tmp, store, metadata, libs, isolated=isolated, **FILE_URLS)
     # Kafka 3.7's shutdown never ends once local retention has run: its delete-logs task
     # waits on an empty queue (LogManager.deleteLogs). The others stop within a second.
     broker.stop_grace_s = STOP_GRACE_S
@@ -182,6 +186,16 @@ async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_service
         await eventually(emptied, timeout_s=TIERING_TIMEOUT_S)
     finally:
         await stop_brokers(broker)
+
+
+def test_the_jar_declares_only_kafkas_monitorable():
+    """Of Kafka's own classes the jar carries one: the interface a 4.1+ broker hands its
+    metrics through, which a 3.7-4.0 broker lacks and the plugin classes implement."""
+    with zipfile.ZipFile(plugin_jar()) as archive:
+        kafkas = [n for n in archive.namelist() if n.startswith("org/apache/kafka/")]
+    assert [n for n in kafkas if not n.endswith("/")] == [
+        "org/apache/kafka/common/metrics/Monitorable.class"
+    ]
 
 
 def test_the_matrix_spans_the_supported_range():

@@ -125,25 +125,34 @@ def tiered_storage_properties(
     *,
     task_interval_ms: int = 30_000,
     storage_settings: Mapping[str, str] | None = None,
+    isolated: bool = True,
     **plugin_settings: str,
 ) -> dict[str, str]:
     """A broker's properties that make it tier through remotelog: Kafka's RemoteLogManager
     with the plugin as its RemoteStorageManager and RemoteLogMetadataManager. Each of
     `plugin_settings` (e.g. client.tls.ca.file, with dots) goes to both plugins; each of
     `storage_settings` (e.g. fetch.urls.enabled) to the storage manager alone, as the
-    metadata manager plugin warns of a key it does not know."""
+    metadata manager plugin warns of a key it does not know.
+
+    `isolated`: Kafka loads the plugin from `jar` by a class loader of its own
+    (remote.log.*.class.path). Else the jar must be on the broker's class path
+    (KafkaBroker.class_path), where a Kafka 4.1+ broker also hands the plugin its own
+    metrics registry, which it wraps away from an isolated plugin."""
     rsm = {
         "segment.store.address": segment_store_address,
         **plugin_settings,
         **(storage_settings or {}),
     }
     rlmm = {"metadata.manager.address": metadata_manager_address, **plugin_settings}
+    class_paths = {
+        "remote.log.storage.manager.class.path": str(jar),
+        "remote.log.metadata.manager.class.path": str(jar),
+    }
     return {
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": f"{PLUGIN_PACKAGE}.RemotelogStorageManager",
-        "remote.log.storage.manager.class.path": str(jar),
         "remote.log.metadata.manager.class.name": f"{PLUGIN_PACKAGE}.RemotelogMetadataManager",
-        "remote.log.metadata.manager.class.path": str(jar),
+        **(class_paths if isolated else {}),
         "remote.log.manager.task.interval.ms": str(task_interval_ms),
         **{f"rsm.config.{key}": value for key, value in rsm.items()},
         **{f"rlmm.config.{key}": value for key, value in rlmm.items()},
@@ -207,6 +216,8 @@ class KafkaBroker(BrokerProcess):
     directory: Path
     # Kafka's jars: a folder of kafka_2.13 and its dependencies (default: kafka_libs()).
     libs: Path | None = None
+    # Jars after Kafka's on the broker's class path (a plugin not isolated by Kafka).
+    class_path: tuple[Path, ...] = ()
     host: str = "127.0.0.1"
     port: int = 0
     heap: str = DEFAULT_HEAP
@@ -267,7 +278,12 @@ class KafkaBroker(BrokerProcess):
         log4j = self.directory / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(log=self.log_path))
         jvm = [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
-        jvm += [f"-Dlog4j2.configurationFile={log4j}", *self._jvm_options(), "-cp", str(libs / "*")]
+        jvm += [
+            f"-Dlog4j2.configurationFile={log4j}",
+            *self._jvm_options(),
+            "-cp",
+            self._class_path(libs),
+        ]
         if not (self.data_dir / "meta.properties").exists():
             self._format(jvm, config)
         with self.log_path.open("ab") as out:
@@ -284,6 +300,9 @@ class KafkaBroker(BrokerProcess):
             self.kill()
             raise
         return self
+
+    def _class_path(self, libs: Path) -> str:
+        return os.pathsep.join([str(libs / "*"), *map(str, self.class_path)])
 
     def _port_fields(self) -> list[str]:
         """The fields of the ports this node listens on."""

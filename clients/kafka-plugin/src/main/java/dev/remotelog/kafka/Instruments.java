@@ -12,6 +12,7 @@ import io.grpc.Status;
 import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -24,6 +25,7 @@ import org.apache.kafka.common.metrics.KafkaMetricsContext;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.common.metrics.MetricsReporter;
+import org.apache.kafka.common.metrics.PluginMetrics;
 import org.apache.kafka.common.metrics.Sensor;
 import org.apache.kafka.common.metrics.stats.Avg;
 import org.apache.kafka.common.metrics.stats.Max;
@@ -45,6 +47,9 @@ import org.apache.kafka.common.utils.Time;
  *       NAME-rate and NAME-total;
  *   <li>gauges (copies in flight, notifications waiting).
  * </ul>
+ *
+ * On a Kafka 4.1+ broker that hands the plugin its registry, each is mirrored there too
+ * (BrokerMetrics).
  */
 final class Instruments implements AutoCloseable {
     static final String DOMAIN = "remotelog.kafka.plugin";
@@ -56,7 +61,7 @@ final class Instruments implements AutoCloseable {
     Instruments(Settings.Role role) {
         this.group = (role == Settings.Role.STORAGE ? "remote-storage-manager" : "remote-log-metadata-manager") + "-metrics";
         JmxReporter jmx = new JmxReporter();
-        List<MetricsReporter> reporters = List.of(jmx);
+        List<MetricsReporter> reporters = new ArrayList<>(List.of(jmx)); // mirrorTo adds one
         this.metrics =
                 new Metrics(new MetricConfig(), reporters, Time.SYSTEM, new KafkaMetricsContext(DOMAIN));
     }
@@ -225,6 +230,11 @@ final class Instruments implements AutoCloseable {
                 super.close();
             }
         };
+    }
+
+    /** Every metric, now and later, also in the broker's registry (Kafka 4.1+), until close. */
+    void mirrorTo(PluginMetrics broker) {
+        metrics.addReporter(new BrokerMetrics(broker));
     }
 
     @Override

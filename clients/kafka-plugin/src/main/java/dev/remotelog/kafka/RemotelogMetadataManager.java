@@ -16,6 +16,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
+import org.apache.kafka.common.metrics.Monitorable;
+import org.apache.kafka.common.metrics.PluginMetrics;
 import org.apache.kafka.server.log.remote.storage.RemoteLogMetadataManager;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
@@ -47,7 +49,7 @@ import remotelog.api.type.v1.Segment;
  * metadata is written (KnownSegments). Settings under `rlmm.config.`:
  * see Settings.
  */
-public final class RemotelogMetadataManager implements RemoteLogMetadataManager {
+public final class RemotelogMetadataManager implements RemoteLogMetadataManager, Monitorable {
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogMetadataManager.class);
     // Kafka asks isReady() before every task run of every partition it leads. A partition
     // the service called ready stays so until its leadership changes, it stops, or a call
@@ -62,6 +64,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
     private final Warnings unreachable = new Warnings(LOG, TimeUnit.MINUTES.toNanos(1));
 
     private ServiceChannel service;
+    private PluginMetrics brokerMetrics; // Kafka 4.1+: the broker's registry, mirroring ours
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
@@ -78,6 +81,16 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         use(ServiceChannel.configure(configs, Settings.Role.METADATA));
     }
 
+    /** Kafka 4.1+ calls this after configure() when the plugin is on the broker's class
+     * path (it wraps one loaded by `remote.log.*.class.path` in a class that hides it). */
+    @Override
+    public void withPluginMetrics(PluginMetrics metrics) {
+        brokerMetrics = metrics;
+        if (service != null) {
+            service.instruments().mirrorTo(metrics);
+        }
+    }
+
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
     void use(ServiceChannel service) {
         close(); // a second configure() replaces the first's channel
@@ -87,6 +100,9 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager 
         notifications =
                 new Notifications(this::sendNotifications, Failures::retriable, this::notificationFailed);
         Instruments instruments = service.instruments();
+        if (brokerMetrics != null) {
+            instruments.mirrorTo(brokerMetrics);
+        }
         Notifications waiting = notifications;
         instruments.gauge(
                 "notifications-waiting", "Partitions whose leadership notice has not landed", waiting::size);

@@ -17,6 +17,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Supplier;
+import org.apache.kafka.common.metrics.Monitorable;
+import org.apache.kafka.common.metrics.PluginMetrics;
 import org.apache.kafka.common.metrics.Sensor;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
@@ -42,10 +44,11 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
  * Kafka's RemoteStorageManager over remotelog's segment store: each method one
  * SegmentStoreService call with a deadline. Settings under `rsm.config.`: see Settings.
  */
-public final class RemotelogStorageManager implements RemoteStorageManager {
+public final class RemotelogStorageManager implements RemoteStorageManager, Monitorable {
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogStorageManager.class);
 
     private ServiceChannel service;
+    private PluginMetrics brokerMetrics; // Kafka 4.1+: the broker's registry, mirroring ours
     private Settings settings;
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
@@ -66,6 +69,16 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         use(ServiceChannel.configure(configs, Settings.Role.STORAGE));
     }
 
+    /** Kafka 4.1+ calls this after configure() when the plugin is on the broker's class
+     * path (it wraps one loaded by `remote.log.*.class.path` in a class that hides it). */
+    @Override
+    public void withPluginMetrics(PluginMetrics metrics) {
+        brokerMetrics = metrics;
+        if (service != null) {
+            service.instruments().mirrorTo(metrics);
+        }
+    }
+
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
     void use(ServiceChannel service) {
         close(); // a second configure() replaces the first's channel
@@ -75,6 +88,9 @@ public final class RemotelogStorageManager implements RemoteStorageManager {
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());
         fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs()) : null;
         Instruments instruments = service.instruments();
+        if (brokerMetrics != null) {
+            instruments.mirrorTo(brokerMetrics);
+        }
         instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);
         copyBytes = instruments.sum("copy-bytes", "Bytes of segment files sent to the store");
         fetchBytes = instruments.sum("fetch-bytes", "Bytes of segments and indexes the broker read");

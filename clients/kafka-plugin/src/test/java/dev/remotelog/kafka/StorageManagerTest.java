@@ -21,11 +21,14 @@ import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
@@ -34,6 +37,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundExceptio
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -261,6 +265,62 @@ class StorageManagerTest {
         connect(serverName);
         assertTrue(first.isShutdown());
         assertFalse(channel.isShutdown());
+    }
+
+    /** Kafka's own Plugin.wrapInstance (4.1+), as a broker wraps the configured plugin. */
+    static AutoCloseable wrappedByKafka(Object plugin, Metrics broker, String config) throws Exception {
+        Class<?> wrapper;
+        try {
+            wrapper = Class.forName("org.apache.kafka.common.internals.Plugin");
+        } catch (ClassNotFoundException e) {
+            Assumptions.abort("Kafka " + KafkaApi.brokerVersion() + " hands plugins no metrics registry");
+            throw e;
+        }
+        return (AutoCloseable)
+                wrapper.getMethod("wrapInstance", Object.class, Metrics.class, String.class)
+                        .invoke(null, plugin, broker, config);
+    }
+
+    /** The broker's metric `name` of the plugin, tagged as Kafka tags it, with `tags` of ours. */
+    static Optional<Object> brokerMetric(Metrics broker, String name, String... tags) {
+        Map<String, String> wanted = new HashMap<>();
+        for (int i = 0; i < tags.length; i += 2) {
+            wanted.put(tags[i], tags[i + 1]);
+        }
+        return broker.metrics().entrySet().stream()
+                .filter(e -> e.getKey().group().equals("plugins") && e.getKey().name().equals(name))
+                .filter(e -> e.getKey().tags().entrySet().containsAll(wanted.entrySet()))
+                .map(e -> e.getValue().metricValue())
+                .findFirst();
+    }
+
+    @Test
+    void aKafka41BrokersRegistryMirrorsEveryMetricUntilThePluginCloses(@TempDir Path dir) throws Exception {
+        String config = "remote.log.storage.manager.class.name";
+        try (Metrics broker = new Metrics()) {
+            AutoCloseable plugin = wrappedByKafka(manager, broker, config);
+            String[] kafkaTags = {"config", config, "class", "RemotelogStorageManager"};
+            // Registered now, so mirrored at once; a method's calls only once it is first called.
+            assertEquals(Optional.of(0.0), brokerMetric(broker, "copy-bytes-total", kafkaTags));
+            assertEquals(Optional.of(0), brokerMetric(broker, "copies-in-flight", kafkaTags));
+            assertEquals(Optional.empty(), brokerMetric(broker, "calls-total", "method", "CopyLogSegmentData"));
+
+            manager.copyLogSegmentData(segment(), segmentData(dir));
+            assertEquals(1, Jmx.await(Jmx.STORAGE + ",method=CopyLogSegmentData", "calls-total", 1));
+            assertEquals(
+                    Optional.of(1.0),
+                    brokerMetric(broker, "calls-total", "config", config, "method", "CopyLogSegmentData"));
+            assertEquals(
+                    Optional.of(Jmx.read(Jmx.STORAGE, "copy-bytes-total")),
+                    brokerMetric(broker, "copy-bytes-total", kafkaTags));
+
+            connect(serverName); // a second configure(): its new metrics are mirrored instead
+            assertEquals(Optional.of(0.0), brokerMetric(broker, "copy-bytes-total", kafkaTags));
+            assertEquals(Optional.empty(), brokerMetric(broker, "calls-total", "method", "CopyLogSegmentData"));
+
+            plugin.close(); // the broker closes the plugin, then its registry
+            assertEquals(Optional.empty(), brokerMetric(broker, "copy-bytes-total"));
+        }
     }
 
     @Test
