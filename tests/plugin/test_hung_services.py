@@ -13,26 +13,27 @@ import time
 import uuid
 
 import pytest_asyncio
-from support.kafka_admin import set_topic_config
 from support.topics import read_to_end
 from support.waiting import eventually
 
-from .conftest import SEGMENT_BYTES, tiering_stack
+from .conftest import tiering_stack
 from .test_kafka_tiers import (
     KILLED_RECORDS,
     KILLED_SEGMENT_BYTES,
+    MORE_RECORDS,
     PARTITIONS,
     TIERING_TIMEOUT_S,
+    copied_past,
+    copies_resume,
     create_tiered_topic,
     live_segments,
     produce_plain,
     uploads_of,
-    wait_for_offsets,
 )
 
 COPY_TIMEOUT_MS = 3000
 # Records a partition that roll a segment or more (1 KiB each, 1 MiB segments).
-ROLLING = 1500
+ROLLING = MORE_RECORDS
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -77,9 +78,7 @@ async def test_a_hung_metadata_manager_holds_no_broker_thread(hung):
     tiering = f"tiering-{uuid.uuid4().hex[:6]}"
     tiering_id = await asyncio.to_thread(create_tiered_topic, bootstrap, tiering)
     early = await asyncio.to_thread(produce_plain, bootstrap, tiering, ROLLING)
-    await asyncio.to_thread(
-        wait_for_offsets, broker, tiering, "earliest-local", lambda o: min(o.values()) > 0, "copy"
-    )
+    await copied_past(broker, tiering, 0)
     manager = await stack.serve_apart("metadata-manager")
     latencies: dict[str, float] = {}
     try:
@@ -113,23 +112,8 @@ async def test_a_hung_metadata_manager_holds_no_broker_thread(hung):
         # Tiering resumes: both topics roll segments that Kafka copies and frees locally.
         latest = await asyncio.to_thread(produce_plain, bootstrap, created, ROLLING)
         last = await asyncio.to_thread(produce_plain, bootstrap, tiering, ROLLING)
-        await asyncio.to_thread(
-            wait_for_offsets,
-            broker,
-            created,
-            "earliest-local",
-            lambda o: min(o.values()) > 0,
-            "copy",
-        )
-        before = ROLLING + 600
-        await asyncio.to_thread(
-            wait_for_offsets,
-            broker,
-            tiering,
-            "earliest-local",
-            lambda o: min(o.values()) > before,
-            "copy",
-        )
+        await copied_past(broker, created, 0)
+        await copied_past(broker, tiering, ROLLING + 600)
     finally:
         manager.kill()
         manager.wait()
@@ -159,18 +143,7 @@ async def test_a_store_hung_past_the_copy_deadline_loses_nothing(hung):
             lambda: any(gave_up in line for line in broker.run_log()), timeout_s=60, interval_s=0.2
         )
         store.send_signal(signal.SIGCONT)
-        await asyncio.to_thread(set_topic_config, bootstrap, topic, "segment.bytes", SEGMENT_BYTES)
-        more = await asyncio.to_thread(produce_plain, bootstrap, topic, ROLLING)
-        await asyncio.to_thread(
-            wait_for_offsets,
-            broker,
-            topic,
-            "earliest-local",
-            lambda o: min(o.values()) > KILLED_RECORDS,
-            "copy",
-        )
-        # Kafka deleted the attempt, and with it the upload the hung copy left.
-        await eventually(lambda: not upload_under_way(), timeout_s=TIERING_TIMEOUT_S)
+        more = await copies_resume(broker, topic, upload_under_way)
     finally:
         store.send_signal(signal.SIGCONT)
         store.kill()

@@ -38,6 +38,8 @@ TIERING_TIMEOUT_S = 180
 # The store-kill test's segments: 16 MiB, filled and rolled by 17 MiB a partition.
 KILLED_SEGMENT_BYTES = 16 * 1024 * 1024
 KILLED_RECORDS = 17 * 1024
+# Enough to roll and copy the small segments after a fault.
+MORE_RECORDS = 1500
 
 
 @dataclass
@@ -305,6 +307,19 @@ def wait_for_offsets(broker, topic: str, time_spec: str, done, what: str) -> dic
         time.sleep(1)
 
 
+async def copied_past(broker, topic: str, offset: int) -> None:
+    """Until local retention deleted every partition of `topic` past `offset`: Kafka
+    copied that far."""
+    await asyncio.to_thread(
+        wait_for_offsets,
+        broker,
+        topic,
+        "earliest-local",
+        lambda o: min(o.values()) > offset,
+        "copy",
+    )
+
+
 async def live_segments(stack, topic_id, topic: str) -> dict[int, list]:
     return {
         p: await stack.segments(
@@ -373,6 +388,21 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
     assert (report.orphans, report.uploads) == ([], [])
 
 
+async def copies_resume(broker, topic: str, upload_under_way, meanwhile=None):
+    """After a fault held up a copy of `topic`'s KILLED_RECORDS: small segments again and
+    MORE_RECORDS more (returned), `meanwhile` awaited, then Kafka copies past the held-up
+    records and deletes the failed attempt, with the upload it left."""
+    bootstrap = broker.bootstrap_servers
+    # Small segments again: the active one rolls at the next write.
+    await asyncio.to_thread(set_topic_config, bootstrap, topic, "segment.bytes", SEGMENT_BYTES)
+    more = await asyncio.to_thread(produce_plain, bootstrap, topic, MORE_RECORDS)
+    if meanwhile is not None:
+        await meanwhile()
+    await copied_past(broker, topic, KILLED_RECORDS)
+    await eventually(lambda: not upload_under_way(), timeout_s=TIERING_TIMEOUT_S)
+    return more
+
+
 async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_tiering):
     """The store, as a process of its own, is SIGKILLed while Kafka copies a segment into
     it (its upload half-written) and comes back on its address; then the broker is
@@ -399,35 +429,19 @@ async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_ti
         store.kill()
         store.wait()
     assert upload_under_way()  # what the killed copy wrote is still there
-    # Small segments again: the active one rolls at the next write.
-    await asyncio.to_thread(set_topic_config, bootstrap, topic, "segment.bytes", SEGMENT_BYTES)
-    more = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
-    await asyncio.sleep(3)  # Kafka's copy tasks run, and fail, meanwhile
-    await stack.start_store()
-    await asyncio.to_thread(
-        wait_for_offsets,
-        broker,
-        topic,
-        "earliest-local",
-        lambda o: min(o.values()) > KILLED_RECORDS,
-        "copy",
-    )
-    # Kafka deleted the failed copy's segment, and with it the upload it left.
-    await eventually(lambda: not upload_under_way(), timeout_s=TIERING_TIMEOUT_S)
+
+    async def store_back() -> None:
+        await asyncio.sleep(3)  # Kafka's copy tasks run, and fail, meanwhile
+        await stack.start_store()
+
+    more = await copies_resume(broker, topic, upload_under_way, store_back)
 
     await asyncio.to_thread(broker.kill)
     await asyncio.to_thread(broker.start)
     # The plugin's metadata manager is ready again, and reads and copies go on.
-    latest = await asyncio.to_thread(produce_plain, bootstrap, topic, 1500)
-    copied = KILLED_RECORDS + 1500
-    await asyncio.to_thread(
-        wait_for_offsets,
-        broker,
-        topic,
-        "earliest-local",
-        lambda o: min(o.values()) > copied,
-        "copy",
-    )
+    latest = await asyncio.to_thread(produce_plain, bootstrap, topic, MORE_RECORDS)
+    copied = KILLED_RECORDS + MORE_RECORDS
+    await copied_past(broker, topic, copied)
     for partition in range(PARTITIONS):
         messages = await asyncio.to_thread(read_to_end, bootstrap, topic, partition)
         expected = values[partition] + more[partition] + latest[partition]

@@ -115,14 +115,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                 .copyLogSegmentData(call);
         try {
             var response = copy(call, metadata, data);
-            LOG.info(
-                    "Copied segment {} of {} (offsets {}..{}, {} bytes) to the segment store in {} ms",
-                    metadata.remoteLogSegmentId().id(),
-                    metadata.topicIdPartition(),
-                    metadata.startOffset(),
-                    metadata.endOffset(),
-                    metadata.segmentSizeInBytes(),
-                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
+            logDone("Copied", "to", metadata, started);
             return Protos.custom(response.hasCustomMetadata(), response.getCustomMetadata());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -337,14 +330,21 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Failures.call(
                 "DeleteLogSegmentData(" + metadata.remoteLogSegmentId() + ")",
                 () -> call().deleteLogSegmentData(request));
+        logDone("Deleted", "from", metadata, started);
+    }
+
+    /** One INFO line per copy or delete, as Aiven's plugin logs them: segment, size, time. */
+    private static void logDone(String done, String preposition, RemoteLogSegmentMetadata metadata, long startedNanos) {
         LOG.info(
-                "Deleted segment {} of {} (offsets {}..{}, {} bytes) from the segment store in {} ms",
+                "{} segment {} of {} (offsets {}..{}, {} bytes) {} the segment store in {} ms",
+                done,
                 metadata.remoteLogSegmentId().id(),
                 metadata.topicIdPartition(),
                 metadata.startOffset(),
                 metadata.endOffset(),
                 metadata.segmentSizeInBytes(),
-                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started));
+                preposition,
+                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedNanos));
     }
 
     @Override
