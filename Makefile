@@ -166,7 +166,7 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: setup
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest --timeout=0 tests/service/test_fuzz_rpcs.py
 
-# The chaos soak at length (make test runs it for 40 s).
+# The chaos soak at length (make test runs it for 25 s).
 CHAOS_SECONDS ?= 600
 chaos: setup
 	CHAOS_SECONDS=$(CHAOS_SECONDS) $(VENV)/bin/pytest --timeout=0 -p no:cacheprovider tests/chaos

@@ -20,7 +20,7 @@ from remotelog.dev.stack import SERVICES, DevConfig, DevStack
 from .plugin_soak import VICTIMS, PluginSoak, PluginSoakConfig
 from .soak import Soak, SoakConfig, Writer
 
-CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "40"))
+CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "25"))
 
 
 @pytest.fixture
