@@ -65,6 +65,13 @@ PAIR = {
 KIP_1023 = "follower.fetch.last.tiered.offset.enable"
 REPLICATION_BYTES = "kafka.server:type=BrokerTopicMetrics,name=ReplicationBytesInPerSec"
 TIMEOUT_S = 900
+# The controller refuses a new incarnation of node 2 (DUPLICATE_BROKER_REGISTRATION, the
+# broker retrying every 2 s) until the old one's session lapses, broker.session.timeout.ms
+# (9 s) after its last heartbeat, even after a clean controlled shutdown. Node 2 starts
+# again only once it has: otherwise up to 9 s of Kafka's own wait fall in the start-up,
+# or, as the fetchers start before the registration, in the rebuild.
+SESSION_LAPSE_S = 10.0
+REFUSED = "DUPLICATE_BROKER_REGISTRATION"
 _FETCHER = re.compile(r"^\[([\d-]+ [\d:,]+)\] INFO .*Added fetcher to broker")
 
 
@@ -76,6 +83,8 @@ class Way:
     seconds: list[float] = field(default_factory=list)
     with_start_s: list[float] = field(default_factory=list)
     fetched: list[float] = field(default_factory=list)
+    # Registrations the controller refused in node 2's start-ups (0 after SESSION_LAPSE_S).
+    refused: list[int] = field(default_factory=list)
 
 
 def fill(bootstrap: str, mib: int, tiered: bool) -> None:
@@ -121,6 +130,7 @@ def rebuild(second: KafkaNode, admin: AdminClient, way: Way) -> None:
     from node 1 while node 2 starts: a short rebuild ends before start-up does)."""
     second.stop()
     second.wipe()
+    time.sleep(SESSION_LAPSE_S)
     began = time.time()
     starting = threading.Thread(target=second.start)
     starting.start()
@@ -135,6 +145,7 @@ def rebuild(second: KafkaNode, admin: AdminClient, way: Way) -> None:
     way.seconds.append(done - stamp.replace(tzinfo=datetime.UTC).timestamp())
     way.with_start_s.append(done - began)
     way.fetched.append(sum(second.jmx(REPLICATION_BYTES).values()))
+    way.refused.append(sum(REFUSED in line for line in second.run_log()))
 
 
 def run(way: Way, mib: int) -> None:
@@ -163,7 +174,8 @@ def run(way: Way, mib: int) -> None:
             print(
                 f"{way.name}: rebuilt in {way.seconds[-1]:.2f} s "
                 f"({way.with_start_s[-1]:.2f} s with start-up), "
-                f"{way.fetched[-1] / 1e6:.1f} MB fetched",
+                f"{way.fetched[-1] / 1e6:.1f} MB fetched, registration refused "
+                f"{way.refused[-1]} times",
                 flush=True,
             )
     finally:
