@@ -2,15 +2,20 @@
 what the store's own S3 client sends it."""
 
 import boto3
+import botocore.config
 
 
-def s3_client(endpoint: str):
+def s3_client(endpoint: str, *, retries: bool = True):
+    """`retries`: botocore's as configured; else each request is made once, and a fault
+    reaches the caller."""
+    config = None if retries else botocore.config.Config(retries={"total_max_attempts": 1})
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
         region_name="us-east-1",
         aws_access_key_id="test",
         aws_secret_access_key="test",
+        config=config,
     )
 
 

@@ -8,15 +8,27 @@ presigned URL) S3 error, a connection closed before any response, or a GET
 whose body is cut off halfway; "slow" answers them normally after D ms.
 DELETE /__faults__ clears pending faults; GET returns what is left.
 Used by the segment store's tests and benchmark as a real S3 endpoint.
+
+`--link` puts object storage's network in front of it (Link): each request waits a
+first-byte delay, the bytes each way share a bandwidth cap, and a fraction of requests
+is answered 503 SlowDown or, for a GET, cut off midway. Flags override the link's
+defaults (--first-byte-ms 50 --bandwidth-mb-s 50 --slow-down-fraction 0 --cut-fraction
+0 --seed 0); POST /__link__ with the same settings in JSON (first_byte_ms, ...) sets
+them at run time, DELETE /__link__ takes the link away, and GET /__link__ answers the
+settings and what the link did (requests, slowed_down, cut, bytes_down, bytes_up).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import random
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from moto.moto_server.werkzeug_app import (
@@ -33,11 +45,112 @@ _ERRORS = {
 }
 
 
-class FaultInjector:
-    def __init__(self, app: Any) -> None:
-        self.app = app
+# The link sends in pieces this large, so concurrent responses interleave as on a wire.
+_PIECE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Link:
+    """Object storage's network, as a region's S3 looks from a broker: every request
+    waits `first_byte_ms` before its answer, the bytes each way share one
+    `bandwidth_mb_s` (MB = 10^6 bytes; 0: no cap), `slow_down_fraction` of the requests
+    are answered 503 SlowDown and `cut_fraction` of the GETs lose their connection
+    halfway through the body, drawn from a generator seeded with `seed`."""
+
+    first_byte_ms: float = 50.0
+    bandwidth_mb_s: float = 50.0
+    slow_down_fraction: float = 0.0
+    cut_fraction: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("first_byte_ms", "bandwidth_mb_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be at least 0")
+        for name in ("slow_down_fraction", "cut_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be between 0 and 1")
+
+    @classmethod
+    def of(cls, settings: dict[str, Any]) -> Link:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise ValueError(f"unknown link settings {unknown}; known: {sorted(known)}")
+        return cls(**settings)
+
+
+class Pipe:
+    """One direction of the link: bytes leave in the order they are offered, at most
+    `rate` a second all senders together, as over one wire."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
         self.lock = threading.Lock()
+        self.free_at = 0.0  # when the wire has sent what it was given
+
+    def send(self, size: int) -> None:
+        if self.rate <= 0:
+            return
+        with self.lock:
+            now = time.monotonic()
+            self.free_at = max(now, self.free_at) + size / self.rate
+            done = self.free_at
+        time.sleep(max(0.0, done - now))
+
+
+@dataclass
+class LinkState:
+    """A link in use, and what it did."""
+
+    link: Link
+    down: Pipe
+    up: Pipe
+    rng: random.Random
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("requests", "slowed_down", "cut", "bytes_down", "bytes_up"), 0
+        )
+    )
+
+    @classmethod
+    def of(cls, link: Link) -> LinkState:
+        rate = link.bandwidth_mb_s * 1e6
+        return cls(link, Pipe(rate), Pipe(rate), random.Random(link.seed))
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self.link), **self.counts}
+
+
+class ThrottledInput:
+    """A request body read through the link's upward pipe."""
+
+    def __init__(self, stream: Any, state: LinkState, lock: threading.RLock) -> None:
+        self.stream, self.state, self.lock = stream, state, lock
+
+    def read(self, *size: int) -> bytes:
+        data: bytes = self.stream.read(*size)
+        self._sent(len(data))
+        return data
+
+    def readline(self, *size: int) -> bytes:
+        data: bytes = self.stream.readline(*size)
+        self._sent(len(data))
+        return data
+
+    def _sent(self, size: int) -> None:
+        for start in range(0, size, _PIECE):
+            self.state.up.send(min(_PIECE, size - start))
+        with self.lock:
+            self.state.counts["bytes_up"] += size
+
+
+class FaultInjector:
+    def __init__(self, app: Any, link: Link | None = None) -> None:
+        self.app = app
+        self.lock = threading.RLock()  # _over draws a link's fault and takes a told one
         self.faults: list[dict[str, Any]] = []
+        self.link = LinkState.of(link) if link is not None else None
 
     def _take(self, method: str) -> dict[str, Any] | None:
         with self.lock:
@@ -51,7 +164,45 @@ class FaultInjector:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if environ.get("PATH_INFO") == "/__faults__":
             return self._control(environ, start_response)
-        fault = self._take(environ["REQUEST_METHOD"]) or {}
+        if environ.get("PATH_INFO") == "/__link__":
+            return self._link_control(environ, start_response)
+        link = self.link
+        if link is None:
+            return self._answer(environ, start_response, self._take(environ["REQUEST_METHOD"]))
+        return self._over(link, environ, start_response)
+
+    def _over(self, link: LinkState, environ: dict[str, Any], start_response: Any) -> Any:
+        """The request and its answer over the link."""
+        method = environ["REQUEST_METHOD"]
+        with self.lock:
+            link.counts["requests"] += 1
+            fault = self._take(method)
+            if fault is None and link.rng.random() < link.link.slow_down_fraction:
+                fault = {"mode": "503"}
+                link.counts["slowed_down"] += 1
+            elif fault is None and method == "GET" and link.rng.random() < link.link.cut_fraction:
+                fault = {"mode": "truncate"}
+                link.counts["cut"] += 1
+        environ["wsgi.input"] = ThrottledInput(environ["wsgi.input"], link, self.lock)
+        time.sleep(link.link.first_byte_ms / 1000)
+        return self._sent_down(link, self._answer(environ, start_response, fault))
+
+    def _sent_down(self, link: LinkState, body: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                for start in range(0, len(chunk), _PIECE):
+                    piece = chunk[start : start + _PIECE]
+                    link.down.send(len(piece))
+                    with self.lock:
+                        link.counts["bytes_down"] += len(piece)
+                    yield piece
+        finally:
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    def _answer(self, environ: dict[str, Any], start_response: Any, fault: Any) -> Any:
+        fault = fault or {}
         mode = fault.get("mode")
         if mode == "slow":
             time.sleep(int(fault.get("delay_ms", 1000)) / 1000)
@@ -92,6 +243,24 @@ class FaultInjector:
 
         return half()
 
+    def _link_control(self, environ: dict[str, Any], start_response: Any) -> Any:
+        method = environ["REQUEST_METHOD"]
+        try:
+            if method == "POST":
+                link = LinkState.of(Link.of(json.loads(_drain(environ) or b"{}")))
+                with self.lock:
+                    self.link = link
+            elif method == "DELETE":
+                with self.lock:
+                    self.link = None
+        except (ValueError, TypeError) as exc:
+            start_response("400 Bad Request", [("Content-Type", "text/plain")])
+            return [str(exc).encode()]
+        with self.lock:
+            body = json.dumps(self.link.describe() if self.link else None).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
     def _control(self, environ: dict[str, Any], start_response: Any) -> Any:
         method = environ["REQUEST_METHOD"]
         with self.lock:
@@ -117,8 +286,26 @@ def _close(environ: dict[str, Any]) -> None:
         sock.close()
 
 
+def link_of(argv: list[str]) -> Link | None:
+    parser = argparse.ArgumentParser(description="moto's S3 server, maybe over a link")
+    parser.add_argument("--link", action="store_true", help="put object storage's link in front")
+    defaults = Link()
+    for f in fields(Link):
+        flag = "--" + f.name.replace("_", "-")
+        kind = int if f.name == "seed" else float
+        parser.add_argument(
+            flag, type=kind, default=None, help=f"default {getattr(defaults, f.name)}"
+        )
+    arguments = parser.parse_args(argv)
+    given = {f.name: getattr(arguments, f.name) for f in fields(Link)}
+    given = {name: value for name, value in given.items() if value is not None}
+    if given and not arguments.link:
+        parser.error(f"--{next(iter(given)).replace('_', '-')} needs --link")
+    return Link.of(given) if arguments.link else None
+
+
 def main() -> None:
-    app = FaultInjector(DomainDispatcherApplication(create_backend_app))
+    app = FaultInjector(DomainDispatcherApplication(create_backend_app), link_of(sys.argv[1:]))
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_port}", flush=True)
     sys.stdout.flush()

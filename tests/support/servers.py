@@ -19,11 +19,14 @@ S3_SERVER = Path(__file__).resolve().parent / "s3_server.py"
 
 
 class S3Server:
-    """tests/support/s3_server.py (moto plus fault injection) on a free loopback port."""
+    """tests/support/s3_server.py (moto plus fault injection) on a free loopback port;
+    with `link` (its Link's settings, e.g. first_byte_ms=50), behind object storage's
+    network, as `--link` puts it there."""
 
-    def __init__(self) -> None:
+    def __init__(self, **link: float) -> None:
+        flags = [f"--{name.replace('_', '-')}={value}" for name, value in link.items()]
         self.process = subprocess.Popen(
-            [sys.executable, str(S3_SERVER)],
+            [sys.executable, str(S3_SERVER), *(["--link", *flags] if link else [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -41,6 +44,15 @@ class S3Server:
             f"{self.endpoint}/__faults__", data=json.dumps(fault).encode(), method="POST"
         )
         urllib.request.urlopen(request, timeout=10).read()
+
+    def link(self, method: str = "GET", **settings: float) -> dict[str, Any] | None:
+        """The link's settings and what it did (GET); POST: a new link of `settings`
+        over the defaults, its counts from zero; DELETE: no link."""
+        data = json.dumps(settings).encode() if method == "POST" else None
+        request = urllib.request.Request(f"{self.endpoint}/__link__", data=data, method=method)
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            found: dict[str, Any] | None = json.loads(answer.read())
+        return found
 
     def clear_faults(self) -> None:
         request = urllib.request.Request(f"{self.endpoint}/__faults__", method="DELETE")

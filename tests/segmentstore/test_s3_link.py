@@ -1,0 +1,104 @@
+"""Object storage over a real link (support.s3_server's Link): a first-byte delay on each
+request, one bandwidth cap each way, requests answered 503 SlowDown and GETs cut off
+midway. The store copies and serves segments whole through it, and the link's own
+counts show it did what it was told."""
+
+import os
+import subprocess
+import sys
+import urllib.error
+
+import botocore.exceptions
+import pytest
+import pytest_asyncio
+from support.s3 import s3_client
+from support.servers import S3_SERVER, S3Server
+from support.services import new_bucket, start_store
+
+from .segments import segment_metadata, synthetic_files
+
+MIB = 1024 * 1024
+# About every fifth request answered SlowDown, every fifth GET cut off.
+FAULTY = {"first_byte_ms": 20, "bandwidth_mb_s": 50, "slow_down_fraction": 0.2}
+
+
+@pytest.fixture(scope="module")
+def linked_s3():
+    server = S3Server(**FAULTY)
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture
+async def linked_store(tmp_path, linked_s3):
+    linked_s3.link("POST", **FAULTY, cut_fraction=0.2, seed=405)
+    running = await start_store("s3", tmp_path, linked_s3.endpoint)
+    yield running
+    await running.stop()
+
+
+async def test_a_segment_crosses_a_faulty_link_whole_both_ways(linked_store, linked_s3):
+    data = os.urandom(11 * MIB)  # multipart: create, three parts, complete
+    metadata = segment_metadata(size=len(data))
+    before = linked_s3.link()
+    await linked_store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    chunks = [c async for c in linked_store.client.fetch_log_segment(metadata, 0, None)]
+    assert b"".join(chunks) == data
+
+    after = linked_s3.link()
+    assert after["bytes_up"] - before["bytes_up"] >= len(data)
+    assert after["bytes_down"] - before["bytes_down"] >= len(data)
+    # The store met faults it was not told of, and retried past them.
+    assert after["slowed_down"] > before["slowed_down"]
+
+
+def test_each_fault_is_what_s3_answers(linked_s3):
+    linked_s3.link("POST", first_byte_ms=0)
+    client = s3_client(linked_s3.endpoint)
+    bucket = new_bucket(linked_s3.endpoint)
+    client.put_object(Bucket=bucket, Key="k", Body=b"x" * MIB)
+    bare = s3_client(linked_s3.endpoint, retries=False)
+
+    linked_s3.link("POST", first_byte_ms=0, slow_down_fraction=1)
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        bare.get_object(Bucket=bucket, Key="k")
+    assert refused.value.response["Error"]["Code"] == "SlowDown"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+
+    linked_s3.link("POST", first_byte_ms=0, cut_fraction=1)
+    body = bare.get_object(Bucket=bucket, Key="k")["Body"]
+    with pytest.raises(botocore.exceptions.ResponseStreamingError):
+        body.read()
+    assert linked_s3.link()["cut"] == 1
+
+    linked_s3.link("POST", first_byte_ms=0)
+    assert bare.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x" * MIB
+    counted = linked_s3.link()
+    assert (counted["requests"], counted["slowed_down"], counted["cut"]) == (1, 0, 0)
+    assert counted["bytes_down"] == MIB
+
+    assert linked_s3.link("DELETE") is None
+    assert linked_s3.link() is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [({"cut_fraction": 2}, "cut_fraction"), ({"bandwidth_mb_s": -1}, "bandwidth_mb_s")],
+)
+def test_a_bad_setting_is_refused_by_name(linked_s3, settings, named):
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        linked_s3.link("POST", **settings)
+    assert refused.value.code == 400
+    assert named in refused.value.read().decode()
+
+
+def test_a_link_flag_without_link_is_refused():
+    done = subprocess.run(
+        [sys.executable, str(S3_SERVER), "--first-byte-ms", "50"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--first-byte-ms needs --link" in done.stderr
