@@ -12,6 +12,7 @@ import platform
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -331,6 +332,30 @@ async def interleaved_async(
         ):
             break
     return rounds
+
+
+# Object storage's link in front of moto (tests/support/s3_server.py's Link): "on" for
+# its defaults (50 ms to the first byte, 50 MB/s each way), or its settings, e.g.
+# "first_byte_ms=20,bandwidth_mb_s=100,slow_down_fraction=0.01"; unset: the loopback.
+S3_LINK_ENV = "BENCH_S3_LINK"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def s3_server_command() -> list[str]:
+    """moto's S3 server, over the link BENCH_S3_LINK names (printed, so runs compare)."""
+    command = [sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")]
+    link = os.environ.get(S3_LINK_ENV, "").strip()
+    if not link:
+        return command
+    settings = [] if link == "on" else [s.strip() for s in link.split(",") if s.strip()]
+    flags = []
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not value:
+            raise SystemExit(f"{S3_LINK_ENV}: {setting!r} is not name=value")
+        flags.append(f"--{name.strip().replace('_', '-')}={value.strip()}")
+    print(f"S3 over a link: {link} ({S3_LINK_ENV})", flush=True)
+    return [*command, "--link", *flags]
 
 
 def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:

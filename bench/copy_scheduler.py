@@ -50,6 +50,7 @@ from common import (
     cpu_of,
     interleaved_async,
     own_cpu,
+    s3_server_command,
     serve,
     serve_metadata_manager,
     start,
@@ -62,7 +63,6 @@ from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.kafka.state_files import HW_CHECKPOINT, write_hw_checkpoint
 from remotelog.scheduler.retention import LISTING_MAX_USES
 
-ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 PARTITIONS = 50
 SEGMENTS = 2
@@ -241,8 +241,7 @@ async def main() -> None:
     segment_bytes = int(sys.argv[1]) * MIB if len(sys.argv) > 1 else 4 * MIB
     report = Report("copy_scheduler")
     with bench_stack("copy") as (work, processes, broker):
-        server = [sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")]
-        moto, line = start(server, "PORT")
+        moto, line = start(s3_server_command(), "PORT")
         processes.append(moto)
         endpoint = f"http://127.0.0.1:{line.split()[1]}"
         logs = write_partitions(work / "kafka-logs", PARTITIONS, SEGMENTS, segment_bytes)

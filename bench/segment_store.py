@@ -47,7 +47,16 @@ from aiobotocore.config import AioConfig
 from bare_stream import bare_stream
 from bare_stream import read as bare_stream_read
 from boto3.s3.transfer import TransferConfig
-from common import Report, RoundPlan, Rounds, cpu_of, interleaved_pair, own_cpu, start
+from common import (
+    Report,
+    RoundPlan,
+    Rounds,
+    cpu_of,
+    interleaved_pair,
+    own_cpu,
+    s3_server_command,
+    start,
+)
 
 from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
@@ -55,7 +64,6 @@ from remotelog.process.memory import keep_freed_memory
 from remotelog.rpc.serve import serve_command
 from remotelog.segmentstore.writeback import start_writeback
 
-ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 PART = 8 * MIB
 BYTES_PER_SYNC = 4 * MIB  # the store's default storage.filesystem.bytes.per.sync
@@ -347,7 +355,7 @@ async def main() -> None:
     log = work / "00000000000000000000.log"
     log.write_bytes(os.urandom(size))
     files = LogSegmentData(log, b"\0" * 8, b"\0" * 12, b"", b"0\n1\n0 0\n")
-    moto, line = start([sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")], "PORT")
+    moto, line = start(s3_server_command(), "PORT")
     endpoint = f"http://127.0.0.1:{line.split()[1]}"
     processes = [moto]
     report = Report("segment_store")
