@@ -18,6 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
@@ -62,6 +63,7 @@ final class FetchUrls {
     }
 
     private final long timeoutMs;
+    private final Runnable retried;
     private final Map<RemoteLogSegmentId, Kept> urls =
             new LinkedHashMap<>(16, 0.75f, true) {
                 @Override
@@ -75,8 +77,10 @@ final class FetchUrls {
     private HttpClient http;
     private ExecutorService httpThreads;
 
-    FetchUrls(long timeoutMs) {
+    /** Reads of `timeoutMs` at most each, retries included; `retried` counts each retry. */
+    FetchUrls(long timeoutMs, Runnable retried) {
         this.timeoutMs = timeoutMs;
+        this.retried = retried;
     }
 
     /**
@@ -245,6 +249,148 @@ final class FetchUrls {
 
     private InputStream openHttp(URI url, RemoteLogSegmentId segment, long start, Long end)
             throws IOException, RemoteResourceNotFoundException {
+        Resuming read = new Resuming(url, segment, start, end, System.nanoTime() + timeoutMs * 1_000_000);
+        read.open(null);
+        return read;
+    }
+
+    /** An answer worth asking again after a pause: S3's SlowDown, its gateways' errors. */
+    private static final class Unavailable extends IOException {
+        Unavailable(int status) {
+            super("HTTP " + status + " to a ranged GET");
+        }
+    }
+
+    static final long FIRST_RETRY_NANOS = Duration.ofMillis(50).toNanos();
+    static final long LAST_RETRY_NANOS = Duration.ofSeconds(1).toNanos();
+
+    /**
+     * A ranged GET that, answered SlowDown or a gateway error, asks again, and, cut off
+     * midway, asks again from the byte where it stopped: after a pause from 50 ms doubling
+     * to 1 s, until the read's deadline. Then the failure is the caller's, as before.
+     */
+    private final class Resuming extends InputStream {
+        private final URI url;
+        private final RemoteLogSegmentId segment;
+        private final long deadlineNanos;
+        private long position;
+        private Long end; // the last byte; from the answer's Content-Range for an open range
+        private long pauseNanos = FIRST_RETRY_NANOS;
+        private InputStream in;
+        private boolean closed;
+
+        Resuming(URI url, RemoteLogSegmentId segment, long start, Long end, long deadlineNanos) {
+            this.url = url;
+            this.segment = segment;
+            this.position = start;
+            this.end = end;
+            this.deadlineNanos = deadlineNanos;
+        }
+
+        /** Opens the range from `position`; `cut`: the failure that ended the last one. */
+        void open(IOException cut) throws IOException, RemoteResourceNotFoundException {
+            IOException failure = cut;
+            while (true) {
+                if (failure != null) {
+                    pause(failure);
+                }
+                try {
+                    HttpResponse<InputStream> response = get(url, segment, position, end);
+                    if (end == null) {
+                        end = lastByte(response);
+                    }
+                    in = response.body();
+                    return;
+                } catch (Unavailable e) {
+                    failure = e;
+                } catch (IOException e) {
+                    if (cut == null) {
+                        throw e; // unreachable from the start: the caller takes the stream
+                    }
+                    failure = e;
+                }
+            }
+        }
+
+        /** Waits before the next attempt, or throws `failure` if the deadline comes first. */
+        private void pause(IOException failure) throws IOException {
+            if (closed || System.nanoTime() + pauseNanos - deadlineNanos > 0) {
+                throw failure;
+            }
+            try {
+                TimeUnit.NANOSECONDS.sleep(pauseNanos);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new java.io.InterruptedIOException("interrupted while retrying " + segment);
+            }
+            pauseNanos = Math.min(pauseNanos * 2, LAST_RETRY_NANOS);
+            retried.run();
+        }
+
+        @Override
+        public int read() throws IOException {
+            byte[] one = new byte[1];
+            int count = read(one, 0, 1);
+            return count < 0 ? -1 : one[0] & 0xff;
+        }
+
+        @Override
+        public int read(byte[] buffer, int from, int length) throws IOException {
+            while (true) {
+                if (end != null && position > end) {
+                    return -1;
+                }
+                try {
+                    int count = in.read(buffer, from, length);
+                    if (count < 0 && end != null) {
+                        throw new java.io.EOFException("the answer ended at byte " + position + " of " + (end + 1));
+                    }
+                    if (count > 0) {
+                        position += count;
+                    }
+                    return count;
+                } catch (IOException e) {
+                    if (closed) {
+                        throw e;
+                    }
+                    try {
+                        in.close();
+                    } catch (IOException ignored) {
+                        // the connection is gone already
+                    }
+                    try {
+                        open(e);
+                    } catch (RemoteResourceNotFoundException gone) {
+                        throw new IOException(segment + ": its log object went while it was read", gone);
+                    }
+                }
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            closed = true;
+            in.close();
+        }
+    }
+
+    /** The last byte an answer's `Content-Range: bytes first-last/size` covers, or null. */
+    private static Long lastByte(HttpResponse<?> response) {
+        String range = response.headers().firstValue("Content-Range").orElse("");
+        int dash = range.indexOf('-');
+        int slash = range.indexOf('/');
+        if (!range.startsWith("bytes ") || dash < 0 || slash < dash) {
+            return null;
+        }
+        try {
+            return Long.parseLong(range.substring(dash + 1, slash).trim());
+        } catch (NumberFormatException e) {
+            return null;
+        }
+    }
+
+    private HttpResponse<InputStream> get(URI url, RemoteLogSegmentId segment, long start, Long end)
+            throws IOException, RemoteResourceNotFoundException {
         HttpRequest request =
                 HttpRequest.newBuilder(url)
                         .timeout(Duration.ofMillis(timeoutMs))
@@ -259,7 +405,7 @@ final class FetchUrls {
         }
         int status = response.statusCode();
         if (status == 206) {
-            return response.body();
+            return response;
         }
         response.body().close();
         if (status == 404) {
@@ -267,6 +413,9 @@ final class FetchUrls {
         }
         if (status == 403) {
             throw new Refused("its URL was refused (403)");
+        }
+        if (status == 500 || status == 502 || status == 503 || status == 504) {
+            throw new Unavailable(status);
         }
         // 200 would be the whole object: a server that ignored the range.
         throw new IOException("HTTP " + status + " to a ranged GET");

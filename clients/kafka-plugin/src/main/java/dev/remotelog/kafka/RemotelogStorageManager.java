@@ -86,8 +86,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         settings = service.settings();
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());
-        fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs()) : null;
         Instruments instruments = service.instruments();
+        Sensor urlRetries =
+                instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
+        fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs(), urlRetries::record) : null;
         if (brokerMetrics != null) {
             instruments.mirrorTo(brokerMetrics);
         }

@@ -1,0 +1,79 @@
+"""Kafka with the plugin over S3 behind object storage's link (support.s3_server's Link):
+the store signs GET URLs, the broker reads tiered segments from S3 itself, and a plain
+consumer reads the whole history once through Kafka while the link answers some
+requests SlowDown and cuts some GETs off midway. The plugin asks again, from the byte
+where a cut read stopped, rather than falling back to the store's stream."""
+
+import asyncio
+import uuid
+
+import pytest_asyncio
+from fetch.conftest import FetchStack
+from support.servers import S3Server
+from support.services import started
+from support.topics import read_to_end
+
+from remotelog.dev.broker import free_port
+
+from .conftest import NOT_BY_URL, stop_brokers, tiering_broker
+from .test_kafka_tiers import PARTITIONS, copied_past, create_tiered_topic, produce_plain
+
+RECORDS = 6000  # 1 KiB each a partition: six 1 MiB segments
+BY_HTTP = "Reading segment logs from the http: URLs the segment store hands out"
+# A region's S3, near enough, and what it does under load: 5% of requests SlowDown,
+# 5% of GETs cut off midway.
+LINK = {"first_byte_ms": 20, "bandwidth_mb_s": 100}
+FAULTS = {"slow_down_fraction": 0.05, "cut_fraction": 0.05, "seed": 405}
+
+
+@pytest_asyncio.fixture(scope="module")
+async def over_s3(tmp_path_factory):
+    """A broker whose plugin reads segments by the URLs an S3 store signs, that S3 behind
+    the link."""
+    tmp = tmp_path_factory.mktemp("object-storage")
+    s3 = S3Server(**LINK)
+    store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    urls = {"rsm.config.fetch.urls.enabled": "true"}
+    broker = tiering_broker(tmp, store, metadata, **urls).start()
+    stack = FetchStack(
+        tmp,
+        broker.bootstrap_servers,
+        s3.endpoint,
+        "s3",
+        store_listen=store,
+        metadata_listen=metadata,
+    )
+    try:
+        async with started(stack):
+            try:
+                yield broker, s3
+            finally:
+                await stop_brokers(broker)
+    finally:
+        broker.stop()
+        s3.stop()
+
+
+async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(over_s3):
+    broker, s3 = over_s3
+    bootstrap = broker.bootstrap_servers
+    topic = f"s3-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
+    s3.link("POST", **LINK, **FAULTS)  # copies meet the faults too; the store retries
+    values = await asyncio.to_thread(produce_plain, bootstrap, topic, RECORDS)
+    await copied_past(broker, topic, RECORDS // 2)
+
+    before = s3.link()
+    for partition in range(PARTITIONS):
+        messages = await asyncio.to_thread(read_to_end, bootstrap, topic, partition)
+        assert [m.offset() for m in messages] == list(range(len(values[partition])))
+        assert [m.value() for m in messages] == values[partition]
+    after = s3.link()
+
+    assert after["bytes_down"] - before["bytes_down"] > RECORDS * 1024
+    faults = sum(after[k] - before[k] for k in ("slowed_down", "cut"))
+    assert faults > 0, after
+    log = broker.run_log()
+    assert [line for line in log if BY_HTTP in line]
+    # Every fault was ridden out on the URL, none by falling back to the store's stream.
+    assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
