@@ -303,6 +303,8 @@ final class FetchUrls {
                     return;
                 } catch (Unavailable e) {
                     failure = e;
+                } catch (Refused e) {
+                    throw e; // an expired URL stays expired: a new read asks for a new one
                 } catch (IOException e) {
                     if (cut == null) {
                         throw e; // unreachable from the start: the caller takes the stream
