@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import os
 import shutil
 import tempfile
 import uuid
@@ -85,12 +86,7 @@ class StoreRunning:
 
     def objects(self, prefix: str = "") -> dict[str, int]:
         if self.backend == "filesystem":
-            root = Path(self.config.storage_root)
-            return {
-                p.relative_to(root).as_posix(): p.stat().st_size
-                for p in root.rglob("*")
-                if p.is_file() and p.relative_to(root).as_posix().startswith(prefix)
-            }
+            return files_under(Path(self.config.storage_root), prefix)
         listing = s3_client(self.endpoint).list_objects_v2(
             Bucket=self.config.s3_bucket_name, Prefix=prefix
         )
@@ -103,9 +99,24 @@ class StoreRunning:
     def incomplete_uploads(self) -> int:
         if self.backend == "filesystem":
             root = Path(self.config.storage_root)
-            return len(list(root.rglob("*.tmp")))
+            return sum(name.endswith(".tmp") for name in files_under(root))
         uploads = s3_client(self.endpoint).list_multipart_uploads(Bucket=self.config.s3_bucket_name)
         return len(uploads.get("Uploads", []))
+
+
+def files_under(root: Path, prefix: str = "") -> dict[str, int]:
+    """The files under `root` whose paths (relative, with /) start with `prefix`, with
+    their sizes. The store may delete some while they are listed: a directory or file
+    gone by the time it is read is left out, as a listing a moment later would."""
+    found = {}
+    for directory, _, names in os.walk(root):  # a directory gone mid-walk is skipped
+        for name in names:
+            path = Path(directory, name)
+            key = path.relative_to(root).as_posix()
+            if key.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    found[key] = path.stat().st_size
+    return found
 
 
 async def start_store(backend, tmp_path, s3_endpoint, bucket=None, **extra) -> StoreRunning:
