@@ -64,7 +64,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
     private final Warnings unreachable = new Warnings(LOG, TimeUnit.MINUTES.toNanos(1));
 
     private ServiceChannel service;
-    private PluginMetrics brokerMetrics; // Kafka 4.1+: the broker's registry, mirroring ours
+    private final BrokerRegistry broker = new BrokerRegistry();
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
@@ -85,10 +85,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
      * path (it wraps one loaded by `remote.log.*.class.path` in a class that hides it). */
     @Override
     public void withPluginMetrics(PluginMetrics metrics) {
-        brokerMetrics = metrics;
-        if (service != null) {
-            service.instruments().mirrorTo(metrics);
-        }
+        broker.offer(metrics);
     }
 
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
@@ -100,9 +97,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
         notifications =
                 new Notifications(this::sendNotifications, Failures::retriable, this::notificationFailed);
         Instruments instruments = service.instruments();
-        if (brokerMetrics != null) {
-            instruments.mirrorTo(brokerMetrics);
-        }
+        broker.attach(instruments);
         Notifications waiting = notifications;
         instruments.gauge(
                 "notifications-waiting", "Partitions whose leadership notice has not landed", waiting::size);

@@ -48,7 +48,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     private static final Logger LOG = LoggerFactory.getLogger(RemotelogStorageManager.class);
 
     private ServiceChannel service;
-    private PluginMetrics brokerMetrics; // Kafka 4.1+: the broker's registry, mirroring ours
+    private final BrokerRegistry broker = new BrokerRegistry();
     private Settings settings;
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
@@ -73,10 +73,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
      * path (it wraps one loaded by `remote.log.*.class.path` in a class that hides it). */
     @Override
     public void withPluginMetrics(PluginMetrics metrics) {
-        brokerMetrics = metrics;
-        if (service != null) {
-            service.instruments().mirrorTo(metrics);
-        }
+        broker.offer(metrics);
     }
 
     /** Calls go through `service` from now on (configure's, or a test's in-process one). */
@@ -90,9 +87,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Sensor urlRetries =
                 instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
         fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs(), urlRetries::record) : null;
-        if (brokerMetrics != null) {
-            instruments.mirrorTo(brokerMetrics);
-        }
+        broker.attach(instruments);
         instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);
         copyBytes = instruments.sum("copy-bytes", "Bytes of segment files sent to the store");
         fetchBytes = instruments.sum("fetch-bytes", "Bytes of segments and indexes the broker read");
