@@ -573,7 +573,12 @@ class StorageManagerTest {
             assertEquals(3, ranges.size(), ranges.toString());
             assertEquals("bytes=10-", ranges.get(0));
             assertEquals("bytes=10-", ranges.get(1));
-            assertEquals("bytes=" + (10 + 100_000) + "-" + (log.length - 1), ranges.get(2));
+            // The server's close may reset the connection before all 100,000 bytes
+            // arrive; the read goes on from whatever byte it had reached.
+            String resumed = ranges.get(2);
+            assertTrue(resumed.endsWith("-" + (log.length - 1)), resumed);
+            int from = Integer.parseInt(resumed.substring("bytes=".length(), resumed.indexOf('-')));
+            assertTrue(from >= 10 && from <= 10 + 100_000, resumed);
             assertEquals(2, Jmx.read(Jmx.STORAGE, "url-read-retries-total"));
             assertEquals(0, fetchCalls.get()); // never the stream
         } finally {
