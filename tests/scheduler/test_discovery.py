@@ -163,7 +163,9 @@ async def sidecars(tmp_path_factory, s3_endpoint, redis_url):
             yield Sidecars({1: first, 2: second}, stack, schedulers, remover)
     finally:
         second.stop()
-        first.stop()
+        # Kafka 3.5's combined node, its peer gone, hangs in its controlled shutdown until
+        # the 30 s grace runs out; the tests are done with its data.
+        first.kill()
 
 
 def unique(prefix: str) -> str:
