@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import urllib.error
+import urllib.request
 
 import botocore.exceptions
 import pytest
@@ -102,3 +103,34 @@ def test_a_link_flag_without_link_is_refused():
     )
     assert done.returncode == 2
     assert "--first-byte-ms needs --link" in done.stderr
+
+
+def test_a_ranged_get_answers_the_range_as_moto_does(linked_s3):
+    """The server reads a signed ranged GET from the object's stored bytes (moto would
+    copy the whole object first): the same bytes and headers, by header or presigned,
+    and moto's own answer where the range starts past the end."""
+    linked_s3.link("DELETE")
+    client = s3_client(linked_s3.endpoint)
+    bucket = new_bucket(linked_s3.endpoint)
+    data = os.urandom(3 * MIB + 5)
+    client.put_object(Bucket=bucket, Key="a/b=c.log", Body=data)
+    for asked, first, last in (
+        ("bytes=0-99", 0, 99),
+        (f"bytes={MIB}-", MIB, len(data) - 1),
+        (f"bytes={3 * MIB}-{4 * MIB}", 3 * MIB, len(data) - 1),
+    ):
+        answer = client.get_object(Bucket=bucket, Key="a/b=c.log", Range=asked)
+        assert answer["Body"].read() == data[first : last + 1]
+        assert answer["ContentRange"] == f"bytes {first}-{last}/{len(data)}"
+        assert answer["ContentLength"] == last - first + 1
+        assert answer["ETag"] == client.head_object(Bucket=bucket, Key="a/b=c.log")["ETag"]
+    url = client.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": "a/b=c.log"}, ExpiresIn=60
+    )
+    request = urllib.request.Request(url, headers={"Range": "bytes=7-9"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 206
+        assert answer.read() == data[7:10]
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        client.get_object(Bucket=bucket, Key="a/b=c.log", Range=f"bytes={len(data)}-")
+    assert refused.value.response["Error"]["Code"] == "InvalidRange"
