@@ -1,8 +1,9 @@
 """Kafka with the plugin over S3 behind object storage's link (support.s3_server's Link):
 the store signs GET URLs, the broker reads tiered segments from S3 itself, and a plain
 consumer reads the whole history once through Kafka while the link answers some
-requests SlowDown and cuts some GETs off midway. The plugin asks again, from the byte
-where a cut read stopped, rather than falling back to the store's stream."""
+requests SlowDown and cuts some GETs off midway. The plugin reads the logs ahead in
+chunks, and asks again, from the byte where a cut read stopped, rather than falling back
+to the store's stream."""
 
 import asyncio
 import uuid
@@ -16,7 +17,13 @@ from support.topics import read_to_end
 from remotelog.dev.broker import free_port
 
 from .conftest import NOT_BY_URL, stop_brokers, tiering_broker
-from .test_kafka_tiers import PARTITIONS, copied_past, create_tiered_topic, produce_plain
+from .test_kafka_tiers import (
+    PARTITIONS,
+    STORAGE_METRICS,
+    copied_past,
+    create_tiered_topic,
+    produce_plain,
+)
 
 RECORDS = 6000  # 1 KiB each a partition: six 1 MiB segments
 BY_HTTP = "Reading segment logs from the http: URLs the segment store hands out"
@@ -34,7 +41,7 @@ async def over_s3(tmp_path_factory):
     s3 = S3Server(**LINK)
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     urls = {"rsm.config.fetch.urls.enabled": "true"}
-    broker = tiering_broker(tmp, store, metadata, **urls).start()
+    broker = tiering_broker(tmp, store, metadata, {"jmx_port": free_port()}, **urls).start()
     stack = FetchStack(
         tmp,
         broker.bootstrap_servers,
@@ -77,3 +84,8 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     assert [line for line in log if BY_HTTP in line]
     # Every fault was ridden out on the URL, none by falling back to the store's stream.
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+    # Kafka's fetches found chunks read ahead of them, fetched or on their way.
+    [hits] = (
+        await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute="read-ahead-hits-total")
+    ).values()
+    assert hits > 0

@@ -76,6 +76,7 @@ final class FetchUrls {
     private volatile boolean usedOnce;
     private HttpClient http;
     private ExecutorService httpThreads;
+    private ReadAhead readAhead;
 
     /** Reads of `timeoutMs` at most each, retries included; `retried` counts each retry. */
     FetchUrls(long timeoutMs, Runnable retried) {
@@ -84,13 +85,27 @@ final class FetchUrls {
     }
 
     /**
-     * Bytes `start`..`end` (inclusive; null: to the end) of the segment's log by its URL,
-     * asking `ask` for one where none is kept; null where the read must take the stream.
+     * From now on, logs read by HTTP(S) are read in chunks of `chunkBytes`, `ahead` of them
+     * fetched ahead of each reader, `maxBytes` held at most (see ReadAhead). `fetchedAhead`
+     * counts each chunk asked for ahead, `hit` each a reader found held or on its way.
+     */
+    synchronized void readAhead(int chunkBytes, int ahead, long maxBytes, Runnable fetchedAhead, Runnable hit) {
+        readAhead = new ReadAhead(chunkBytes, ahead, maxBytes, timeoutMs, this::range, fetchedAhead, hit);
+    }
+
+    /**
+     * Bytes `start`..`end` (inclusive; null: to the end) of the segment's log of `size`
+     * bytes by its URL, asking `ask` for one where none is kept; null where the read must
+     * take the stream.
      */
     InputStream open(
-            RemoteLogSegmentId segment, int start, Integer end, Supplier<GetLogSegmentUrlResponse> ask)
+            RemoteLogSegmentId segment,
+            int start,
+            Integer end,
+            long size,
+            Supplier<GetLogSegmentUrlResponse> ask)
             throws RemoteResourceNotFoundException {
-        return read(segment, ask, null, start, end == null ? null : (long) end);
+        return read(segment, ask, null, start, end == null ? null : (long) end, size);
     }
 
     /**
@@ -103,7 +118,7 @@ final class FetchUrls {
             org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType type,
             Supplier<GetLogSegmentUrlResponse> ask)
             throws RemoteResourceNotFoundException {
-        return read(segment, ask, Protos.indexType(type), 0, null);
+        return read(segment, ask, Protos.indexType(type), 0, null, 0);
     }
 
     private InputStream read(
@@ -111,7 +126,8 @@ final class FetchUrls {
             Supplier<GetLogSegmentUrlResponse> ask,
             IndexType index,
             long start,
-            Long end)
+            Long end,
+            long size)
             throws RemoteResourceNotFoundException {
         if (!offered || System.nanoTime() - pausedUntilNanos < 0) {
             return null;
@@ -143,10 +159,17 @@ final class FetchUrls {
                 last = first + range.getSize() - 1;
             }
             try {
-                InputStream opened =
-                        "file".equals(url.getScheme())
-                                ? openFile(url, first, last)
-                                : openHttp(url, segment, first, last);
+                ReadAhead ahead = readAhead;
+                InputStream opened;
+                if ("file".equals(url.getScheme())) {
+                    opened = openFile(url, first, last); // the page cache reads ahead
+                } else if (ahead != null && index == null && size > 0) {
+                    opened = ahead.open(url, segment, false, size, first, last);
+                } else if (ahead != null && index != null) {
+                    opened = ahead.open(url, segment, true, indexesSize(kept), first, last);
+                } else {
+                    opened = openHttp(url, segment, first, last);
+                }
                 if (!usedOnce) {
                     usedOnce = true;
                     log.info("Reading segment logs from the {}: URLs the segment store hands out", url.getScheme());
@@ -163,6 +186,15 @@ final class FetchUrls {
             }
         }
         return null;
+    }
+
+    /** Bytes of the segment's indexes object: up to the end of its last index. */
+    private static long indexesSize(Kept kept) {
+        long size = 0;
+        for (IndexRange range : kept.ranges.values()) {
+            size = Math.max(size, range.getPosition() + range.getSize());
+        }
+        return size;
     }
 
     private static final class Refused extends IOException {
@@ -254,6 +286,14 @@ final class FetchUrls {
         return read;
     }
 
+    /** Bytes `first`..`last` of an object, fewer where it ends first: a read-ahead chunk. */
+    private byte[] range(URI url, RemoteLogSegmentId segment, long first, long last)
+            throws IOException, RemoteResourceNotFoundException {
+        try (InputStream in = openHttp(url, segment, first, last)) {
+            return in.readAllBytes();
+        }
+    }
+
     /** An answer worth asking again after a pause: S3's SlowDown, its gateways' errors. */
     private static final class Unavailable extends IOException {
         Unavailable(int status) {
@@ -296,8 +336,9 @@ final class FetchUrls {
                 }
                 try {
                     HttpResponse<InputStream> response = get(url, segment, position, end);
-                    if (end == null) {
-                        end = lastByte(response);
+                    Long covered = lastByte(response);
+                    if (end == null || (covered != null && covered < end)) {
+                        end = covered; // an object that ends before the range asked for
                     }
                     in = response.body();
                     return;
@@ -446,6 +487,9 @@ final class FetchUrls {
     /** Ends the HTTP client's threads; reads open now fail, later ones take the stream. */
     synchronized void close() {
         offered = false;
+        if (readAhead != null) {
+            readAhead.close();
+        }
         http = null;
         if (httpThreads != null) {
             httpThreads.shutdownNow();

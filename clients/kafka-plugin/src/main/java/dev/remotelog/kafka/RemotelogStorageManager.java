@@ -87,6 +87,19 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Sensor urlRetries =
                 instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
         fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs(), urlRetries::record) : null;
+        if (fetchUrls != null && settings.readAheadChunks() > 0) {
+            Sensor fetchedAhead =
+                    instruments.counter("read-ahead-chunks", "Chunks of segment logs asked for ahead of a reader");
+            Sensor hits =
+                    instruments.counter(
+                            "read-ahead-hits", "Chunks a reader found held or on their way instead of asking the store");
+            fetchUrls.readAhead(
+                    settings.readAheadChunkBytes(),
+                    settings.readAheadChunks(),
+                    settings.readAheadMaxBytes(),
+                    fetchedAhead::record,
+                    hits::record);
+        }
         broker.attach(instruments);
         instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);
         copyBytes = instruments.sum("copy-bytes", "Bytes of segment files sent to the store");
@@ -256,7 +269,12 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             throws RemoteStorageException {
         if (fetchUrls != null) {
             InputStream byUrl =
-                    fetchUrls.open(metadata.remoteLogSegmentId(), start, end, urlsOf(metadata));
+                    fetchUrls.open(
+                            metadata.remoteLogSegmentId(),
+                            start,
+                            end,
+                            metadata.segmentSizeInBytes(),
+                            urlsOf(metadata));
             if (byUrl != null) {
                 logReadsByUrl.record();
                 return Instruments.counted(byUrl, fetchBytes);

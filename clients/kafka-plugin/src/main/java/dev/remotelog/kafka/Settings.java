@@ -59,6 +59,9 @@ final class Settings {
     static final String COPY_TIMEOUT = "client.copy.timeout.ms";
     static final String CHUNK_BYTES = "copy.chunk.bytes";
     static final String FETCH_URLS = "fetch.urls.enabled";
+    static final String READ_AHEAD_CHUNKS = "fetch.read.ahead.chunks";
+    static final String READ_AHEAD_CHUNK_BYTES = "fetch.read.ahead.chunk.bytes";
+    static final String READ_AHEAD_MAX_BYTES = "fetch.read.ahead.max.bytes";
     static final String LOOKUP_TIMEOUT = "client.lookup.timeout.ms";
 
     // What the broker puts beside a plugin's own settings (RemoteLogManager.configureRSM
@@ -155,6 +158,33 @@ final class Settings {
                     Importance.MEDIUM,
                     "Read segment logs and indexes from the URLs the store hands out instead of"
                             + " through its streams.");
+            def.define(
+                    p + READ_AHEAD_CHUNKS,
+                    Type.INT,
+                    8,
+                    Range.between(0, 64),
+                    Importance.MEDIUM,
+                    "Chunks of a segment's log asked for ahead of a reader, where logs are read"
+                            + " from an object store by URL: Kafka's next fetch of the partition"
+                            + " then finds its bytes in memory instead of waiting out the store's"
+                            + " first-byte latency. 0: no read-ahead, one ranged GET per fetch.");
+            def.define(
+                    p + READ_AHEAD_CHUNK_BYTES,
+                    Type.INT,
+                    1 << 20,
+                    Range.between(64 << 10, 64 << 20),
+                    Importance.LOW,
+                    "Bytes of a read-ahead chunk: one ranged GET each.");
+            def.define(
+                    p + READ_AHEAD_MAX_BYTES,
+                    Type.LONG,
+                    64L << 20,
+                    Range.between(64 << 10, 16L << 30),
+                    Importance.MEDIUM,
+                    "Bytes of read-ahead chunks held or in flight across the broker's reads; past"
+                            + " it, no chunk is asked for ahead and the oldest are let go. A chunk a"
+                            + " reader asks for is fetched anyway, so it can be passed by one chunk per"
+                            + " remote.log.reader.threads.");
         } else {
             def.define(
                     p + LOOKUP_TIMEOUT,
@@ -346,6 +376,18 @@ final class Settings {
 
     boolean fetchUrls() {
         return values.getBoolean(role.prefix + FETCH_URLS);
+    }
+
+    int readAheadChunks() {
+        return values.getInt(role.prefix + READ_AHEAD_CHUNKS);
+    }
+
+    int readAheadChunkBytes() {
+        return values.getInt(role.prefix + READ_AHEAD_CHUNK_BYTES);
+    }
+
+    long readAheadMaxBytes() {
+        return values.getLong(role.prefix + READ_AHEAD_MAX_BYTES);
     }
 
     long lookupTimeoutMs() {

@@ -33,6 +33,16 @@ class ProtosTest {
 
     static RemoteLogSegmentMetadata segment(
             RemoteLogSegmentState state, Optional<CustomMetadata> custom, boolean txnIdxEmpty) {
+        return segment(state, custom, txnIdxEmpty, 4096);
+    }
+
+    /** A copied segment whose log is `size` bytes. */
+    static RemoteLogSegmentMetadata segmentOfSize(int size) {
+        return segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty(), false, size);
+    }
+
+    static RemoteLogSegmentMetadata segment(
+            RemoteLogSegmentState state, Optional<CustomMetadata> custom, boolean txnIdxEmpty, int size) {
         return KafkaApi.metadata(
                 new RemoteLogSegmentId(PARTITION, Uuid.randomUuid()),
                 100L,
@@ -40,7 +50,7 @@ class ProtosTest {
                 1_700_000_000_123L,
                 3,
                 1_700_000_000_999L,
-                4096,
+                size,
                 custom,
                 state,
                 Map.of(0, 100L, 2, 150L),

@@ -59,6 +59,7 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
 class StorageManagerTest {
     static final int CHUNK = 4096;
     static final int FETCH_CHUNKS = 1000;
+    static final int READ_AHEAD_CHUNK = 64 << 10;
 
     final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
     // The copy breaks (UNAVAILABLE, as from a killed store) on this message; 0: never.
@@ -69,6 +70,8 @@ class StorageManagerTest {
     // GetLogSegmentUrl fails UNAVAILABLE, as from a store that is down.
     volatile boolean urlsUnavailable;
     long copyTimeoutMs = 10_000;
+    // Chunks read ahead of an HTTP reader: none (the plain ranged GETs) unless a test says.
+    int readAheadChunks;
     // Whether the thread was still interrupted as the last failed copy returned.
     boolean interruptKept;
     final AtomicInteger fetchChunksSent = new AtomicInteger();
@@ -183,7 +186,9 @@ class StorageManagerTest {
                         Settings.TIMEOUT, 10_000,
                         Settings.COPY_TIMEOUT, copyTimeoutMs,
                         Settings.CHUNK_BYTES, CHUNK,
-                        Settings.FETCH_URLS, true);
+                        Settings.FETCH_URLS, true,
+                        Settings.READ_AHEAD_CHUNKS, readAheadChunks,
+                        Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK);
         manager.use(new ServiceChannel(settings, channel));
     }
 
@@ -581,6 +586,101 @@ class StorageManagerTest {
             assertTrue(from >= 10 && from <= 10 + 100_000, resumed);
             assertEquals(2, Jmx.read(Jmx.STORAGE, "url-read-retries-total"));
             assertEquals(0, fetchCalls.get()); // never the stream
+        } finally {
+            http.stop(0);
+        }
+    }
+
+    @Test
+    void anS3LogIsReadAheadInChunksThatKafkasNextFetchesFind() throws Exception {
+        readAheadChunks = 2;
+        connect(serverName);
+        byte[] log = new byte[READ_AHEAD_CHUNK * 5 + 1000];
+        new java.util.Random(11).nextBytes(log);
+        List<String> served = java.util.Collections.synchronizedList(new ArrayList<>());
+        com.sun.net.httpserver.HttpServer http = rangeServer(Map.of("/log", log), served, 1);
+        try {
+            urlsToGive.add("http://127.0.0.1:" + http.getAddress().getPort() + "/log");
+            RemoteLogSegmentMetadata segment = ProtosTest.segmentOfSize(log.length);
+            // As Kafka fetches: 100,000 bytes a time, each read starting a little before
+            // where the last one stopped (the offset index's granularity), then closed.
+            for (int position = 0; position < log.length; position += 96_000) {
+                byte[] fetched;
+                try (InputStream in = manager.fetchLogSegment(segment, position)) {
+                    fetched = in.readNBytes(100_000);
+                }
+                assertArrayEquals(java.util.Arrays.copyOfRange(log, position, Math.min(position + 100_000, log.length)), fetched);
+            }
+            List<String> chunks = new ArrayList<>(served);
+            chunks.sort(java.util.Comparator.comparingInt(range -> Integer.parseInt(range.split("[=-]")[1])));
+            List<String> each = new ArrayList<>();
+            for (int first = 0; first < log.length; first += READ_AHEAD_CHUNK) {
+                each.add("/log bytes=" + first + "-" + (Math.min(first + READ_AHEAD_CHUNK, log.length) - 1));
+            }
+            assertEquals(each, chunks); // every chunk once, by one GET
+            assertEquals(2, urlsAsked.get()); // the refused URL was renewed once
+            assertEquals(5, Jmx.read(Jmx.STORAGE, "read-ahead-chunks-total"));
+            assertTrue(Jmx.read(Jmx.STORAGE, "read-ahead-hits-total") >= 5);
+            assertEquals(0, fetchCalls.get()); // never the stream
+        } finally {
+            http.stop(0);
+        }
+    }
+
+    /**
+     * Serves `objects` by path to ranged GETs, recording "path range" of each it answers;
+     * the first `refusals` GETs are refused 403, as by an expired URL.
+     */
+    static com.sun.net.httpserver.HttpServer rangeServer(
+            Map<String, byte[]> objects, List<String> served, int refusals) throws java.io.IOException {
+        AtomicInteger refusing = new AtomicInteger(refusals);
+        return httpServer(exchange -> {
+            if (refusing.getAndDecrement() > 0) {
+                exchange.sendResponseHeaders(403, -1);
+                exchange.close();
+                return;
+            }
+            String path = exchange.getRequestURI().getPath();
+            byte[] object = objects.get(path);
+            String range = exchange.getRequestHeaders().getFirst("Range");
+            String[] bounds = range.substring("bytes=".length()).split("-", -1);
+            int first = Integer.parseInt(bounds[0]);
+            int last = Math.min(bounds[1].isEmpty() ? object.length - 1 : Integer.parseInt(bounds[1]), object.length - 1);
+            served.add(path + " bytes=" + first + "-" + last);
+            exchange.getResponseHeaders().add("Content-Range", "bytes " + first + "-" + last + "/" + object.length);
+            exchange.sendResponseHeaders(206, last - first + 1);
+            try (OutputStream body = exchange.getResponseBody()) {
+                body.write(object, first, last - first + 1);
+            }
+        });
+    }
+
+    @Test
+    void anS3SegmentsIndexesAreReadByOneGetWithReadAhead() throws Exception {
+        readAheadChunks = 2;
+        connect(serverName);
+        byte[] indexes = new byte[300];
+        new java.util.Random(13).nextBytes(indexes);
+        List<String> served = java.util.Collections.synchronizedList(new ArrayList<>());
+        com.sun.net.httpserver.HttpServer http = rangeServer(Map.of("/indexes", indexes), served, 0);
+        try {
+            String base = "http://127.0.0.1:" + http.getAddress().getPort();
+            urlsToGive.add(base + "/log");
+            indexesToGive =
+                    GetLogSegmentUrlResponse.newBuilder()
+                            .setIndexesUrl(base + "/indexes")
+                            .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_OFFSET, 0, 100))
+                            .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TIMESTAMP, 100, 150))
+                            .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TRANSACTION, 250, 50))
+                            .build();
+            RemoteLogSegmentMetadata segment = segment();
+            // In the order Kafka's RemoteIndexCache reads them.
+            assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 0, 100), readAll(manager.fetchIndex(segment, IndexType.OFFSET)));
+            assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 100, 250), readAll(manager.fetchIndex(segment, IndexType.TIMESTAMP)));
+            assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 250, 300), readAll(manager.fetchIndex(segment, IndexType.TRANSACTION)));
+            assertEquals(List.of("/indexes bytes=0-299"), served);
+            assertEquals(1, urlsAsked.get());
+            assertEquals(0, indexCalls.get());
         } finally {
             http.stop(0);
         }
