@@ -106,6 +106,19 @@ def bench_stack(
         shutil.rmtree(work, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def kept_on_failure(prefix: str, what: str) -> Iterator[Path]:
+    """A new work directory: removed once the block ends well, kept and named (with
+    `what` it holds) when it fails, to be read."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    except BaseException:
+        print(f"kept {work} ({what})", file=sys.stderr)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def best_of(runs: int, fn) -> float:  # type: ignore[no-untyped-def]
     """Fastest wall time of `runs` calls, in seconds (the least disturbed run)."""
     best = float("inf")
@@ -341,10 +354,11 @@ S3_LINK_ENV = "BENCH_S3_LINK"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def s3_server_command() -> list[str]:
-    """moto's S3 server, over the link BENCH_S3_LINK names (printed, so runs compare)."""
+def s3_server_command(link_by_default: bool = False) -> list[str]:
+    """moto's S3 server, over the link BENCH_S3_LINK names (printed, so runs compare);
+    unset, over none or, `link_by_default`, over the link's defaults."""
     command = [sys.executable, str(ROOT / "tests" / "support" / "s3_server.py")]
-    link = os.environ.get(S3_LINK_ENV, "").strip()
+    link = os.environ.get(S3_LINK_ENV, "").strip() or ("on" if link_by_default else "")
     if not link:
         return command
     settings = [] if link == "on" else [s.strip() for s in link.split(",") if s.strip()]

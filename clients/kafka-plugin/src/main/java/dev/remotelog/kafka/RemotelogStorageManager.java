@@ -89,7 +89,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs(), urlRetries::record) : null;
         if (fetchUrls != null && settings.readAheadChunks() > 0) {
             Sensor fetchedAhead =
-                    instruments.counter("read-ahead-chunks", "Chunks of segment logs asked for ahead of a reader");
+                    instruments.counter(
+                            "read-ahead-chunks", "Chunks of segment logs and indexes asked for ahead of a reader");
             Sensor hits =
                     instruments.counter(
                             "read-ahead-hits", "Chunks a reader found held or on their way instead of asking the store");

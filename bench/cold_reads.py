@@ -1,0 +1,272 @@
+"""Cold reads of tiered history from S3 over object storage's link, through Kafka.
+
+moto's S3 server runs behind the link (tests/support/s3_server.py; its defaults, a
+region's S3 as a broker sees it: 50 ms to the first byte, 50 MB/s for all requests
+together; BENCH_S3_LINK names other settings). Two single-node KRaft brokers (the
+pinned Kafka) tier through the remotelog plugin, each to its own S3 segment store
+(presigned GET URLs on) and metadata manager; the plugin reads segment logs from S3
+itself by those URLs:
+- read-ahead: the plugin's defaults (`fetch.read.ahead.chunks` 8 chunks of 1 MiB);
+- no read-ahead: `fetch.read.ahead.chunks=0`, one open-ended ranged GET per Kafka
+  fetch, as before read-ahead.
+
+Each round, on each broker in turn (the order rotates): a new topic of one partition
+with 64 MiB segments is filled with MIB of incompressible 1 KiB records and tiered
+until only its active segment is local; the link is lifted for this, since only the
+read is measured. Then, over the link, a plain consumer (librdkafka's defaults, one
+1 MiB partition fetch a request) reads the partition from offset 0 to its end through
+the broker, which serves all but the active segment from S3: a topic not read before,
+so nothing of it is in the broker's caches. Then the topic is deleted.
+
+Figures, medians of per-round ratios with their spread:
+- cold_read_kafka_readahead: the read's time without read-ahead over its time with it;
+- cold_read_kafka_vs_link: bytes/s with read-ahead over the link's bandwidth cap;
+and reported: S3 requests and bytes sent over the link per GiB read, and the p99 of
+Kafka's remote read time of a fetch (RemoteLogReaderFetchRateAndTimeMs, read after
+each read; Kafka's histogram favours the last minutes).
+Run: .venv/bin/python bench/cold_reads.py [rounds, default 3]  (BENCH_MIB, default 1024)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import (
+    Report,
+    kept_on_failure,
+    s3_server_command,
+    serve,
+    serve_metadata_manager,
+    start,
+)
+from kafka_plugin import admin, plugin_broker, produce_incompressible, wait_local_deleted
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.kafka_cluster import KafkaNode
+
+from remotelog.dev.broker import free_port
+
+MIB = int(os.environ.get("BENCH_MIB", "1024"))
+SEGMENT_BYTES = 64 * 1024 * 1024
+GIB = 1024**3
+# Kafka's time of each remote read a fetch makes (the broker's FetchConsumer request
+# times would count the metadata manager's long polls of its topic too).
+LINK_SETTINGS = ("first_byte_ms", "bandwidth_mb_s", "slow_down_fraction", "cut_fraction", "seed")
+REMOTE_READS = "kafka.log.remote:type=RemoteLogManager,name=RemoteLogReaderFetchRateAndTimeMs"
+
+
+class S3Link:
+    """The S3 server's link, lifted and put back by its control endpoint."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.settings = {k: v for k, v in (self.call("GET") or {}).items() if k in LINK_SETTINGS}
+        if not self.settings:
+            raise SystemExit("the S3 server runs without a link")
+
+    def call(self, method: str, settings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        data = json.dumps(settings).encode() if settings is not None else None
+        request = urllib.request.Request(f"{self.endpoint}/__link__", data=data, method=method)
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            found: dict[str, Any] | None = json.loads(answer.read())
+        return found
+
+    def lift(self) -> None:
+        self.call("DELETE")
+
+    def put_back(self) -> None:
+        """The link as the server started with it, its counts from zero."""
+        self.call("POST", self.settings)
+
+    def counts(self) -> dict[str, Any]:
+        return self.call("GET") or {}
+
+
+@dataclass
+class Contender:
+    name: str
+    broker: KafkaNode
+    services: list[subprocess.Popen[str]] = field(default_factory=list)
+    read_s: list[float] = field(default_factory=list)
+    requests_per_gib: list[float] = field(default_factory=list)
+    link_bytes_per_gib: list[float] = field(default_factory=list)
+    remote_read_p99_ms: list[float] = field(default_factory=list)
+
+
+def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | None) -> Contender:
+    """A broker with the plugin, its S3 store (bucket `name`) and metadata manager."""
+    directory = work / name
+    directory.mkdir()
+    store_port, metadata_port = free_port(), free_port()
+    properties = {"log.segment.bytes": str(SEGMENT_BYTES)}
+    if read_ahead_chunks is not None:
+        properties["rsm.config.fetch.read.ahead.chunks"] = str(read_ahead_chunks)
+    broker = plugin_broker(directory, store_port, metadata_port, properties, jmx_port=free_port())
+    store, _ = serve(
+        "segment-store",
+        directory / "store.properties",
+        {
+            "listen.address": f"127.0.0.1:{store_port}",
+            "storage.backend": "s3",
+            "storage.s3.bucket.name": name,
+            "storage.s3.endpoint.url": endpoint,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": "test",
+            "storage.aws.secret.access.key": "test",
+            "storage.s3.fetch.url.expiry.ms": "600000",
+        },
+    )
+    metadata, _ = serve_metadata_manager(
+        directory, broker.bootstrap_servers, f"127.0.0.1:{metadata_port}"
+    )
+    return Contender(name, broker, [store, metadata])
+
+
+def create_bucket(endpoint: str, bucket: str) -> None:
+    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    urllib.request.urlopen(request, timeout=10).read()
+
+
+def tiered_topic(contender: Contender, topic: str) -> int:
+    """A one-partition topic filled with MIB MiB and tiered; the value bytes in it."""
+    from confluent_kafka.admin import NewTopic
+
+    config = {
+        "segment.bytes": str(SEGMENT_BYTES),
+        "retention.ms": "-1",
+        "remote.storage.enable": "true",
+        "local.retention.ms": "1000",
+    }
+    client = admin(contender.broker)
+    client.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(60)
+    records = produce_incompressible(contender.broker.bootstrap_servers, topic, 1, MIB)
+    wait_local_deleted(contender.broker, topic, partitions=1, timeout_s=900)
+    return records * 1024
+
+
+def read_cold(contender: Contender, topic: str, values: int) -> float:
+    """Seconds a plain consumer takes to read the partition from offset 0 to its end."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": contender.broker.bootstrap_servers,
+            "group.id": f"bench-{topic}",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    began = time.perf_counter()
+    ended = False
+    while not ended:
+        for message in consumer.consume(10_000, 1.0):
+            error = message.error()
+            if error is None:
+                seen += len(message.value() or b"")
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ended = True
+            else:
+                raise RuntimeError(str(error))
+    seconds = time.perf_counter() - began
+    consumer.close()
+    if seen != values:
+        raise RuntimeError(f"{contender.name}: read {seen} value bytes of {values}")
+    return seconds
+
+
+def run_round(contender: Contender, link: S3Link, number: int) -> None:
+    topic = f"cold-{contender.name}-{number}"
+    link.lift()
+    values = tiered_topic(contender, topic)
+    link.put_back()
+    contender.read_s.append(read_cold(contender, topic, values))
+    counts = link.counts()
+    contender.requests_per_gib.append(counts["requests"] / (values / GIB))
+    contender.link_bytes_per_gib.append(counts["bytes_down"] / (values / GIB))
+    [p99] = contender.broker.jmx(REMOTE_READS, attribute="99thPercentile").values()
+    contender.remote_read_p99_ms.append(p99)
+    link.lift()
+    client = admin(contender.broker)
+    client.delete_topics([topic])[topic].result(60)
+    print(
+        f"  round {number} {contender.name}: {values / 1e6 / contender.read_s[-1]:.1f} MB/s, "
+        f"{counts['requests']} requests, {counts['bytes_down'] / values:.2f} bytes sent a byte "
+        f"read, remote read p99 {p99:.0f} ms",
+        flush=True,
+    )
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    with (
+        kept_on_failure("bench-cold-reads-", "the brokers' logs") as work,
+        contextlib.ExitStack() as running,
+    ):
+        moto, line = start(s3_server_command(link_by_default=True), "PORT")
+        running.callback(moto.terminate)
+        endpoint = f"http://127.0.0.1:{line.split()[1]}"
+        link = S3Link(endpoint)
+        print(f"link: {link.settings}; {MIB} MiB a round", flush=True)
+        contenders = []
+        for name, chunks in (("read-ahead", None), ("no-read-ahead", 0)):
+            create_bucket(endpoint, name)
+            contenders.append(contender(work, name, endpoint, chunks))
+            running.callback(stop, contenders[-1])
+        for number in range(rounds):
+            order = contenders if number % 2 == 0 else contenders[::-1]
+            for each in order:
+                run_round(each, link, number)
+        report(contenders, link)
+
+
+def stop(contender: Contender) -> None:
+    for process in contender.services:
+        process.terminate()
+    contender.broker.stop()
+
+
+def report(contenders: list[Contender], link: S3Link) -> None:
+    ahead, plain = contenders
+    values = MIB * 1024 * 1024
+    out = Report("cold_reads")
+    out.ratio_rounds(
+        "cold_read_kafka_readahead",
+        [p / a for a, p in zip(ahead.read_s, plain.read_s, strict=True)],
+        2,
+    )
+    cap = float(link.settings["bandwidth_mb_s"]) * 1e6
+    out.ratio_rounds("cold_read_kafka_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
+    for each in contenders:
+        out.info(
+            f"cold_read_kafka_{each.name.replace('-', '_')}",
+            mb_s=round(values / 1e6 / statistics.median(each.read_s), 1),
+            requests_per_gib=round(statistics.median(each.requests_per_gib)),
+            link_gib_per_gib=round(statistics.median(each.link_bytes_per_gib) / GIB, 2),
+            remote_read_p99_ms=round(statistics.median(each.remote_read_p99_ms)),
+        )
+    out.finish()
+    for each in contenders:
+        print(
+            f"  {each.name}: {values / 1e6 / statistics.median(each.read_s):.1f} MB/s "
+            f"({min(each.read_s):.1f}-{max(each.read_s):.1f} s), "
+            f"{statistics.median(each.requests_per_gib):.0f} S3 requests and "
+            f"{statistics.median(each.link_bytes_per_gib) / GIB:.2f} GiB over the link per GiB, "
+            f"remote read p99 {statistics.median(each.remote_read_p99_ms):.0f} ms"
+        )
+    print(f"  link: {link.settings}; {MIB} MiB of one partition a round")
+
+
+if __name__ == "__main__":
+    main()
