@@ -74,6 +74,15 @@ def test_size_retention_counts_remote_and_local_only_bytes():
     assert plan(segments, LOCAL, runtime(299), retention(size=250)) == ([(0, 99)], 100)
 
 
+def test_a_copy_finished_since_the_highest_tiered_offset_moved_is_counted_once():
+    """The listing already shows the last copy finished; the partition's highest tiered
+    offset has not caught up yet. Its bytes are remote, not local-only as well."""
+    segments = [remote(0, 99), remote(100, 199), remote(200, 299)]
+    local = local_log([(200, 300), (300, None)])
+    # 300 remote + the active segment's 100 against 300: one segment over, not two.
+    assert plan(segments, local, runtime(199), retention(size=300)) == ([(0, 99)], 100)
+
+
 def test_log_start_offset_breach_deletes_segments_wholly_below_it():
     segments = [remote(0, 99), remote(100, 199), remote(200, 299)]
     assert plan(segments, LOCAL, runtime(299, log_start=150), retention()) == ([(0, 99)], None)

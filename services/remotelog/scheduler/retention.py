@@ -181,13 +181,17 @@ def plan_expiration(
 
     breached = 0
     if retention.retention_bytes > -1:
-        remote = sum(
-            s.segment_size_in_bytes
+        counted = [
+            s
             for s in segments
             if s.state is FINISHED
             and within_lineage(s.segment_leader_epochs, s.end_offset, log_end_offset, lineage)
-        )
-        total = local.size_above(runtime.highest_tiered_offset) + remote
+        ]
+        remote = sum(s.segment_size_in_bytes for s in counted)
+        # A copy the listing shows finished may not have moved the highest tiered offset
+        # yet: its bytes are remote now, not local-only as well.
+        tiered = max([runtime.highest_tiered_offset, *(s.end_offset for s in counted)])
+        total = local.size_above(tiered) + remote
         breached = max(0, total - retention.retention_bytes)
     breaches = _Breaches(retention, now_ms, breached)
 
