@@ -309,7 +309,7 @@ final class FetchUrls {
      * midway, asks again from the byte where it stopped: after a pause from 50 ms doubling
      * to 1 s, until the read's deadline. Then the failure is the caller's, as before.
      */
-    private final class Resuming extends InputStream {
+    private final class Resuming extends BulkInputStream {
         private final URI url;
         private final RemoteLogSegmentId segment;
         private final long deadlineNanos;
@@ -368,13 +368,6 @@ final class FetchUrls {
             }
             pauseNanos = Math.min(pauseNanos * 2, LAST_RETRY_NANOS);
             retried.run();
-        }
-
-        @Override
-        public int read() throws IOException {
-            byte[] one = new byte[1];
-            int count = read(one, 0, 1);
-            return count < 0 ? -1 : one[0] & 0xff;
         }
 
         @Override

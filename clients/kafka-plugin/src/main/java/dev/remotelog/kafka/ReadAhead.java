@@ -72,26 +72,6 @@ final class ReadAhead {
         }
     }
 
-    private static final class Key {
-        final Blob blob;
-        final long chunk;
-
-        Key(Blob blob, long chunk) {
-            this.blob = blob;
-            this.chunk = chunk;
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            return other instanceof Key && ((Key) other).blob.equals(blob) && ((Key) other).chunk == chunk;
-        }
-
-        @Override
-        public int hashCode() {
-            return Objects.hash(blob, chunk);
-        }
-    }
-
     /** One chunk, fetched or on its way; `task` is set for one fetched ahead. */
     private static final class Chunk {
         final CompletableFuture<byte[]> bytes = new CompletableFuture<>();
@@ -110,8 +90,8 @@ final class ReadAhead {
     private final Fetcher fetcher;
     private final Runnable fetchedAhead;
     private final Runnable hit;
-    // Access order: the first entries are the ones let go first.
-    private final LinkedHashMap<Key, Chunk> chunks = new LinkedHashMap<>(16, 0.75f, true);
+    // By (object, chunk index); access order: the first entries are the ones let go first.
+    private final LinkedHashMap<Map.Entry<Blob, Long>, Chunk> chunks = new LinkedHashMap<>(16, 0.75f, true);
     private ExecutorService threads;
     private boolean closed;
 
@@ -162,7 +142,7 @@ final class ReadAhead {
         return reader;
     }
 
-    private final class Reader extends InputStream {
+    private final class Reader extends BulkInputStream {
         private final URI url;
         private final Blob blob;
         private final long size;
@@ -188,13 +168,6 @@ final class ReadAhead {
                 throw new java.io.EOFException(blob + ": it ends at byte " + (currentStart + current.length) + ", not " + size);
             }
             fetchAhead(url, blob, index, size);
-        }
-
-        @Override
-        public int read() throws IOException {
-            byte[] one = new byte[1];
-            int count = read(one, 0, 1);
-            return count < 0 ? -1 : one[0] & 0xff;
         }
 
         @Override
@@ -232,7 +205,7 @@ final class ReadAhead {
      */
     private byte[] chunk(URI url, Blob blob, long index, long size, boolean again)
             throws IOException, RemoteResourceNotFoundException {
-        Key key = new Key(blob, index);
+        Map.Entry<Blob, Long> key = Map.entry(blob, index);
         Chunk chunk;
         boolean mine = false;
         synchronized (this) {
@@ -266,9 +239,9 @@ final class ReadAhead {
         return chunk(url, blob, index, size, false); // a GET asked for ahead failed
     }
 
-    private byte[] await(Chunk chunk, Key key) throws IOException, RemoteResourceNotFoundException {
-        Blob segment = key.blob;
-        long index = key.chunk;
+    private byte[] await(Chunk chunk, Map.Entry<Blob, Long> key) throws IOException, RemoteResourceNotFoundException {
+        Blob segment = key.getKey();
+        long index = key.getValue();
         try {
             return chunk.bytes.get(timeoutMs, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
@@ -291,11 +264,11 @@ final class ReadAhead {
         }
     }
 
-    private void fill(Chunk chunk, Key key, URI url, long index, long size) {
+    private void fill(Chunk chunk, Map.Entry<Blob, Long> key, URI url, long index, long size) {
         long first = index * chunkBytes;
         long last = Math.min(first + chunkBytes, size) - 1;
         try {
-            chunk.bytes.complete(fetcher.fetch(url, key.blob.segment, first, last));
+            chunk.bytes.complete(fetcher.fetch(url, key.getKey().segment, first, last));
         } catch (IOException | RemoteResourceNotFoundException | RuntimeException e) {
             chunk.bytes.completeExceptionally(e);
         }
@@ -310,7 +283,7 @@ final class ReadAhead {
                 return;
             }
             for (long next = index + 1; next <= index + ahead && next < chunksInLog; next++) {
-                Key key = new Key(blob, next);
+                Map.Entry<Blob, Long> key = Map.entry(blob, next);
                 if (chunks.containsKey(key)) {
                     continue;
                 }
@@ -332,11 +305,11 @@ final class ReadAhead {
      * reader waits on, other than chunks `from`..`to` of `blob`: the reader's own.
      */
     private boolean makeRoom(Blob blob, long from, long to) {
-        Iterator<Map.Entry<Key, Chunk>> oldest = chunks.entrySet().iterator();
+        Iterator<Map.Entry<Map.Entry<Blob, Long>, Chunk>> oldest = chunks.entrySet().iterator();
         while ((long) (chunks.size() + 1) * chunkBytes > maxBytes && oldest.hasNext()) {
-            Map.Entry<Key, Chunk> entry = oldest.next();
-            Key key = entry.getKey();
-            boolean own = key.blob.equals(blob) && key.chunk >= from && key.chunk <= to;
+            Map.Entry<Map.Entry<Blob, Long>, Chunk> entry = oldest.next();
+            Map.Entry<Blob, Long> key = entry.getKey();
+            boolean own = key.getKey().equals(blob) && key.getValue() >= from && key.getValue() <= to;
             if (!own && entry.getValue().waiters == 0) {
                 cancel(entry.getValue());
                 oldest.remove();
@@ -364,7 +337,7 @@ final class ReadAhead {
         chunk.bytes.cancel(false); // a reader waiting on it is told, not left to time out
     }
 
-    private synchronized void forget(Key key, Chunk chunk) {
+    private synchronized void forget(Map.Entry<Blob, Long> key, Chunk chunk) {
         chunks.remove(key, chunk);
     }
 
