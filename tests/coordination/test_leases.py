@@ -1,6 +1,8 @@
 """Leases: one contract, run against the in-process implementation and a real redis-server."""
 
 import asyncio
+import contextlib
+import signal
 import time
 
 import pytest
@@ -68,6 +70,37 @@ async def test_held_renews_while_the_body_runs_and_releases_after(leases, reques
     assert taken is not None
 
 
+class SwallowingLeases(InProcessLeases):
+    """Renewals that, like redis-py's asyncio client under load, sometimes swallow the
+    cancel that lands inside them and carry on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewals = 0
+        self.renewing = asyncio.Event()
+
+    async def renew(self, lease):
+        self.renewals += 1
+        renewed = await super().renew(lease)
+        self.renewing.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.2)  # the reply on its way
+        return renewed
+
+
+async def test_held_ends_its_renewals_even_where_a_renewal_swallows_a_cancel():
+    leases = SwallowingLeases()
+    # The body ends while a renewal (every 100 ms, each 200 ms long) is in flight.
+    async with held(leases, "p-0", "runner", 300) as lease:
+        await leases.renewing.wait()
+    # The renewer finished: nothing renews the lease any more, and it was released.
+    renewals = leases.renewals
+    await asyncio.sleep(0.2)
+    assert leases.renewals == renewals
+    assert not lease.lost.is_set()
+    assert await leases.acquire("p-0", "next", 5000) is not None
+
+
 async def test_held_yields_none_when_another_holds_it(leases, request):
     lease_name = name(request)
     owner = await leases.acquire(lease_name, "owner", 5000)
@@ -101,6 +134,27 @@ async def test_redis_killed_and_restarted_is_retriable_and_loses_nothing_held(tm
         taken = await leases.acquire("p-0", "broker-2", 60_000)
         assert taken is not None
         assert taken.owner == "broker-2"
+    finally:
+        await leases.close()
+        server.stop()
+
+
+async def test_redis_that_hangs_is_a_retriable_error_after_the_timeout(tmp_path):
+    server = RedisServer(tmp_path).start()
+    leases = RedisLeases(server.url, timeout_s=0.5)
+    try:
+        owner = await leases.acquire("p-0", "broker-1", 60_000)
+        assert owner is not None
+        server.process.send_signal(signal.SIGSTOP)  # connections stay open, nothing answers
+        try:
+            with pytest.raises(ServiceUnavailableError, match="redis") as raised:
+                await leases.acquire("p-1", "broker-1", 60_000)
+            assert raised.value.retriable
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        # Answering again: the lease taken before the stall is still held.
+        assert await leases.acquire("p-0", "broker-2", 60_000) is None
+        assert await leases.renew(owner) is True
     finally:
         await leases.close()
         server.stop()

@@ -75,9 +75,15 @@ async def held(leases: Leases, name: str, owner: str, ttl_ms: int) -> AsyncItera
         yield None
         return
 
+    done = asyncio.Event()
+
     async def keep() -> None:
         while not lease.lost.is_set():
-            await asyncio.sleep(ttl_ms / 3000)
+            # Told to stop rather than cancelled: a cancel that lands inside a Redis call
+            # can be swallowed by the client library, which left this loop renewing forever.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), ttl_ms / 3000)
+                return
             # Unreachable for now: try again; the ttl bounds how long the lease lives
             # without renewal, and a holder checks it before each write.
             with contextlib.suppress(RemoteLogError):
@@ -87,9 +93,8 @@ async def held(leases: Leases, name: str, owner: str, ttl_ms: int) -> AsyncItera
     try:
         yield lease
     finally:
-        renewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewer
+        done.set()
+        await renewer  # at most one renewal in flight, bounded by the store's timeouts
         if not lease.lost.is_set():
             try:
                 await leases.release(lease)

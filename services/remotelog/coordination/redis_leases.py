@@ -36,8 +36,14 @@ return 0
 
 
 class RedisLeases:
-    def __init__(self, url: str, *, prefix: str = "remotelog:lease:") -> None:
-        self._redis: Any = aioredis.from_url(url)
+    def __init__(
+        self, url: str, *, prefix: str = "remotelog:lease:", timeout_s: float = 5.0
+    ) -> None:
+        # Bounded calls: a Redis that hangs (stopped, partitioned) is a retriable error
+        # after `timeout_s`, never a task that waits on it forever.
+        self._redis: Any = aioredis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
         self._prefix = prefix
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._renew = self._redis.register_script(_RENEW)
