@@ -40,7 +40,13 @@ async def over_s3(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("object-storage")
     s3 = S3Server(**LINK)
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    urls = {"rsm.config.fetch.urls.enabled": "true"}
+    # Chunks of 128 KiB, eight to a segment: each fetch reads past its first chunk into
+    # ones asked for ahead (with 1 MiB chunks a segment is one chunk, and a hit would
+    # need Kafka to fetch from one segment twice).
+    urls = {
+        "rsm.config.fetch.urls.enabled": "true",
+        "rsm.config.fetch.read.ahead.chunk.bytes": str(128 << 10),
+    }
     broker = tiering_broker(tmp, store, metadata, {"jmx_port": free_port()}, **urls).start()
     stack = FetchStack(
         tmp,
@@ -85,7 +91,11 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     # Every fault was ridden out on the URL, none by falling back to the store's stream.
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
     # Kafka's fetches found chunks read ahead of them, fetched or on their way.
+    [ahead] = (
+        await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute="read-ahead-chunks-total")
+    ).values()
     [hits] = (
         await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute="read-ahead-hits-total")
     ).values()
+    assert ahead > 0
     assert hits > 0
