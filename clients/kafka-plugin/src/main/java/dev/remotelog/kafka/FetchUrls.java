@@ -111,14 +111,16 @@ final class FetchUrls {
     /**
      * The segment's index of this type by URL; null where the read must take FetchIndex.
      * An index the store says the segment does not have is RemoteResourceNotFoundException,
-     * as FetchIndex would answer.
+     * as FetchIndex would answer. `size`: the bytes of the segment's log, whose first chunk
+     * a read of its offset index asks for ahead.
      */
     InputStream openIndex(
             RemoteLogSegmentId segment,
             org.apache.kafka.server.log.remote.storage.RemoteStorageManager.IndexType type,
+            long size,
             Supplier<GetLogSegmentUrlResponse> ask)
             throws RemoteResourceNotFoundException {
-        return read(segment, ask, Protos.indexType(type), 0, null, 0);
+        return read(segment, ask, Protos.indexType(type), 0, null, size);
     }
 
     private InputStream read(
@@ -160,6 +162,9 @@ final class FetchUrls {
             }
             try {
                 ReadAhead ahead = readAhead;
+                if (ahead != null && index == IndexType.INDEX_TYPE_OFFSET && !"file".equals(kept.log.getScheme())) {
+                    ahead.warm(kept.log, segment, size);
+                }
                 InputStream opened;
                 if ("file".equals(url.getScheme())) {
                     opened = openFile(url, first, last); // the page cache reads ahead

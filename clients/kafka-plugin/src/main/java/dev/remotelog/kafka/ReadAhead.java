@@ -142,6 +142,19 @@ final class ReadAhead {
         return reader;
     }
 
+    /**
+     * Asks, in the background, for the first chunk of the segment's log of `size` bytes at
+     * `url`: Kafka reads a segment's offset index just before its first fetch from the
+     * segment, and a reader going through the partition in order starts that fetch at byte
+     * 0. So that chunk's GET runs beside the indexes' instead of after them. A reader that
+     * starts elsewhere leaves the chunk to be let go as any other unread one.
+     */
+    void warm(URI url, RemoteLogSegmentId segment, long size) {
+        if (size > 0) {
+            fetchAhead(url, new Blob(segment, false), 0, 0, size);
+        }
+    }
+
     private final class Reader extends BulkInputStream {
         private final URI url;
         private final Blob blob;
@@ -167,7 +180,7 @@ final class ReadAhead {
             if (position - currentStart >= current.length) {
                 throw new java.io.EOFException(blob + ": it ends at byte " + (currentStart + current.length) + ", not " + size);
             }
-            fetchAhead(url, blob, index, size);
+            fetchAhead(url, blob, index + 1, index + ahead, size);
         }
 
         @Override
@@ -274,20 +287,20 @@ final class ReadAhead {
         }
     }
 
-    /** Asks for the chunks after `index` that are neither held nor on their way, within the bounds. */
-    private void fetchAhead(URI url, Blob blob, long index, long size) {
+    /** Asks for chunks `from`..`to` that are neither held nor on their way, within the bounds. */
+    private void fetchAhead(URI url, Blob blob, long from, long to, long size) {
         long chunksInLog = (size + chunkBytes - 1) / chunkBytes;
         List<Runnable> started = new ArrayList<>();
         synchronized (this) {
             if (closed) {
                 return;
             }
-            for (long next = index + 1; next <= index + ahead && next < chunksInLog; next++) {
+            for (long next = from; next <= to && next < chunksInLog; next++) {
                 Map.Entry<Blob, Long> key = Map.entry(blob, next);
                 if (chunks.containsKey(key)) {
                     continue;
                 }
-                if (!makeRoom(blob, index, index + ahead)) {
+                if (!makeRoom(blob, from - 1, to)) {
                     break;
                 }
                 Chunk chunk = new Chunk();

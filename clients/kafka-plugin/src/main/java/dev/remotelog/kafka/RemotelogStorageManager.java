@@ -315,7 +315,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         boolean auxState = indexType == IndexType.LEADER_EPOCH || indexType == IndexType.PRODUCER_SNAPSHOT;
         if (fetchUrls != null && !auxState) {
             InputStream byUrl =
-                    fetchUrls.openIndex(metadata.remoteLogSegmentId(), indexType, urlsOf(metadata));
+                    fetchUrls.openIndex(
+                            metadata.remoteLogSegmentId(), indexType, metadata.segmentSizeInBytes(), urlsOf(metadata));
             if (byUrl != null) {
                 indexReadsByUrl.record();
                 return Instruments.counted(byUrl, fetchBytes);

@@ -656,13 +656,16 @@ class StorageManagerTest {
     }
 
     @Test
-    void anS3SegmentsIndexesAreReadByOneGetWithReadAhead() throws Exception {
+    void anS3SegmentsIndexesAreReadByOneGetAndItsLogsFirstChunkBesideThem() throws Exception {
         readAheadChunks = 2;
         connect(serverName);
         byte[] indexes = new byte[300];
         new java.util.Random(13).nextBytes(indexes);
+        byte[] log = new byte[READ_AHEAD_CHUNK * 2];
+        new java.util.Random(17).nextBytes(log);
         List<String> served = java.util.Collections.synchronizedList(new ArrayList<>());
-        com.sun.net.httpserver.HttpServer http = rangeServer(Map.of("/indexes", indexes), served, 0);
+        com.sun.net.httpserver.HttpServer http =
+                rangeServer(Map.of("/indexes", indexes, "/log", log), served, 0);
         try {
             String base = "http://127.0.0.1:" + http.getAddress().getPort();
             urlsToGive.add(base + "/log");
@@ -673,14 +676,26 @@ class StorageManagerTest {
                             .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TIMESTAMP, 100, 150))
                             .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TRANSACTION, 250, 50))
                             .build();
-            RemoteLogSegmentMetadata segment = segment();
-            // In the order Kafka's RemoteIndexCache reads them.
+            RemoteLogSegmentMetadata segment = ProtosTest.segmentOfSize(log.length);
+            // In the order Kafka's RemoteIndexCache reads them, then the segment's first fetch.
             assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 0, 100), readAll(manager.fetchIndex(segment, IndexType.OFFSET)));
             assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 100, 250), readAll(manager.fetchIndex(segment, IndexType.TIMESTAMP)));
             assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 250, 300), readAll(manager.fetchIndex(segment, IndexType.TRANSACTION)));
-            assertEquals(List.of("/indexes bytes=0-299"), served);
+            try (InputStream in = manager.fetchLogSegment(segment, 0)) {
+                assertArrayEquals(java.util.Arrays.copyOfRange(log, 0, 1000), in.readNBytes(1000));
+            }
+            List<String> gets = new ArrayList<>(served);
+            gets.remove("/log bytes=" + READ_AHEAD_CHUNK + "-" + (2 * READ_AHEAD_CHUNK - 1)); // ahead of the fetch
+            java.util.Collections.sort(gets);
+            // The log's first chunk was asked for with the offset index, and fetched once.
+            assertEquals(List.of("/indexes bytes=0-299", "/log bytes=0-" + (READ_AHEAD_CHUNK - 1)), gets);
+            assertEquals(2, Jmx.read(Jmx.STORAGE, "read-ahead-chunks-total")); // that one and the next
             assertEquals(1, urlsAsked.get());
             assertEquals(0, indexCalls.get());
+            assertEquals(0, fetchCalls.get());
+            // Found: the timestamp and transaction indexes in the indexes' chunk, and the
+            // log's first chunk.
+            assertEquals(3, Jmx.read(Jmx.STORAGE, "read-ahead-hits-total"));
         } finally {
             http.stop(0);
         }
