@@ -18,6 +18,11 @@ read is measured. Then, over the link, a plain consumer (librdkafka's defaults, 
 the broker, which serves all but the active segment from S3: a topic not read before,
 so nothing of it is in the broker's caches. Then the topic is deleted.
 
+BENCH_READ_PATH=stream reads through the segment store's FetchLogSegment stream instead
+(the plugin's `fetch.urls.enabled=false`): read-ahead is then the store's own
+(`fetch.read.ahead.chunks` 8 chunks of 1 MiB, against 0, one GET to the segment's end
+per fetch), and the lines are named cold_read_kafka_stream_*.
+
 Figures, medians of per-round ratios with their spread:
 - cold_read_kafka_readahead: the read's time without read-ahead over its time with it;
 - cold_read_kafka_vs_link: bytes/s with read-ahead over the link's bandwidth cap;
@@ -57,6 +62,8 @@ from support.kafka_cluster import KafkaNode
 from remotelog.dev.broker import free_port
 
 MIB = int(os.environ.get("BENCH_MIB", "1024"))
+STREAM = os.environ.get("BENCH_READ_PATH", "url") == "stream"
+LINE = "cold_read_kafka_stream" if STREAM else "cold_read_kafka"
 SEGMENT_BYTES = 64 * 1024 * 1024
 GIB = 1024**3
 # Kafka's time of each remote read a fetch makes (the broker's FetchConsumer request
@@ -109,7 +116,12 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
     directory.mkdir()
     store_port, metadata_port = free_port(), free_port()
     properties = {"log.segment.bytes": str(SEGMENT_BYTES)}
-    if read_ahead_chunks is not None:
+    store_settings = {}
+    if STREAM:
+        properties["rsm.config.fetch.urls.enabled"] = "false"
+        if read_ahead_chunks is not None:
+            store_settings["fetch.read.ahead.chunks"] = str(read_ahead_chunks)
+    elif read_ahead_chunks is not None:
         properties["rsm.config.fetch.read.ahead.chunks"] = str(read_ahead_chunks)
     broker = plugin_broker(directory, store_port, metadata_port, properties, jmx_port=free_port())
     store, _ = serve(
@@ -124,6 +136,7 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
             "storage.aws.access.key.id": "test",
             "storage.aws.secret.access.key": "test",
             "storage.s3.fetch.url.expiry.ms": "600000",
+            **store_settings,
         },
     )
     metadata, _ = serve_metadata_manager(
@@ -218,7 +231,8 @@ def main() -> None:
         running.callback(moto.terminate)
         endpoint = f"http://127.0.0.1:{line.split()[1]}"
         link = S3Link(endpoint)
-        print(f"link: {link.settings}; {MIB} MiB a round", flush=True)
+        path = "FetchLogSegment" if STREAM else "URLs"
+        print(f"link: {link.settings}; {MIB} MiB a round, read by {path}", flush=True)
         contenders = []
         for name, chunks in (("read-ahead", None), ("no-read-ahead", 0)):
             create_bucket(endpoint, name)
@@ -242,15 +256,15 @@ def report(contenders: list[Contender], link: S3Link) -> None:
     values = MIB * 1024 * 1024
     out = Report("cold_reads")
     out.ratio_rounds(
-        "cold_read_kafka_readahead",
+        f"{LINE}_readahead",
         [p / a for a, p in zip(ahead.read_s, plain.read_s, strict=True)],
         2,
     )
     cap = float(link.settings["bandwidth_mb_s"]) * 1e6
-    out.ratio_rounds("cold_read_kafka_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
+    out.ratio_rounds(f"{LINE}_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
     for each in contenders:
         out.info(
-            f"cold_read_kafka_{each.name.replace('-', '_')}",
+            f"{LINE}_{each.name.replace('-', '_')}",
             mb_s=round(values / 1e6 / statistics.median(each.read_s), 1),
             requests_per_gib=round(statistics.median(each.requests_per_gib)),
             link_gib_per_gib=round(statistics.median(each.link_bytes_per_gib) / GIB, 2),

@@ -134,3 +134,49 @@ def test_a_ranged_get_answers_the_range_as_moto_does(linked_s3):
     with pytest.raises(botocore.exceptions.ClientError) as refused:
         client.get_object(Bucket=bucket, Key="a/b=c.log", Range=f"bytes={len(data)}-")
     assert refused.value.response["Error"]["Code"] == "InvalidRange"
+
+
+async def fetch_as_kafka_does(client, metadata, size: int, fetch_bytes: int) -> bytes:
+    """The log read as Kafka reads it through FetchLogSegment: each fetch asks for the rest
+    of the segment from where the last one stopped, takes `fetch_bytes` and closes."""
+    got = bytearray()
+    while len(got) < size:
+        fetched = 0
+        stream = client.fetch_log_segment(metadata, len(got), None)
+        async for chunk in stream:
+            got += chunk[: fetch_bytes - fetched]
+            fetched += len(chunk)
+            if fetched >= fetch_bytes:
+                break
+        await stream.aclose()
+    return bytes(got)
+
+
+@pytest.mark.parametrize("chunks_ahead", [8, 0])
+async def test_fetches_like_kafkas_get_each_chunk_of_the_log_once(
+    tmp_path, linked_s3, chunks_ahead
+):
+    linked_s3.link("POST", first_byte_ms=5, bandwidth_mb_s=200)
+    store = await start_store(
+        "s3",
+        tmp_path,
+        linked_s3.endpoint,
+        **{"fetch.read.ahead.chunks": str(chunks_ahead), "fetch.chunk.size": str(64 * 1024)},
+    )
+    try:
+        data = os.urandom(6 * MIB + 100)  # six chunks and a short one
+        metadata = segment_metadata(size=len(data))
+        await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+        before = linked_s3.link()
+        # 600 KiB a fetch: 11 fetches.
+        assert await fetch_as_kafka_does(store.client, metadata, len(data), 600 * 1024) == data
+        after = linked_s3.link()
+    finally:
+        await store.stop()
+    gets = after["requests"] - before["requests"]
+    if chunks_ahead:
+        # Each 1 MiB chunk by one ranged GET, and no byte twice.
+        assert gets == 7
+        assert after["bytes_down"] - before["bytes_down"] == len(data)
+    else:
+        assert gets == 11  # one GET to the segment's end for each fetch

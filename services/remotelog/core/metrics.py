@@ -206,6 +206,20 @@ STORE_FETCH_REQUESTS = _metric(
 STORE_FETCH_ERRORS = _metric(
     "segment.store.fetch.errors", "counter", "{error}", STORE, "Log and index reads that failed"
 )
+STORE_READ_AHEAD_CHUNKS = _metric(
+    "segment.store.read.ahead.chunks",
+    "counter",
+    "{chunk}",
+    STORE,
+    "Chunks of segment logs and indexes the store asked S3 for ahead of a reader",
+)
+STORE_READ_AHEAD_HITS = _metric(
+    "segment.store.read.ahead.hits",
+    "counter",
+    "{chunk}",
+    STORE,
+    "Chunks a read found held or on their way instead of asking S3",
+)
 AUX_STATE_REQUESTS = _metric(
     "build.remote.log.aux.state.requests",
     "counter",

@@ -91,6 +91,30 @@ class StorageSettings:
     fetch_chunk_size: int = setting(
         "fetch.chunk.size", 4 * MIB, "Bytes per streamed fetch message", min=4096, max=16 * MIB
     )
+    fetch_read_ahead_chunks: int = setting(
+        "fetch.read.ahead.chunks",
+        8,
+        "S3 backend: a read of a segment's log takes it in chunks, one ranged GET each, and "
+        "asks for this many chunks past the one read before they are wanted, so a reader's "
+        "next fetch (Kafka's, through FetchLogSegment) finds its bytes in memory. 0 = one "
+        "GET per read, to the read's end",
+        min=0,
+        max=64,
+    )
+    fetch_read_ahead_chunk_bytes: int = setting(
+        "fetch.read.ahead.chunk.bytes",
+        MIB,
+        "Bytes of a read-ahead chunk: one ranged GET each",
+        min=64 * 1024,
+        max=64 * MIB,
+    )
+    fetch_read_ahead_max_bytes: int = setting(
+        "fetch.read.ahead.max.bytes",
+        64 * MIB,
+        "Bytes of read-ahead chunks held or in flight across the process's reads; past it, "
+        "no chunk is asked for ahead and the oldest are let go",
+        min=64 * 1024,
+    )
 
 
 @dataclass(frozen=True)

@@ -57,5 +57,8 @@ async def open_segment_store(
             # Presigned URLs last whole seconds; a part of one is rounded up.
             fetch_url_expiry_s=-(-config.s3_fetch_url_expiry_ms // 1000),
             local_fetch_urls=config.fs_fetch_urls,
+            read_ahead_chunks=config.fetch_read_ahead_chunks,
+            read_ahead_chunk_bytes=config.fetch_read_ahead_chunk_bytes,
+            read_ahead_max_bytes=config.fetch_read_ahead_max_bytes,
         ),
     )

@@ -18,6 +18,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
@@ -46,6 +47,7 @@ from remotelog.segmentstore.layout import (
     Manifest,
     SegmentKeys,
 )
+from remotelog.segmentstore.read_ahead import ReadAhead
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("remotelog.segmentstore")
@@ -100,6 +102,11 @@ class StoreOptions:
     fetch_url_expiry_s: int = 0
     # file:// URLs of a filesystem backend's logs, for callers on this host.
     local_fetch_urls: bool = False
+    # Reads of an object store in chunks, some asked for ahead (read_ahead.py); 0 = off.
+    # A filesystem backend needs none: the page cache reads ahead.
+    read_ahead_chunks: int = 0
+    read_ahead_chunk_bytes: int = 1024 * 1024
+    read_ahead_max_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,16 @@ class SegmentStore:
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
         # Cleanups of failed copies still running after their call was cancelled.
         self._discards: set[asyncio.Task[None]] = set()
+        self._read_ahead: ReadAhead | None = None
+        if options.read_ahead_chunks > 0 and not isinstance(objects, LocalFileStore):
+            self._read_ahead = ReadAhead(
+                self._fetch_range,
+                chunk_bytes=options.read_ahead_chunk_bytes,
+                ahead=options.read_ahead_chunks,
+                max_bytes=options.read_ahead_max_bytes,
+                on_ahead=partial(self._metrics.add, m.STORE_READ_AHEAD_CHUNKS, 1),
+                on_hit=partial(self._metrics.add, m.STORE_READ_AHEAD_HITS, 1),
+            )
 
     async def close(self) -> None:
         """Let the cleanups of failed copies finish, then close the backend under them."""
@@ -130,7 +147,24 @@ class SegmentStore:
                 task.cancel()
             if late:
                 await asyncio.wait(late)
+        if self._read_ahead is not None:
+            await self._read_ahead.close()
         await self.objects.close()
+
+    async def _fetch_range(self, key: str, first: int, last: int) -> bytes:
+        """Bytes `first`..`last` of an object, fewer where it ends first: one chunk."""
+        parts = []
+        chunks = self.objects.read(key, first, last, last - first + 1)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                parts.append(chunk)
+        return parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+
+    def _read(self, key: str, start: int, last: int) -> AsyncGenerator[Chunk, None]:
+        """Bytes `start`..`last` of an object, by chunks read ahead where that is on."""
+        if self._read_ahead is not None:
+            return self._read_ahead.read(key, start, last, self.options.fetch_chunk_size)
+        return self.objects.read(key, start, last, self.options.fetch_chunk_size)
 
     def keys(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
         return SegmentKeys.of(self.options.key_prefix, metadata)
@@ -275,7 +309,7 @@ class SegmentStore:
         span = _tracer.start_span("SegmentStore.fetch_log_segment", attributes=attributes)
         try:
             chunk_size = self.options.fetch_chunk_size
-            chunks = self.objects.read(self.keys(metadata).log, start, last, chunk_size)
+            chunks = self._read(self.keys(metadata).log, start, last)
             if last - start >= _READ_AHEAD_CHUNKS * chunk_size:
                 # Long reads overlap the backend with the consumer; a short one
                 # (a Fetch) would only pay for the extra task.
@@ -372,12 +406,7 @@ class SegmentStore:
                     f"{metadata.remote_log_segment_id}: no {index.value} index"
                 )
             if where.size:
-                chunks = self.objects.read(
-                    keys.indexes,
-                    where.position,
-                    where.position + where.size - 1,
-                    self.options.fetch_chunk_size,
-                )
+                chunks = self._read(keys.indexes, where.position, where.position + where.size - 1)
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
                         self._metrics.add(m.STORE_FETCH_BYTES, len(chunk), attributes)
