@@ -43,6 +43,7 @@ from common import (
 from copy_scheduler import tier
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.dev.spark_session import local_session
@@ -50,12 +51,8 @@ from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.consumer_records import FetchedRecords, consumer_batches
 from remotelog.kafka.records import BatchHeader
 from remotelog.spark.prefetch import prefetched
-from remotelog.spark.reading import (
-    CHUNK_BYTES,
-    KAFKA_SCHEMA,
-    columns_to_arrow,
-    freeze_worker_heap,
-)
+from remotelog.spark.reading import CHUNK_BYTES, columns_to_arrow, freeze_worker_heap
+from remotelog.spark.source import KAFKA_SCHEMA
 
 MIB = 1024 * 1024
 SEGMENT_MIB = 64
@@ -106,7 +103,7 @@ class Files(InputPartition):
 
 
 class KafkaSchemaSource(DataSource):
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return KAFKA_SCHEMA
 
 

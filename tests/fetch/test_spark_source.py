@@ -148,20 +148,33 @@ async def tasks(frame) -> int:
     return await asyncio.to_thread(lambda: frame.rdd.getNumPartitions())
 
 
-async def test_a_task_per_segment_cut_further_by_min_partitions_and_max_records(
+# A task per segment: a byte bound below every segment's size.
+PER_SEGMENT = {"remotelog.maxBytesPerPartition": "1"}
+
+
+async def test_segments_packed_into_tasks_by_bytes_cut_further_by_min_partitions_and_max_records(
     spark, tiered, kafka_logs
 ):
     topic = await tier_copy(tiered, kafka_logs, "timeindex_test")
     everything = expected(tiered, topic)
     sizes = await segment_sizes(tiered, topic)
+    # The broker's segments are all near 1 MiB: two to a task under twice the largest.
+    largest = max(s.segment_size_in_bytes for s in await tiered.segments(tiered.tip(topic)))
     whole = source(spark, tiered, subscribe=topic)
-    cut = source(spark, tiered, subscribe=topic, minPartitions="10")
+    pairs = source(
+        spark, tiered, subscribe=topic, **{"remotelog.maxBytesPerPartition": str(2 * largest)}
+    )
+    each = source(spark, tiered, subscribe=topic, **PER_SEGMENT)
+    cut = source(spark, tiered, subscribe=topic, minPartitions="10", **PER_SEGMENT)
     small = source(spark, tiered, subscribe=topic, maxRecordsPerPartition="5000")
     assert len(sizes) == 4
-    assert await tasks(whole) == 4
+    assert await tasks(whole) == 1  # 4 segments of far less than 128 MiB
+    assert await tasks(pairs) == 2
+    assert await tasks(each) == 4
     # Spark's KafkaOffsetRangeCalculator: each range's share of minPartitions, rounded.
     assert await tasks(cut) == sum(int(size / sum(sizes) * 10 + 0.5) for size in sizes)
-    assert await tasks(small) == sum(-(-size // 5000) for size in sizes)
+    assert await tasks(small) == -(-sum(sizes) // 5000)
+    assert await rows(pairs) == everything
     assert await rows(cut) == everything
     assert await rows(small) == everything
 
@@ -170,8 +183,10 @@ async def test_pushed_filters_plan_only_the_segments_they_need(spark, tiered, ka
     topic = await tier_copy(tiered, kafka_logs, "timeindex_test")
     everything = expected(tiered, topic)
     sizes = await segment_sizes(tiered, topic)
-    pushing = source(spark, tiered, subscribe=topic, **{"remotelog.pushFilters": "true"})
-    plain = source(spark, tiered, subscribe=topic)
+    pushing = source(
+        spark, tiered, subscribe=topic, **{"remotelog.pushFilters": "true"}, **PER_SEGMENT
+    )
+    plain = source(spark, tiered, subscribe=topic, **PER_SEGMENT)
     # Offsets inside the third segment: one task, exactly those rows.
     low, high = sizes[0] + sizes[1] + 10, sizes[0] + sizes[1] + 20
     where = f"partition = 0 and offset >= {low} and offset < {high}"

@@ -5,8 +5,8 @@ import pytest
 from remotelog.client.tiered_consumer import kafka_consumer
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from remotelog.spark.options import parse_options
-from remotelog.spark.planning import PlannedRange, split
+from remotelog.spark.options import DEFAULT_MAX_BYTES_PER_PARTITION, parse_options
+from remotelog.spark.planning import PlannedRange, segment_cuts, split
 
 ADDRESSES = {"remotelog.fetch.address": "f:1", "remotelog.metadata.address": "m:1"}
 
@@ -47,6 +47,24 @@ def test_a_tail_without_an_end_is_never_cut():
     ]
 
 
+# (end offset, exclusive; bytes) of five segments of 100 offsets from offset 0.
+SEGMENTS = [(100, 40), (200, 40), (300, 40), (400, 90), (500, 10)]
+
+
+def test_segments_are_packed_into_tasks_of_at_most_the_byte_bound():
+    assert segment_cuts(SEGMENTS, 0, 500, 100) == [200, 300]  # 80, 40, 100 bytes
+    assert segment_cuts(SEGMENTS, 0, 500, 1000) == []  # the whole range: one task
+    assert segment_cuts(SEGMENTS, 0, 500, 1) == [100, 200, 300, 400]  # one per segment
+
+
+def test_only_the_segments_the_range_covers_count():
+    # From offset 150: 40 + 40 bytes to 300, then the segment to 400 alone; the range
+    # ends inside it, so nothing after it is cut off.
+    assert segment_cuts(SEGMENTS, 150, 350, 100) == [300]
+    assert segment_cuts(SEGMENTS, 150, 350, 79) == [200, 300]
+    assert segment_cuts(SEGMENTS, 0, 100, 1) == []  # one segment: nothing to cut
+
+
 def test_options_parse_as_spark_names_them():
     options = parse_options(
         {
@@ -69,6 +87,9 @@ def test_options_parse_as_spark_names_them():
     assert (options.min_partitions, options.include_headers) == (8, True)
     assert options.bootstrap_servers == "k:9092"
     assert options.fail_on_data_loss is True
+    assert options.max_bytes_per_partition == DEFAULT_MAX_BYTES_PER_PARTITION == 128 << 20
+    given = parse_options({**ADDRESSES, "subscribe": "a", "remotelog.maxBytesPerPartition": "1"})
+    assert given.max_bytes_per_partition == 1
 
 
 @pytest.mark.parametrize(
@@ -76,6 +97,10 @@ def test_options_parse_as_spark_names_them():
     [
         ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
         ({"subscribe": "a", "maxRecordsPerPartition": "x"}, "maxRecordsPerPartition"),
+        (
+            {"subscribe": "a", "remotelog.maxBytesPerPartition": "0"},
+            "remotelog.maxBytesPerPartition",
+        ),
         ({"subscribePattern": "(unclosed"}, "subscribePattern"),
         ({"assign": '{"a":[-1]}'}, "assign"),
         ({"assign": "not json"}, "assign"),

@@ -240,16 +240,18 @@ class TieredConsumer:
             return {tip: await self.end_offset(tip) for tip in partitions}
         return await asyncio.to_thread(_high_watermarks, self._kafka_config(), partitions)
 
-    async def segment_ends(self, partition: TopicIdPartition) -> list[int]:
-        """The offsets right after each readable remote segment, ascending: where a
-        reader can cut the partition's history without splitting a segment."""
-        ends = set()
+    async def segment_ends(self, partition: TopicIdPartition) -> list[tuple[int, int]]:
+        """Each readable remote segment's end (the offset right after it: where a reader
+        can cut the partition's history without splitting a segment) and its bytes,
+        ascending by end."""
+        ends: dict[int, int] = {}
         segments = self.metadata.list_remote_log_segments(partition)
         async with contextlib.aclosing(segments):
             async for segment in segments:
                 if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
-                    ends.add(segment.end_offset + 1)
-        return sorted(ends)
+                    end = segment.end_offset + 1
+                    ends[end] = max(ends.get(end, 0), segment.segment_size_in_bytes)
+        return sorted(ends.items())
 
     @contextlib.asynccontextmanager
     async def _broker_tail(self, partition: TopicIdPartition) -> AsyncIterator[_BrokerTail | None]:
@@ -553,7 +555,7 @@ class BlockingTieredConsumer:
             self._consumer.offset_for_time(partition, timestamp_ms)
         )
 
-    def segment_ends(self, partition: TopicIdPartition) -> list[int]:
+    def segment_ends(self, partition: TopicIdPartition) -> list[tuple[int, int]]:
         return self._loop.run_until_complete(self._consumer.segment_ends(partition))
 
     def end_offset(self, partition: TopicIdPartition) -> int:

@@ -37,6 +37,8 @@ KAFKA_REFUSED = {
 }
 # Options of the source itself, not passed on to the tail consumer.
 _KAFKA_OWN = ("kafka.bootstrap.servers", "kafka.isolation.level")
+# spark.sql.files.maxPartitionBytes's default: a task's remote segments, at most.
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 # Spark's Kafka source's default maxTriggerDelay.
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -64,6 +66,7 @@ KNOWN = frozenset(
         "kafka.isolation.level",
         "minpartitions",
         "maxrecordsperpartition",
+        "remotelog.maxbytesperpartition",
         "startingtimestamp",
         "endingtimestamp",
         "startingoffsetsbytimestamp",
@@ -147,6 +150,8 @@ class ReadOptions:
     bearer_token: str = field(default="", repr=False)
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    # Bytes of remote segments a task reads at most (planning.segment_cuts).
+    max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     # No record at or after a starting timestamp: "error" fails the query, "latest"
     # starts at the end (Spark's startingOffsetsByTimestampStrategy).
     timestamp_strategy: str = "error"
@@ -218,6 +223,10 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         max_records_per_partition=_positive(
             options.get("maxrecordsperpartition"), "maxRecordsPerPartition"
         ),
+        max_bytes_per_partition=_positive(
+            options.get("remotelog.maxbytesperpartition"), "remotelog.maxBytesPerPartition"
+        )
+        or DEFAULT_MAX_BYTES_PER_PARTITION,
         timestamp_strategy=_strategy(options.get("startingoffsetsbytimestampstrategy", "error")),
         max_offsets_per_trigger=_positive(
             options.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger"

@@ -1,9 +1,10 @@
 """What the batch and the streaming `remotelog` readers share: a task's offset range,
 how the driver cuts a partition into ranges, and how a task reads one.
 
-A partition's remote range is cut at segment ends, one task per segment; with a
-broker the tail beyond the remote tier is one more. Each task opens its own
-channels (a BlockingTieredConsumer) and yields Arrow record batches.
+A partition's remote range is cut at segment ends into tasks of up to
+`remotelog.maxBytesPerPartition` of segments; with a broker the tail beyond the
+remote tier is one more. Each task opens its own channels (a
+BlockingTieredConsumer) and yields Arrow record batches.
 """
 
 from __future__ import annotations
@@ -25,17 +26,11 @@ from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
 from remotelog.kafka.columns import BinaryColumn, RecordColumns
 from remotelog.kafka.consumer_records import ConsumerRecord, FetchedRecords
 from remotelog.spark.options import ReadOptions
-from remotelog.spark.planning import PlannedRange
+from remotelog.spark.planning import PlannedRange, segment_cuts
 from remotelog.spark.prefetch import prefetched
 
 log = logging.getLogger(__name__)
 
-# Spark's Kafka source schema, column for column.
-KAFKA_SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS_SCHEMA = ", headers array<struct<key: string, value: binary>>"
 # Bytes a task fetches per chunk, and so per Arrow batch (about 34,000 rows of
 # 100-byte values): with pyspark 4.2 a batch that stays in the cache between its
 # decode and its write to the JVM beats a larger one (8 MiB: 0.68x of the ceiling,
@@ -157,16 +152,17 @@ def ranges(
     end: int | None,
     options: ReadOptions,
 ) -> list[PlannedRange]:
-    """[start, end) of a partition as ranges to read: one per remote segment it covers
-    and, with a broker, the tail beyond the remote tier (end None: to the end the read
-    finds)."""
+    """[start, end) of a partition as ranges to read: its remote segments packed into
+    ranges of up to `max_bytes_per_partition` (segment_cuts) and, with a broker, the
+    tail beyond the remote tier (end None: to the end the read finds)."""
     tip = summary.topic_id_partition
     tiered_end = summary.latest_tiered_offset + 1
     remote_end = tiered_end if end is None else min(end, tiered_end)
     key = (str(tip.topic_id), tip.topic, tip.partition)
     planned = []
     if start < remote_end:
-        cuts = [e for e in consumer.segment_ends(tip) if start < e < remote_end]
+        segments = consumer.segment_ends(tip)
+        cuts = segment_cuts(segments, start, remote_end, options.max_bytes_per_partition)
         edges = [start, *cuts, remote_end]
         planned = [PlannedRange(*key, a, b) for a, b in itertools.pairwise(edges)]
     if options.bootstrap_servers and (end is None or end > tiered_end):

@@ -1,167 +1,78 @@
 """`spark.read.format("remotelog")`: a Kafka topic's records with the schema of Spark's
 Kafka source, history read from the remote tier, the tail (optionally) from the broker.
-
-The driver plans from metadata only (reading.py cuts the ranges and reads them):
-each partition's range between the starting and ending options, narrowed by pushed
-filters (pushdown.py), then cut further for `maxRecordsPerPartition` and
-`minPartitions`.
+The batch reader is in batch.py, the streaming one in stream.py.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
-
-from remotelog.client.tiered_consumer import BlockingTieredConsumer
-from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from remotelog.core.model import RemotePartitionSummary, TopicIdPartition
-from remotelog.spark.options import (
-    ReadOptions,
-    headers_included,
-    parse_options,
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
-from remotelog.spark.planning import PlannedRange, split
-from remotelog.spark.pushdown import Pushed, push
-from remotelog.spark.reading import (
-    HEADERS_SCHEMA,
-    KAFKA_SCHEMA,
-    OffsetRange,
-    consumer_for,
-    ranges,
-    read_batches,
-    subscribed,
-)
-from remotelog.spark.stream import RemotelogStreamReader
 
-log = logging.getLogger(__name__)
+from remotelog.spark.options import headers_included, parse_options
+
+if TYPE_CHECKING:
+    from remotelog.spark.batch import RemotelogReader
+    from remotelog.spark.stream import RemotelogStreamReader
+
+
+def _fields(*named: tuple[str, DataType]) -> list[StructField]:
+    return [StructField(name, kind, nullable=True) for name, kind in named]
+
+
+# Spark's Kafka source schema, column for column. A StructType, not DDL: Spark's JVM
+# reads it as JSON, where DDL takes its SQL parser, cold in a session's first query.
+KAFKA_SCHEMA = StructType(
+    _fields(
+        ("key", BinaryType()),
+        ("value", BinaryType()),
+        ("topic", StringType()),
+        ("partition", IntegerType()),
+        ("offset", LongType()),
+        ("timestamp", TimestampType()),
+        ("timestampType", IntegerType()),
+    )
+)
+HEADERS_FIELD = StructField(
+    "headers",
+    ArrayType(StructType(_fields(("key", StringType()), ("value", BinaryType())))),
+    nullable=True,
+)
 
 
 class RemotelogDataSource(DataSource):
+    """Spark starts a Python process to create the source (its schema) and another to
+    plan a read, and each imports this module first: the readers, and with them gRPC,
+    Arrow and the record decoders, are imported only by the processes that use them
+    (bench/README.md, "The first query")."""
+
     @classmethod
     def name(cls) -> str:
         return "remotelog"
 
-    def schema(self) -> str:
-        return KAFKA_SCHEMA + (HEADERS_SCHEMA if headers_included(self.options) else "")
+    def schema(self) -> StructType:
+        if headers_included(self.options):
+            return StructType([*KAFKA_SCHEMA.fields, HEADERS_FIELD])
+        return KAFKA_SCHEMA
 
     def reader(self, schema: Any) -> RemotelogReader:
+        from remotelog.spark.batch import FilteringReader, RemotelogReader
+
         options = parse_options(self.options)
         return FilteringReader(options) if options.push_filters else RemotelogReader(options)
 
     def streamReader(self, schema: Any) -> RemotelogStreamReader:
+        from remotelog.spark.stream import RemotelogStreamReader
+
         return RemotelogStreamReader(parse_options(self.options, streaming=True))
-
-
-class RemotelogReader(DataSourceReader):
-    def __init__(self, options: ReadOptions) -> None:
-        self.options = options
-        self.pushed = Pushed()
-
-    def partitions(self) -> Sequence[OffsetRange]:
-        options, pushed = self.options, self.pushed
-        with consumer_for(options) as consumer:
-            found = [
-                summary
-                for summary in subscribed(consumer, options)
-                if pushed.keeps(summary.topic_id_partition)
-            ]
-            # As Spark's Kafka source: a batch ends where the broker's log ends when it is
-            # planned, so a partition with nothing past the remote tier gets no tail task.
-            ends = (
-                consumer.end_offsets([s.topic_id_partition for s in found])
-                if options.bootstrap_servers
-                else {}
-            )
-            planned = [
-                r for summary in found for r in _plan(consumer, summary, options, pushed, ends)
-            ]
-        cut = split(planned, options.min_partitions, options.max_records_per_partition)
-        return [OffsetRange(r) for r in cut]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_batches(self.options, partition)
-
-
-class FilteringReader(RemotelogReader):
-    """The reader with filter pushdown (`remotelog.pushFilters=true`)."""
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        self.pushed, remaining = push(filters)
-        return remaining
-
-
-def _plan(
-    consumer: BlockingTieredConsumer,
-    summary: RemotePartitionSummary,
-    options: ReadOptions,
-    pushed: Pushed,
-    ends: Mapping[TopicIdPartition, int],
-) -> list[PlannedRange]:
-    """The partition's range in the remote tier, one piece per segment, and with a
-    broker its tail beyond, up to `ends` (the broker's log end) where no ending option
-    says otherwise."""
-    tip = summary.topic_id_partition
-    bounds = _bounds(consumer, summary, options)
-    if bounds is None:
-        return []
-    if bounds[1] is None and tip in ends:
-        bounds = (bounds[0], ends[tip])
-    start, end = pushed.offsets.clip(*bounds)
-    if pushed.timestamp_from_ms is not None:
-        found = consumer.offset_for_time(tip, pushed.timestamp_from_ms)
-        if found is None:
-            return []  # no record that late
-        start = max(start, found)
-    return ranges(consumer, summary, start, end, options)
-
-
-def _bounds(
-    consumer: BlockingTieredConsumer, summary: RemotePartitionSummary, options: ReadOptions
-) -> tuple[int, int | None] | None:
-    """[start, end) from the starting and ending options (end None: to the end the read
-    finds), or None when a starting timestamp leaves nothing to read."""
-    tip = summary.topic_id_partition
-    start = _at_time(consumer, tip, options.starting.timestamp_of(tip.topic, tip.partition))
-    if start is None:
-        start = options.starting.of(tip.topic, tip.partition)
-    elif start == LATEST_TIMESTAMP:  # no record that late
-        if options.timestamp_strategy == "error":
-            raise InvalidArgumentError(
-                "startingTimestamp",
-                f"{tip.topic}-{tip.partition} has no record at or after "
-                f"{options.starting.timestamp_of(tip.topic, tip.partition)}; "
-                "startingOffsetsByTimestampStrategy=latest starts at the end instead",
-            )
-        return None
-    if start == EARLIEST_TIMESTAMP:
-        start = summary.earliest_offset
-    elif start < summary.earliest_offset:
-        lost = f"{tip.topic}-{tip.partition}: offsets {start}-{summary.earliest_offset - 1}"
-        if options.fail_on_data_loss:
-            raise InvalidArgumentError(
-                "startingOffsets",
-                f"{lost} are no longer in the remote tier (retention); "
-                "set failOnDataLoss=false to start at the earliest offset",
-            )
-        log.warning("%s are no longer in the remote tier: starting at the earliest", lost)
-        start = summary.earliest_offset
-    end: int | None = _at_time(consumer, tip, options.ending.timestamp_of(tip.topic, tip.partition))
-    if end is None:
-        end = options.ending.of(tip.topic, tip.partition)
-    return start, None if end == LATEST_TIMESTAMP else end
-
-
-def _at_time(
-    consumer: BlockingTieredConsumer, tip: TopicIdPartition, timestamp_ms: int | None
-) -> int | None:
-    """The offset a timestamp bound resolves to (LATEST_TIMESTAMP when no record is that late),
-    or None without a timestamp bound."""
-    if timestamp_ms is None:
-        return None
-    found = consumer.offset_for_time(tip, timestamp_ms)
-    return LATEST_TIMESTAMP if found is None else found
