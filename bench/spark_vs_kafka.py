@@ -30,6 +30,8 @@ Run: make setup && .venv/bin/python bench/spark_vs_kafka.py [records, default 50
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import spark as spark_bench
@@ -71,17 +74,25 @@ CHUNK_ROWS = 75_000
 PLAN = RoundPlan(warmup_rounds=1, min_rounds=5, max_rounds=9)
 
 
-def create_topic(broker: KafkaBroker, topic: str, tiered: bool) -> None:
+def create_topic(
+    broker: KafkaBroker,
+    topic: str,
+    tiered: bool,
+    partitions: int = PARTITIONS,
+    segment_bytes: int = SEGMENT_BYTES,
+) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    config = {"segment.bytes": str(SEGMENT_BYTES), "retention.ms": "-1"}
+    config = {"segment.bytes": str(segment_bytes), "retention.ms": "-1"}
     if tiered:
         config |= {"remote.storage.enable": "true", "local.retention.ms": "1000"}
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=config)])[topic].result(60)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(60)
 
 
-def fill(broker: KafkaBroker, topics: list[str], records: int) -> None:
+def fill(
+    broker: KafkaBroker, topics: list[str], records: int, partitions: int = PARTITIONS
+) -> None:
     """The same `records` records, round robin over the partitions, to each topic."""
     from confluent_kafka import Producer
 
@@ -100,7 +111,7 @@ def fill(broker: KafkaBroker, topics: list[str], records: int) -> None:
         for topic in topics:
             while True:
                 try:
-                    producer.produce(topic, value, partition=number % PARTITIONS)
+                    producer.produce(topic, value, partition=number % partitions)
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -121,7 +132,42 @@ def main() -> None:
         ["make", "--no-print-directory", "-C", str(ROOT), "spark-kafka-jars"], check=True
     )
     jars = kafka_source_jars()
-    work = Path(tempfile.mkdtemp(prefix="remotelog-bench-spark-vs-kafka-"))
+    with spark_stack("remotelog-bench-spark-vs-kafka-") as stack:
+        broker = stack.broker
+        create_topic(broker, "local", tiered=False)
+        create_topic(broker, "tiered", tiered=True)
+        began = time.perf_counter()
+        fill(broker, ["local", "tiered"], records)
+        filled = time.perf_counter() - began
+        wait_local_deleted(broker, "tiered", PARTITIONS, timeout_s=600)
+        print(
+            f"{records} records produced to both topics in {filled:.1f} s, tiered after "
+            f"{time.perf_counter() - began:.1f} s",
+            flush=True,
+        )
+        run(broker, stack.processes, stack.fetch_port, stack.metadata_port, records, jars)
+
+
+@dataclasses.dataclass
+class SparkStack:
+    broker: KafkaBroker
+    processes: list[subprocess.Popen[str]]  # the segment store, metadata manager, fetch
+    fetch_port: int
+    metadata_port: int
+
+    def remotelog_options(self) -> dict[str, str]:
+        return {
+            "remotelog.fetch.address": f"127.0.0.1:{self.fetch_port}",
+            "remotelog.metadata.address": f"127.0.0.1:{self.metadata_port}",
+        }
+
+
+@contextlib.contextmanager
+def spark_stack(prefix: str) -> Iterator[SparkStack]:
+    """One broker with the plugin, its segment store (on this host, with its short
+    circuit) and metadata manager, and a remote fetch service, in a new directory that
+    is removed after, or kept and named when the block fails."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     processes: list[subprocess.Popen[str]] = []
     broker: KafkaBroker | None = None
     try:
@@ -139,18 +185,7 @@ def main() -> None:
             "metadata.manager.address": f"127.0.0.1:{metadata_port}",
         }
         _, fetch_port = serve_fetch(work, addresses, processes)
-        create_topic(broker, "local", tiered=False)
-        create_topic(broker, "tiered", tiered=True)
-        began = time.perf_counter()
-        fill(broker, ["local", "tiered"], records)
-        filled = time.perf_counter() - began
-        wait_local_deleted(broker, "tiered", PARTITIONS, timeout_s=600)
-        print(
-            f"{records} records produced to both topics in {filled:.1f} s, tiered after "
-            f"{time.perf_counter() - began:.1f} s",
-            flush=True,
-        )
-        run(broker, processes, fetch_port, metadata_port, records, jars)
+        yield SparkStack(broker, processes, fetch_port, metadata_port)
     except BaseException:
         print(f"kept {work} (the broker's log)", file=sys.stderr)
         raise
