@@ -14,6 +14,7 @@ from remotelog.kafka.indexes import (
     OffsetIndex,
     TimeIndex,
     parse_transaction_index,
+    position_after_in,
     transaction_index_bytes,
 )
 from remotelog.kafka.records import iter_batches
@@ -67,6 +68,25 @@ def test_offset_index_lookup_agrees_with_a_linear_scan(kafka_logs, name):
                 b for b in batches if b.position >= hint.position and b.last_offset >= target
             )
             assert from_hint == holding
+
+
+@pytest.mark.parametrize("name", DIRS)
+def test_position_after_ends_at_a_batch_boundary_past_the_batch_holding_the_offset(
+    kafka_logs, name
+):
+    """What a reader by URL reads up to: never short of the offset's batch, and one
+    index entry past it at most."""
+    for base, data, batches, index, _ in segments(kafka_logs, name):
+        raw = index.to_bytes()
+        boundaries = {b.position for b in batches} | {len(data)}
+        for holding in batches:
+            for offset in {holding.base_offset, holding.last_offset}:
+                after = position_after_in(raw, base, offset, len(data))
+                assert after in boundaries
+                assert after >= holding.position + holding.size
+                # At most two entries on: the first at or past the offset, and the next.
+                later = [e for e in index.entries if e.offset >= offset][1:2]
+                assert after == (later[0].position if later else len(data))
 
 
 @pytest.mark.parametrize("name", DIRS)

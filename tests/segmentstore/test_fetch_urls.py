@@ -20,7 +20,7 @@ from support.services import start_store
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, SegmentStoreClient
-from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
+from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.log_readers import UrlLogReader
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
@@ -30,6 +30,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import IndexType
 from remotelog.dev.broker import free_port
+from remotelog.fileio.url_cache import FetchUrls
 from remotelog.protocol.convert import segment_metadata_to_proto
 
 from .segments import segment_files, segment_metadata, synthetic_files
@@ -123,9 +124,10 @@ async def test_a_read_cut_off_goes_on_through_the_store_from_where_it_was(
 
 
 async def test_a_store_without_urls_is_read_through_its_stream(tmp_path, s3_endpoint):
-    for backend in ("filesystem", "s3"):  # s3 with storage.s3.fetch.url.expiry.ms unset
+    for backend in ("filesystem", "s3"):  # s3 with storage.s3.fetch.url.expiry.ms=0
         (tmp_path / backend).mkdir()
-        running = await start_store(backend, tmp_path / backend, s3_endpoint)
+        no_urls = {"storage.s3.fetch.url.expiry.ms": "0"}
+        running = await start_store(backend, tmp_path / backend, s3_endpoint, **no_urls)
         try:
             data = os.urandom(3000)
             metadata = segment_metadata(size=len(data))
@@ -162,7 +164,7 @@ async def test_an_unreachable_url_is_unavailable_not_an_error():
 
 def test_urls_are_given_up_before_they_expire(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr("remotelog.client.fetch_urls.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("remotelog.fileio.url_cache.time.monotonic", lambda: now[0])
     urls = FetchUrls(max_entries=2)
     urls.keep("a", "https://a", valid_for_s=600)  # used for 570 s (30 s margin)
     urls.keep("b", "https://b", valid_for_s=10)  # shorter than two margins: the first half

@@ -2,7 +2,8 @@
 
 Run as a script: prints `PORT <n>` once listening. POST /__faults__ with JSON
 {"mode": "503" | "500" | "403" | "drop" | "truncate" | "slow", "count": N,
-"method": "GET"|"PUT"|..., "delay_ms": D} makes the next N matching requests
+"method": "GET"|"PUT"|..., "presigned": true, "delay_ms": D} makes the next N matching
+requests (with "presigned", only those by a presigned URL)
 fail: a 503 SlowDown, 500 InternalError or 403 AccessDenied (an expired
 presigned URL) S3 error, a connection closed before any response, or a GET
 whose body is cut off halfway; "slow" answers them normally after D ms.
@@ -159,9 +160,13 @@ class FaultInjector:
         self.faults: list[dict[str, Any]] = []
         self.link = LinkState.of(link) if link is not None else None
 
-    def _take(self, method: str) -> dict[str, Any] | None:
+    def _take(self, environ: dict[str, Any]) -> dict[str, Any] | None:
+        method = environ["REQUEST_METHOD"]
+        presigned = "Signature=" in environ.get("QUERY_STRING", "")
         with self.lock:
             for fault in self.faults:
+                if fault.get("presigned") and not presigned:
+                    continue
                 if fault.get("method") in (None, method) and fault["count"] > 0:
                     fault["count"] -= 1
                     self.faults = [f for f in self.faults if f["count"] > 0]
@@ -175,7 +180,7 @@ class FaultInjector:
             return self._link_control(environ, start_response)
         link = self.link
         if link is None:
-            return self._answer(environ, start_response, self._take(environ["REQUEST_METHOD"]))
+            return self._answer(environ, start_response, self._take(environ))
         return self._over(link, environ, start_response)
 
     def _over(self, link: LinkState, environ: dict[str, Any], start_response: Any) -> Any:
@@ -183,7 +188,7 @@ class FaultInjector:
         method = environ["REQUEST_METHOD"]
         with self.lock:
             link.counts["requests"] += 1
-            fault = self._take(method)
+            fault = self._take(environ)
             if fault is None and link.rng.random() < link.link.slow_down_fraction:
                 fault = {"mode": "503"}
                 link.counts["slowed_down"] += 1

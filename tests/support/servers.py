@@ -54,6 +54,12 @@ class S3Server:
             found: dict[str, Any] | None = json.loads(answer.read())
         return found
 
+    def pending_faults(self) -> list[dict[str, Any]]:
+        """The faults injected that have not happened yet."""
+        with urllib.request.urlopen(f"{self.endpoint}/__faults__", timeout=10) as answer:
+            pending: list[dict[str, Any]] = json.loads(answer.read())
+        return pending
+
     def clear_faults(self) -> None:
         request = urllib.request.Request(f"{self.endpoint}/__faults__", method="DELETE")
         urllib.request.urlopen(request, timeout=10).read()

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from remotelog.core.errors import CorruptRecordError
-from remotelog.fetch.batches import BatchCutter
+from remotelog.kafka.batches import BatchCutter
 
 SEGMENTS = sorted((Path(__file__).resolve().parents[3] / "shared" / "kafka-logs").glob("*/*.log"))
 

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import urllib.parse
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, Hashable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from remotelog.core.errors import (
     DeadlineExceededError,
@@ -38,13 +36,7 @@ from remotelog.core.errors import (
 if TYPE_CHECKING:
     import aiohttp
 
-K = TypeVar("K", bound=Hashable)
 READ_CHUNK_BYTES = 4 * 1024 * 1024
-# A URL is given up this long before it expires: a read started on it must
-# have time to get its answer, and the store's clock may run ahead of ours.
-EXPIRY_MARGIN_S = 30.0
-# Of a URL that lasts less than twice the margin, the first half is used.
-MIN_USE_FRACTION = 0.5
 # An object store that cannot be reached must not take the whole deadline:
 # the read goes on through the RPC after this long.
 CONNECT_TIMEOUT_S = 3.0
@@ -60,35 +52,6 @@ class UrlReadUnavailable(Exception):
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)
         self.refused = refused  # 403: the URL expired or its signature is not accepted
-
-
-class FetchUrls(Generic[K]):
-    """The URLs of segments read recently, each until shortly before it expires."""
-
-    def __init__(self, max_entries: int = 4096) -> None:
-        self.max_entries = max_entries
-        self._urls: OrderedDict[K, tuple[str, float]] = OrderedDict()  # url, use until
-
-    def get(self, key: K) -> str | None:
-        entry = self._urls.get(key)
-        if entry is None:
-            return None
-        url, use_until = entry
-        if time.monotonic() >= use_until:
-            del self._urls[key]
-            return None
-        self._urls.move_to_end(key)
-        return url
-
-    def keep(self, key: K, url: str, valid_for_s: float) -> None:
-        usable_s = max(valid_for_s - EXPIRY_MARGIN_S, valid_for_s * MIN_USE_FRACTION)
-        self._urls[key] = (url, time.monotonic() + usable_s)
-        self._urls.move_to_end(key)
-        while len(self._urls) > self.max_entries:
-            self._urls.popitem(last=False)
-
-    def forget(self, key: K) -> None:
-        self._urls.pop(key, None)
 
 
 class UrlReader:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
-from remotelog.client.fetch_urls import FetchUrls, UrlReader, UrlReadUnavailable
+from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.short_circuit import (
     MAPPED_READ_MIN,
     Descriptors,
@@ -29,6 +29,7 @@ from remotelog.client.short_circuit import (
 from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from remotelog.fileio.descriptor_socket import close_all
+from remotelog.fileio.url_cache import FetchUrls
 from remotelog.protocol.convert import segment_metadata_to_proto
 
 LogPiece = bytes | memoryview

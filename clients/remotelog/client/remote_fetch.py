@@ -11,9 +11,13 @@ from remotelog.api.fetch.v1 import remote_fetch_pb2_grpc as pb_grpc
 from remotelog.api.type.v1 import error_pb2
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.core.errors import ERRORS_BY_REASON, RemoteLogError
-from remotelog.core.model import TopicIdPartition
+from remotelog.core.model import SegmentByteRange, TopicIdPartition
 from remotelog.protocol.codecs import FETCH_RESPONSE, READ_OFFSET_RANGE_RESPONSE
-from remotelog.protocol.convert import topic_id_partition_from_proto, topic_id_partition_to_proto
+from remotelog.protocol.convert import (
+    byte_range_from_proto,
+    topic_id_partition_from_proto,
+    topic_id_partition_to_proto,
+)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,27 @@ class RemoteFetchClient(ServiceClient):
         async with contextlib.aclosing(responses):
             async for records, (first_offset, last_offset) in responses:
                 yield RecordChunk(records, first_offset, last_offset)
+
+    async def locate_offset_range(
+        self,
+        partition: TopicIdPartition,
+        start_offset: int,
+        end_offset: int | None = None,
+        *,
+        max_segments: int = 0,
+        timeout_s: float | None = None,
+    ) -> list[SegmentByteRange]:
+        """Where the range's bytes lie: per segment from the one holding `start_offset`, a
+        URL of its log and the bytes to read of it. UnsupportedOperationError where the
+        service hands out no URLs (read_offset_range reads the same)."""
+        request = pb.LocateOffsetRangeRequest(
+            topic_id_partition=topic_id_partition_to_proto(partition),
+            start_offset=start_offset,
+            end_offset=end_offset,
+            max_segments=max_segments,
+        )
+        response = await self.call_unary(self._stub.LocateOffsetRange, request, timeout_s=timeout_s)
+        return [byte_range_from_proto(r) for r in response.segments]
 
     async def list_offsets(
         self, partition: TopicIdPartition, timestamp: int, *, timeout_s: float | None = None

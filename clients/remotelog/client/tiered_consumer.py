@@ -14,17 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from remotelog.client.base import ClientOptions
+from remotelog.client.fetch_urls import UrlReadUnavailable
+from remotelog.client.log_readers import URL_PAUSE_S
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.client.segment_files import SegmentFiles, batch_chunks, whole_segments
-from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError
+from remotelog.client.url_ranges import UrlRangeReader
+from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError, RemoteLogError
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -54,6 +59,7 @@ Start = int | Literal["earliest", "latest"] | AtTimestamp
 # A step of a read: records fetched from the remote tier, not decoded yet, or the
 # records of one broker poll.
 Chunk = FetchedRecords | list[ConsumerRecord]
+log = logging.getLogger(__name__)
 # Bytes per chunk of a segment file read on the store's host, when chunk_bytes is 0.
 FILE_CHUNK_BYTES = 2 * 1024 * 1024
 # Bytes asked per Fetch under read_committed (the bulk read streams instead).
@@ -81,6 +87,7 @@ class TieredConsumer:
         group_id_prefix: str = "remotelog-tiered",
         chunk_bytes: int = 0,
         short_circuit_socket: str | None = None,
+        fetch_urls: bool = True,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidArgumentError(
@@ -103,6 +110,12 @@ class TieredConsumer:
             if short_circuit_socket
             else None
         )
+        # The rest straight from object storage, by the URLs the fetch service locates
+        # (url_ranges); off once the service says it hands out none.
+        self._urls = (
+            UrlRangeReader(fetch, timeout_s=fetch.options.timeout_s) if fetch_urls else None
+        )
+        self._urls_paused_until = 0.0
         self._owned: list[RemoteFetchClient | MetadataClient] = []
 
     @classmethod
@@ -123,6 +136,8 @@ class TieredConsumer:
     async def close(self) -> None:
         if self._segment_files is not None:
             await self._segment_files.close()
+        if self._urls is not None:
+            await self._urls.close()
         for client in self._owned:
             await client.close()
         self._owned = []
@@ -330,7 +345,7 @@ class TieredConsumer:
         topic, number = partition.topic, partition.partition
         if not self.read_committed:
             # Whole segments from their files where the store lends them, the rest (or
-            # all) by the fetch service's bulk read.
+            # all) by URL or the fetch service's bulk read.
             position, files = start, self._segment_files
             for segment in await self._whole_segments(partition, start, end):
                 opened = await files.open(segment) if files is not None else None
@@ -344,13 +359,11 @@ class TieredConsumer:
                         )
                 position = segment.end_offset + 1
             if position < end:
-                chunks = self.fetch.read_offset_range(
-                    partition, position, end, chunk_bytes=self.chunk_bytes
-                )
-                async with contextlib.aclosing(chunks):
-                    async for chunk in chunks:
+                bulk = self._bulk(partition, position, end)
+                async with contextlib.aclosing(bulk):
+                    async for batches in bulk:
                         yield fetched_records(
-                            chunk.records, topic, number, start_offset=start, end_offset=end
+                            batches, topic, number, start_offset=start, end_offset=end
                         )
             return
         position = start
@@ -372,6 +385,43 @@ class TieredConsumer:
                 aborted=AbortedTransactions(fetched.aborted_transactions),
             )
             position = headers[-1].last_offset + 1
+
+    async def _bulk(
+        self, partition: TopicIdPartition, position: int, end: int
+    ) -> AsyncGenerator[bytes | memoryview, None]:
+        """Whole batches of [position, end): by URL where the fetch service locates them,
+        the rest (or all) through its bulk read."""
+        urls = self._urls
+        if urls is not None and time.monotonic() >= self._urls_paused_until:
+            reads = urls.read(
+                partition, position, end, chunk_bytes=self.chunk_bytes or FILE_CHUNK_BYTES
+            )
+            try:
+                async with contextlib.aclosing(reads):
+                    async for batches in reads:
+                        position = batches.last_offset + 1
+                        yield batches.data
+                if position >= end:
+                    return
+            except UrlReadUnavailable as exc:
+                self._urls_paused_until = time.monotonic() + URL_PAUSE_S
+                log.warning(
+                    "%s: reading from offset %d through the fetch service: %s",
+                    partition,
+                    position,
+                    exc,
+                )
+            except RemoteLogError as exc:
+                if exc.code != "UNIMPLEMENTED":  # no URLs here, or an older service
+                    raise
+                self._urls = None
+                await urls.close()
+        chunks = self.fetch.read_offset_range(
+            partition, position, end, chunk_bytes=self.chunk_bytes
+        )
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk.records
 
     async def _whole_segments(
         self, partition: TopicIdPartition, start: int, end: int

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import cast
 
+from remotelog.api.fetch.v1 import remote_fetch_pb2 as fetch_pb
 from remotelog.api.metadata.v1 import metadata_pb2 as metadata_pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as store_pb
 from remotelog.api.type.v1 import error_pb2
@@ -24,6 +25,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
     RemotePartitionSummary,
+    SegmentByteRange,
     SegmentFile,
     TopicIdPartition,
 )
@@ -250,6 +252,26 @@ def partition_delete_to_proto(
         state=partition_delete_state_to_proto(metadata.state),
         event_timestamp_ms=metadata.event_timestamp_ms,
         broker_id=metadata.broker_id,
+    )
+
+
+def byte_range_to_proto(located: SegmentByteRange) -> fetch_pb.SegmentByteRange:
+    return fetch_pb.SegmentByteRange(
+        remote_log_segment_metadata=segment_metadata_to_proto(located.segment),
+        url=located.url,
+        valid_for_ms=int(located.valid_for_s * 1000),
+        start_position=located.start_position,
+        end_position=located.end_position,
+    )
+
+
+def byte_range_from_proto(msg: fetch_pb.SegmentByteRange) -> SegmentByteRange:
+    return SegmentByteRange(
+        segment_metadata_from_proto(msg.remote_log_segment_metadata),
+        msg.url,
+        msg.valid_for_ms / 1000,
+        msg.start_position,
+        msg.end_position,
     )
 
 

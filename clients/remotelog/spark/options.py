@@ -67,6 +67,7 @@ KNOWN = frozenset(
         "minpartitions",
         "maxrecordsperpartition",
         "remotelog.maxbytesperpartition",
+        "remotelog.fetchurls",
         "startingtimestamp",
         "endingtimestamp",
         "startingoffsetsbytimestamp",
@@ -169,6 +170,9 @@ class ReadOptions:
     # The segment store's short.circuit.socket.path: a task on its host reads whole
     # segments from the stored files (remotelog.client.segment_files).
     short_circuit_socket: str = ""
+    # Tasks read object storage themselves, by the URLs the fetch service locates
+    # (remotelog.client.url_ranges); false: every byte through the fetch service.
+    fetch_urls: bool = True
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -245,6 +249,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
             options.get("remotelog.pushfilters", "false"), "remotelog.pushFilters"
         ),
         short_circuit_socket=options.get("remotelog.segment.store.short.circuit.socket.path", ""),
+        fetch_urls=_boolean(options.get("remotelog.fetchurls", "true"), "remotelog.fetchUrls"),
     )
 
 

@@ -111,6 +111,7 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
         group_id_prefix=options.group_id_prefix,
         chunk_bytes=CHUNK_BYTES,
         short_circuit_socket=options.short_circuit_socket or None,
+        fetch_urls=options.fetch_urls,
     )
 
 

@@ -219,6 +219,19 @@ class RemotePartitionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentByteRange:
+    """Where one segment's share of an offset range lies in its log: bytes
+    `start_position` up to `end_position` (exclusive, batch boundaries) of the object
+    at `url`, a presigned GET that lasts `valid_for_s`. A reader reads them itself."""
+
+    segment: RemoteLogSegmentMetadata
+    url: str
+    valid_for_s: float
+    start_position: int
+    end_position: int
+
+
+@dataclass(frozen=True, slots=True)
 class RemotePartitionDeleteMetadata:
     """A state change of a partition deletion (Kafka's RemotePartitionDeleteMetadata)."""
 

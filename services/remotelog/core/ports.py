@@ -83,6 +83,13 @@ class SegmentReader(Protocol):
         timeout_s: float | None = None,
     ) -> bytes: ...
 
+    async def get_log_segment_url(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> tuple[str, float]:
+        """(URL, seconds it lasts) of the log, read with ranged GETs by whoever holds it;
+        UnsupportedOperationError where the store signs none."""
+        ...
+
 
 class RemoteStorageManager(SegmentDataCopier, SegmentReader, Protocol):
     """Kafka's RemoteStorageManager: copy, fetch, fetch index, delete."""

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from remotelog.core.errors import CorruptRecordError, RemoteStorageError
-from remotelog.fetch.batches import HEADER_BYTES, LOG_OVERHEAD
 from remotelog.fileio.pagecache import pread_cached
+from remotelog.kafka.batches import HEADER_BYTES, LOG_OVERHEAD
 from remotelog.protocol import bulk_wire
 from remotelog.protocol.codecs import READ_OFFSET_RANGE_RESPONSE
 

@@ -87,10 +87,12 @@ class RemoteFetchConfig(TierClientSettings):
     )
     segment_store_fetch_urls: bool = setting(
         "segment.store.fetch.urls.enabled",
-        False,
+        True,
         "Read segment logs from the presigned URLs the segment store signs "
-        "(its storage.s3.fetch.url.expiry.ms): S3 to this service in one hop; "
-        "where it signs none, through FetchLogSegment",
+        "(its storage.s3.fetch.url.expiry.ms): S3 to this service in one hop; and hand "
+        "them to bulk readers (LocateOffsetRange: Spark tasks, TieredConsumer), which "
+        "then read S3 themselves. Where the store signs none, through FetchLogSegment "
+        "and ReadOffsetRange",
     )
     # KIP-956's fetch quota over all remote reads of this service.
     fetch_max_bytes_per_second: int = setting(

@@ -78,5 +78,12 @@ class DirectSegmentReader:
             ]
         return b"".join(chunks)
 
+    async def get_log_segment_url(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> tuple[str, float]:
+        with deadline_after(timeout_s):
+            urls = await self.store.log_segment_url(metadata)
+        return urls.log, urls.valid_for_s
+
     async def close(self) -> None:
         await self.store.close()

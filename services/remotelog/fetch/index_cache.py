@@ -51,6 +51,7 @@ from remotelog.kafka.indexes import (
     lookup_offset_in,
     lookup_timestamp_in,
     parse_transaction_index,
+    position_after_in,
 )
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class IndexEntry:
 
     def lookup_offset(self, offset: int) -> OffsetPosition:
         return lookup_offset_in(self._buffer(".index"), self.base_offset, offset)
+
+    def position_after(self, last_offset: int, log_size: int) -> int:
+        return position_after_in(self._buffer(".index"), self.base_offset, last_offset, log_size)
 
     def lookup_timestamp(self, timestamp: int) -> TimestampOffset:
         return lookup_timestamp_in(self._buffer(".timeindex"), self.base_offset, timestamp)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remotelog.fetch.batches import BatchCutter
 from remotelog.fetch.reader import Deadline, RemoteLogReader
 from remotelog.fetch.remote_tier import RemoteTierView
+from remotelog.kafka.batches import BatchCutter
 from remotelog.kafka.records import decode_records, iter_batches
 
 _SCAN_BYTES = 1024 * 1024

@@ -28,9 +28,9 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentLookup, SegmentReader
-from remotelog.fetch.batches import BatchCutter, Batches, BatchPieces, Piece
 from remotelog.fetch.index_cache import RemoteIndexCache
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
+from remotelog.kafka.batches import BatchCutter, Batches, BatchPieces, Piece
 
 # Bytes read past the wanted size on the first ranged GET: the offset index
 # points up to `index.interval.bytes` (4 KiB by default) before the batch.

@@ -20,20 +20,26 @@ from typing import Any
 from remotelog.core import metrics as m
 from remotelog.core.errors import InvalidArgumentError, RemoteLogError, should_retry_call
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP
-from remotelog.core.model import INT64_MAX, RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.model import (
+    INT64_MAX,
+    RemoteLogSegmentMetadata,
+    SegmentByteRange,
+    TopicIdPartition,
+)
 from remotelog.core.ports import SegmentLookup, SegmentReader
 from remotelog.core.purgatory import DelayedOperationPurgatory
 from remotelog.core.quota import ByteRateQuota
 from remotelog.fetch.batch_file import BatchMessage, read_batch_message
-from remotelog.fetch.batches import BatchCutter, BatchPieces, Piece
 from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.delayed_fetch import DelayedRemoteFetch, Outcome
 from remotelog.fetch.index_cache import RemoteIndexCache, SecondLevel
+from remotelog.fetch.locate import SegmentLocator
 from remotelog.fetch.metrics import SCOPE
 from remotelog.fetch.offsets import OffsetAndEpoch, offset_for_timestamp
 from remotelog.fetch.reader import Deadline, PartitionData, PartitionRead, RemoteLogReader
 from remotelog.fetch.reader_pool import ReaderPool
 from remotelog.fetch.remote_tier import RemoteTierView, RemoteTierViews
+from remotelog.kafka.batches import BatchCutter, BatchPieces, Piece
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +106,7 @@ class RemoteFetch:
         self.reader = RemoteLogReader(
             store, metadata, self.index_cache, self.views, config.backoff()
         )
+        self.locator = SegmentLocator(self.reader, store, enabled=config.segment_store_fetch_urls)
         self.pool = ReaderPool(config.reader_threads, config.reader_max_pending_tasks)
         self.quota = (
             ByteRateQuota(
@@ -370,6 +377,23 @@ class RemoteFetch:
             position = read.next_position
         wanted.next_offset = max(wanted.next_offset, segment.end_offset + 1)
         return False
+
+    # -- reads by URL -----------------------------------------------------------------
+
+    async def locate_offset_range(
+        self,
+        partition: TopicIdPartition,
+        start_offset: int,
+        end_offset: int | None,
+        *,
+        max_segments: int = 0,
+        timeout_s: float | None = None,
+    ) -> list[SegmentByteRange]:
+        """Where the range's bytes lie, for a caller that reads them by URL (locate.py)."""
+        deadline = Deadline(self._deadline_s(timeout_s))
+        return await self.locator.locate(
+            partition, start_offset, end_offset, max_segments, deadline
+        )
 
     # -- ListOffsets ------------------------------------------------------------------
 

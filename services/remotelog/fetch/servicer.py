@@ -20,6 +20,7 @@ from remotelog.fetch.service import FetchResult, RemoteFetch
 from remotelog.protocol.codecs import FETCH_RESPONSE, READ_OFFSET_RANGE_RESPONSE, Piece
 from remotelog.protocol.convert import (
     at_least,
+    byte_range_to_proto,
     error_reason_to_proto,
     topic_id_partition_field,
 )
@@ -130,6 +131,23 @@ class RemoteFetchServicer:
                 yield READ_OFFSET_RANGE_RESPONSE.encode_pieces(
                     batches.pieces, batches.size, batches.first_offset, batches.last_offset
                 )
+
+    async def LocateOffsetRange(
+        self, request: pb.LocateOffsetRangeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LocateOffsetRangeResponse:
+        tip = topic_id_partition_field(request, "")
+        start = at_least(request.start_offset, 0, "start_offset")
+        end = None
+        if request.HasField("end_offset"):
+            end = at_least(request.end_offset, start + 1, "end_offset")
+        located = await self.remote_fetch.locate_offset_range(
+            tip,
+            start,
+            end,
+            max_segments=at_least(request.max_segments, 0, "max_segments"),
+            timeout_s=context.time_remaining(),
+        )
+        return pb.LocateOffsetRangeResponse(segments=[byte_range_to_proto(r) for r in located])
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.aio.ServicerContext

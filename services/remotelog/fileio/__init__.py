@@ -1,1 +1,2 @@
-"""Local file I/O the store and its clients share: page-cache reads, descriptor passing."""
+"""Local I/O the store, the services and their clients share: page-cache reads,
+descriptor passing, signed URLs kept until they expire."""

@@ -199,6 +199,20 @@ def lookup_offset_in(
     return OffsetPosition(base_offset + relative, position)
 
 
+def position_after_in(
+    buffer: bytes | memoryview | mmap.mmap, base_offset: int, last_offset: int, log_size: int
+) -> int:
+    """A batch boundary at or after the end of the batch holding `last_offset`.
+
+    Kafka indexes a batch's last offset at the batch's start. The first entry at
+    or past `last_offset` starts the batch holding it or a later one; the entry
+    after that starts past both. Without one, the log's end."""
+    following = _floor_entry(buffer, OFFSET_ENTRY, 0, last_offset - 1 - base_offset) + 2
+    if following >= len(buffer) // OFFSET_ENTRY.size:
+        return log_size
+    return int(OFFSET_ENTRY.unpack_from(buffer, following * OFFSET_ENTRY.size)[1])
+
+
 def lookup_timestamp_in(
     buffer: bytes | memoryview | mmap.mmap, base_offset: int, target_timestamp: int
 ) -> TimestampOffset:

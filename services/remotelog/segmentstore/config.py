@@ -64,10 +64,11 @@ class StorageSettings:
     )
     s3_fetch_url_expiry_ms: int = setting(
         "storage.s3.fetch.url.expiry.ms",
-        0,
+        15 * 60 * 1000,
         "GetLogSegmentUrl hands out presigned GETs of segment logs valid this long, so "
-        "callers read the bytes from S3 themselves; each grants a read of its object to "
-        "whoever holds it. 0 = none (callers use FetchLogSegment)",
+        "callers (the fetch service, its bulk readers, the Kafka plugin) read the bytes "
+        "from S3 themselves; each grants a read of its object to whoever holds it. "
+        "0 = none (callers use FetchLogSegment)",
         min=0,
         max=7 * 24 * 3600 * 1000,  # SigV4's longest
     )

@@ -96,6 +96,38 @@ class ReadOffsetRangeResponse(_message.Message):
     last_offset: int
     def __init__(self, records: _Optional[bytes] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
 
+class LocateOffsetRangeRequest(_message.Message):
+    __slots__ = ("topic_id_partition", "start_offset", "end_offset", "max_segments")
+    TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    topic_id_partition: _segment_pb2.TopicIdPartition
+    start_offset: int
+    end_offset: int
+    max_segments: int
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., max_segments: _Optional[int] = ...) -> None: ...
+
+class SegmentByteRange(_message.Message):
+    __slots__ = ("remote_log_segment_metadata", "url", "valid_for_ms", "start_position", "end_position")
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    START_POSITION_FIELD_NUMBER: _ClassVar[int]
+    END_POSITION_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    url: str
+    valid_for_ms: int
+    start_position: int
+    end_position: int
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., start_position: _Optional[int] = ..., end_position: _Optional[int] = ...) -> None: ...
+
+class LocateOffsetRangeResponse(_message.Message):
+    __slots__ = ("segments",)
+    SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    segments: _containers.RepeatedCompositeFieldContainer[SegmentByteRange]
+    def __init__(self, segments: _Optional[_Iterable[_Union[SegmentByteRange, _Mapping]]] = ...) -> None: ...
+
 class ListOffsetsRequest(_message.Message):
     __slots__ = ("topic_id_partition", "timestamp")
     TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]

@@ -47,6 +47,11 @@ class RemoteFetchServiceStub:
                 request_serializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeResponse.FromString,
                 _registered_method=True)
+        self.LocateOffsetRange = channel.unary_unary(
+                '/remotelog.api.fetch.v1.RemoteFetchService/LocateOffsetRange',
+                request_serializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/remotelog.api.fetch.v1.RemoteFetchService/ListOffsets',
                 request_serializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ListOffsetsRequest.SerializeToString,
@@ -83,6 +88,19 @@ class RemoteFetchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LocateOffsetRange(self, request, context):
+        """Where the bytes of an offset range lie in object storage, for a reader
+        that reads them itself with ranged GETs of presigned URLs, neither this
+        service nor the segment store in the byte path. The segments holding the
+        range from `start_offset` on, at most `max_segments` of them. Errors: as
+        ReadOffsetRange; UNIMPLEMENTED / UNSUPPORTED_OPERATION where the store
+        signs no URLs (its filesystem backend, or URLs turned off): read with
+        ReadOffsetRange.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOffsets(self, request, context):
         """ListOffsets over the remote tier: -2 = earliest remote offset, -5 =
         latest tiered offset, a timestamp >= 0 = the first offset whose record
@@ -104,6 +122,11 @@ def add_RemoteFetchServiceServicer_to_server(servicer, server):
                     servicer.ReadOffsetRange,
                     request_deserializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeResponse.SerializeToString,
+            ),
+            'LocateOffsetRange': grpc.unary_unary_rpc_method_handler(
+                    servicer.LocateOffsetRange,
+                    request_deserializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
@@ -168,6 +191,33 @@ class RemoteFetchService:
             '/remotelog.api.fetch.v1.RemoteFetchService/ReadOffsetRange',
             remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeRequest.SerializeToString,
             remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.ReadOffsetRangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LocateOffsetRange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.fetch.v1.RemoteFetchService/LocateOffsetRange',
+            remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeRequest.SerializeToString,
+            remotelog_dot_api_dot_fetch_dot_v1_dot_remote__fetch__pb2.LocateOffsetRangeResponse.FromString,
             options,
             channel_credentials,
             insecure,

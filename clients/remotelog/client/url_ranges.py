@@ -1,0 +1,197 @@
+"""Reading an offset range straight from object storage, by the URLs the fetch service locates.
+
+LocateOffsetRange names each segment of the range with a presigned URL of its log
+and the bytes to read of it. This reader GETs those bytes itself, in ranges of
+`range_bytes`, with up to `parallel` GETs in flight ahead of the bytes being cut
+into batches: across segment boundaries too, and the next segments are located
+when the GETs reach them. It holds at most `parallel` ranges at once, and a
+reader that stops or is closed cancels the GETs on their way.
+
+A GET that fails (503 SlowDown, a connection cut midway) is asked again from the
+byte it reached, with backoff, until its deadline. What cannot go on by URL (a
+refused URL, the store out of reach, no URLs at all) raises UrlReadUnavailable,
+and the caller reads the rest through ReadOffsetRange from the batch after the
+last one handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
+from remotelog.client.remote_fetch import RemoteFetchClient
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.model import SegmentByteRange, TopicIdPartition
+from remotelog.kafka.batches import BatchCutter, Batches
+
+# Bytes per ranged GET: large enough that S3's first-byte latency is a small part of
+# each (8 MiB at 50 MB/s is 160 ms against 50 ms), small enough that `parallel` of them
+# keep a task's memory bounded.
+RANGE_BYTES = 8 * 1024 * 1024
+# GETs in flight per reader: at 50 ms to first byte and 50 MB/s, one GET keeps a link
+# about three quarters busy; four hide the latency.
+PARALLEL_GETS = 4
+# Tries of one GET before the rest is left to ReadOffsetRange.
+MAX_GET_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class _Get:
+    """Bytes `first`..`last` (inclusive) of a located segment's log."""
+
+    located: SegmentByteRange
+    first: int
+    last: int
+
+
+class UrlRangeReader:
+    def __init__(
+        self,
+        fetch: RemoteFetchClient,
+        *,
+        range_bytes: int = RANGE_BYTES,
+        parallel: int = PARALLEL_GETS,
+        backoff: ExponentialBackoff | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.fetch = fetch
+        self.range_bytes = range_bytes
+        self.parallel = parallel
+        self.backoff = backoff or fetch.options.backoff
+        self.timeout_s = timeout_s
+        self._http = UrlReader()
+        self.bytes_read = 0  # over all reads, for a caller that reports it
+
+    async def close(self) -> None:
+        await self._http.close()
+
+    async def read(
+        self, partition: TopicIdPartition, start: int, end: int, *, chunk_bytes: int
+    ) -> AsyncGenerator[Batches, None]:
+        """Whole batches of [start, end), about `chunk_bytes` at a time, in offset order."""
+        next_offset = start
+        cutter: BatchCutter | None = None
+        segment = None
+        gets = self.ranges(partition, start, end)
+        async with contextlib.aclosing(gets):
+            async for located, pieces in gets:
+                if located.segment is not segment:
+                    if cutter is not None and (rest := _rest(cutter)) is not None:
+                        next_offset = rest.last_offset + 1
+                        yield rest
+                    segment = located.segment
+                    source = f"remote segment {segment.remote_log_segment_id} of {partition}"
+                    cutter = BatchCutter(next_offset, source, end)
+                assert cutter is not None
+                for piece in pieces:
+                    cutter.feed(piece)
+                while cutter.buffered >= chunk_bytes or cutter.reached_end:
+                    taken = cutter.take_pieces(chunk_bytes, at_least_one=True)
+                    if taken is None:
+                        break
+                    next_offset = taken.last_offset + 1
+                    yield taken.joined()
+                if cutter.reached_end:
+                    return
+        if cutter is not None and (rest := _rest(cutter)) is not None:
+            yield rest
+
+    async def ranges(
+        self, partition: TopicIdPartition, start: int, end: int
+    ) -> AsyncGenerator[tuple[SegmentByteRange, list[bytes]], None]:
+        """Each ranged GET's bytes, in order, with the segment they are of: `parallel`
+        GETs on their way, the segments located as the GETs reach them."""
+        gets = self._gets(partition, start, end)
+        in_flight: collections.deque[tuple[_Get, asyncio.Task[list[bytes]]]] = collections.deque()
+        try:
+            async for get, task in _in_order(gets, in_flight, self.parallel, self._get):
+                yield get.located, await task
+        finally:
+            for _, task in in_flight:
+                task.cancel()
+            await asyncio.gather(*(task for _, task in in_flight), return_exceptions=True)
+            await gets.aclose()
+
+    async def _gets(
+        self, partition: TopicIdPartition, start: int, end: int
+    ) -> AsyncGenerator[_Get, None]:
+        """The GETs of the range, segments located as the GETs reach them."""
+        position = start
+        while position < end:
+            located = await self.fetch.locate_offset_range(
+                partition, position, end, timeout_s=self.timeout_s
+            )
+            if not located:
+                return
+            for byte_range in located:
+                first = byte_range.start_position
+                while first < byte_range.end_position:
+                    last = min(first + self.range_bytes, byte_range.end_position) - 1
+                    yield _Get(byte_range, first, last)
+                    first = last + 1
+            position = max(position, located[-1].segment.end_offset + 1)
+
+    async def _get(self, get: _Get) -> list[bytes]:
+        """One ranged GET's bytes; a failure asked again from the byte it reached."""
+        deadline = time.monotonic() + self.timeout_s
+        segment = get.located.segment
+        what = f"segment {segment.remote_log_segment_id.id} of {segment.topic_id_partition}"
+        pieces: list[bytes] = []
+        position = get.first
+        for attempt in range(MAX_GET_ATTEMPTS):
+            reads = self._http.read(
+                get.located.url,
+                position,
+                get.last,
+                what=what,
+                timeout_s=max(deadline - time.monotonic(), 0.001),
+            )
+            try:
+                async with contextlib.aclosing(reads):
+                    async for piece in reads:
+                        pieces.append(piece)
+                        position += len(piece)
+                self.bytes_read += get.last + 1 - get.first
+                return pieces
+            except UrlReadUnavailable as exc:
+                pause = self.backoff.backoff_ms(attempt) / 1000
+                if exc.refused or time.monotonic() + pause >= deadline:
+                    raise
+                if attempt + 1 == MAX_GET_ATTEMPTS:
+                    raise
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _in_order(
+    gets: AsyncIterator[_Get],
+    in_flight: collections.deque[tuple[_Get, asyncio.Task[list[bytes]]]],
+    parallel: int,
+    start: Callable[[_Get], Coroutine[Any, Any, list[bytes]]],
+) -> AsyncGenerator[tuple[_Get, asyncio.Task[list[bytes]]], None]:
+    """Each GET and its task in order, taken off `in_flight` once it and up to
+    `parallel - 1` after it are on their way."""
+    exhausted = False
+    while True:
+        while not exhausted and len(in_flight) < parallel:
+            try:
+                get = await anext(gets)
+            except StopAsyncIteration:
+                exhausted = True
+                break
+            in_flight.append((get, asyncio.create_task(start(get))))
+        if not in_flight:
+            return
+        yield in_flight.popleft()
+
+
+def _rest(cutter: BatchCutter) -> Batches | None:
+    """The whole batches left in a segment's cutter at the end of its bytes."""
+    taken = cutter.take_pieces(cutter.buffered, at_least_one=True)
+    return None if taken is None else taken.joined()
