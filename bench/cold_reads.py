@@ -18,6 +18,13 @@ read is measured. Then, over the link, a plain consumer (librdkafka's defaults, 
 the broker, which serves all but the active segment from S3: a topic not read before,
 so nothing of it is in the broker's caches. Then the topic is deleted.
 
+Then, on the read-ahead contender's topic, before it is deleted, over the link: Spark
+(`local[2]`) reads the tiered range with `format("remotelog")` and adds up its values,
+its tasks reading S3 by the URLs its remote fetch service locates, and a raw contender
+issues the same ranged GETs with the same parallelism and only counts their bytes
+(bench/cold_spark.py); the order alternates by round. Spark's Python workers are
+started by a small query first.
+
 BENCH_READ_PATH=stream reads through the segment store's FetchLogSegment stream instead
 (the plugin's `fetch.urls.enabled=false`): read-ahead is then the store's own
 (`fetch.read.ahead.chunks` 8 chunks of 1 MiB, against 0, one GET to the segment's end
@@ -26,6 +33,7 @@ per fetch), and the lines are named cold_read_kafka_stream_*.
 Figures, medians of per-round ratios with their spread:
 - cold_read_kafka_readahead: the read's time without read-ahead over its time with it;
 - cold_read_kafka_vs_link: bytes/s with read-ahead over the link's bandwidth cap;
+- cold_read_spark_vs_raw: the raw GETs' time over Spark's (not with BENCH_READ_PATH=stream);
 and reported: S3 requests and bytes sent over the link per GiB read, and the p99 of
 Kafka's remote read time of a fetch (RemoteLogReaderFetchRateAndTimeMs, read after
 each read; Kafka's histogram favours the last minutes).
@@ -46,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cold_spark import SparkReads
 from common import (
     Report,
     kept_on_failure,
@@ -108,6 +117,9 @@ class Contender:
     requests_per_gib: list[float] = field(default_factory=list)
     link_bytes_per_gib: list[float] = field(default_factory=list)
     remote_read_p99_ms: list[float] = field(default_factory=list)
+    # A remote fetch service beside the broker, for Spark (the read-ahead contender's).
+    fetch_address: str = ""
+    metadata_address: str = ""
 
 
 def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | None) -> Contender:
@@ -142,7 +154,26 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
     metadata, _ = serve_metadata_manager(
         directory, broker.bootstrap_servers, f"127.0.0.1:{metadata_port}"
     )
-    return Contender(name, broker, [store, metadata])
+    addresses = {
+        "segment.store.address": f"127.0.0.1:{store_port}",
+        "metadata.manager.address": f"127.0.0.1:{metadata_port}",
+    }
+    fetch, fetch_port = serve(
+        "remote-fetch",
+        directory / "fetch.properties",
+        {
+            "listen.address": "127.0.0.1:0",
+            "remote.log.index.file.cache.dir": str(directory / "index-cache"),
+            **addresses,
+        },
+    )
+    return Contender(
+        name,
+        broker,
+        [store, metadata, fetch],
+        fetch_address=f"127.0.0.1:{fetch_port}",
+        metadata_address=addresses["metadata.manager.address"],
+    )
 
 
 def create_bucket(endpoint: str, bucket: str) -> None:
@@ -199,7 +230,48 @@ def read_cold(contender: Contender, topic: str, values: int) -> float:
     return seconds
 
 
-def run_round(contender: Contender, link: S3Link, number: int) -> None:
+@dataclass
+class SparkRounds:
+    """The Spark line's contenders over the read-ahead contender's topics."""
+
+    reads: SparkReads
+    spark_s: list[float] = field(default_factory=list)
+    raw_s: list[float] = field(default_factory=list)
+    requests_per_gib: list[float] = field(default_factory=list)
+    value_bytes: int = 0
+
+    def run(self, topic: str, link: S3Link, number: int) -> None:
+        """Spark's read and the raw GETs of the topic's tiered range, over the link, the
+        order alternating by round; each reads every byte from S3 again."""
+        if number == 0:
+            self.reads.warm_up(topic)
+        for which in ("spark", "raw") if number % 2 == 0 else ("raw", "spark"):
+            link.put_back()
+            if which == "spark":
+                seconds, rows, value_bytes = self.reads.spark_read(topic)
+                requests = link.counts()["requests"]
+                self.spark_s.append(seconds)
+            else:
+                seconds, raw_bytes, summary = self.reads.raw_read(topic)
+                self.raw_s.append(seconds)
+        tiered = summary.latest_tiered_offset + 1 - summary.earliest_offset
+        if rows != tiered or value_bytes != rows * 1024 or raw_bytes < summary.remote_bytes:
+            raise RuntimeError(
+                f"spark read {rows} rows ({value_bytes} value bytes) of {tiered}; "
+                f"the GETs {raw_bytes} bytes of {summary.remote_bytes}"
+            )
+        self.value_bytes = value_bytes
+        self.requests_per_gib.append(requests / (summary.remote_bytes / GIB))
+        print(
+            f"  round {number} spark: {value_bytes / 1e6 / self.spark_s[-1]:.1f} MB/s of values, "
+            f"raw GETs {raw_bytes / 1e6 / self.raw_s[-1]:.1f} MB/s, {requests} requests",
+            flush=True,
+        )
+
+
+def run_round(
+    contender: Contender, link: S3Link, number: int, spark: SparkRounds | None = None
+) -> None:
     topic = f"cold-{contender.name}-{number}"
     link.lift()
     values = tiered_topic(contender, topic)
@@ -210,15 +282,17 @@ def run_round(contender: Contender, link: S3Link, number: int) -> None:
     contender.link_bytes_per_gib.append(counts["bytes_down"] / (values / GIB))
     [p99] = contender.broker.jmx(REMOTE_READS, attribute="99thPercentile").values()
     contender.remote_read_p99_ms.append(p99)
-    link.lift()
-    client = admin(contender.broker)
-    client.delete_topics([topic])[topic].result(60)
     print(
         f"  round {number} {contender.name}: {values / 1e6 / contender.read_s[-1]:.1f} MB/s, "
         f"{counts['requests']} requests, {counts['bytes_down'] / values:.2f} bytes sent a byte "
         f"read, remote read p99 {p99:.0f} ms",
         flush=True,
     )
+    if spark is not None:
+        spark.run(topic, link, number)
+    link.lift()
+    client = admin(contender.broker)
+    client.delete_topics([topic])[topic].result(60)
 
 
 def main() -> None:
@@ -238,11 +312,16 @@ def main() -> None:
             create_bucket(endpoint, name)
             contenders.append(contender(work, name, endpoint, chunks))
             running.callback(stop, contenders[-1])
+        spark = None
+        if not STREAM:
+            reads = SparkReads(contenders[0].fetch_address, contenders[0].metadata_address)
+            running.callback(reads.stop)
+            spark = SparkRounds(reads)
         for number in range(rounds):
             order = contenders if number % 2 == 0 else contenders[::-1]
             for each in order:
-                run_round(each, link, number)
-        report(contenders, link)
+                run_round(each, link, number, spark if each is contenders[0] else None)
+        report(contenders, link, spark)
 
 
 def stop(contender: Contender) -> None:
@@ -251,7 +330,7 @@ def stop(contender: Contender) -> None:
     contender.broker.stop()
 
 
-def report(contenders: list[Contender], link: S3Link) -> None:
+def report(contenders: list[Contender], link: S3Link, spark: SparkRounds | None) -> None:
     ahead, plain = contenders
     values = MIB * 1024 * 1024
     out = Report("cold_reads")
@@ -262,6 +341,18 @@ def report(contenders: list[Contender], link: S3Link) -> None:
     )
     cap = float(link.settings["bandwidth_mb_s"]) * 1e6
     out.ratio_rounds(f"{LINE}_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
+    if spark is not None:
+        out.ratio_rounds(
+            "cold_read_spark_vs_raw",
+            [r / s for s, r in zip(spark.spark_s, spark.raw_s, strict=True)],
+            0.8,
+        )
+        out.info(
+            "cold_read_spark",
+            value_mb_s=round(spark.value_bytes / 1e6 / statistics.median(spark.spark_s), 1),
+            raw_mb_s=round(values / 1e6 / statistics.median(spark.raw_s), 1),
+            requests_per_gib=round(statistics.median(spark.requests_per_gib)),
+        )
     for each in contenders:
         out.info(
             f"{LINE}_{each.name.replace('-', '_')}",
