@@ -29,7 +29,12 @@ from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.client.segment_files import SegmentFiles, batch_chunks, whole_segments
 from remotelog.client.url_ranges import UrlRangeReader
-from remotelog.core.errors import InvalidArgumentError, OffsetOutOfRangeError, RemoteLogError
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    OffsetOutOfRangeError,
+    RemoteLogError,
+    RemoteResourceNotFoundError,
+)
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
@@ -403,6 +408,8 @@ class TieredConsumer:
                         yield batches.data
                 if position >= end:
                     return
+            except RemoteResourceNotFoundError:
+                pass  # deleted since it was located (retention): the service looks again
             except UrlReadUnavailable as exc:
                 self._urls_paused_until = time.monotonic() + URL_PAUSE_S
                 log.warning(

@@ -7,9 +7,10 @@ into batches: across segment boundaries too, and the next segments are located
 when the GETs reach them. It holds at most `parallel` ranges at once, and a
 reader that stops or is closed cancels the GETs on their way.
 
-A GET that fails (503 SlowDown, a connection cut midway) is asked again from the
-byte it reached, with backoff, until its deadline. What cannot go on by URL (a
-refused URL, the store out of reach, no URLs at all) raises UrlReadUnavailable,
+A GET that fails (503 SlowDown, a connection cut midway) or outlasts its timeout is
+asked again from the byte it reached, with backoff, up to MAX_GET_ATTEMPTS times.
+What cannot go on by URL (a refused URL, the store out of reach, no URLs at all)
+raises UrlReadUnavailable,
 and the caller reads the rest through ReadOffsetRange from the batch after the
 last one handed out.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.remote_fetch import RemoteFetchClient
 from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.errors import DeadlineExceededError
 from remotelog.core.model import SegmentByteRange, TopicIdPartition
 from remotelog.kafka.batches import BatchCutter, Batches
 
@@ -66,7 +67,6 @@ class UrlRangeReader:
         self.backoff = backoff or fetch.options.backoff
         self.timeout_s = timeout_s
         self._http = UrlReader()
-        self.bytes_read = 0  # over all reads, for a caller that reports it
 
     async def close(self) -> None:
         await self._http.close()
@@ -109,10 +109,12 @@ class UrlRangeReader:
         GETs on their way, the segments located as the GETs reach them."""
         gets = self._gets(partition, start, end)
         in_flight: collections.deque[tuple[_Get, asyncio.Task[list[bytes]]]] = collections.deque()
+        ordered = _in_order(gets, in_flight, self.parallel, self._get)
         try:
-            async for get, task in _in_order(gets, in_flight, self.parallel, self._get):
+            async for get, task in ordered:
                 yield get.located, await task
         finally:
+            await ordered.aclose()
             for _, task in in_flight:
                 task.cancel()
             await asyncio.gather(*(task for _, task in in_flight), return_exceptions=True)
@@ -138,34 +140,27 @@ class UrlRangeReader:
             position = max(position, located[-1].segment.end_offset + 1)
 
     async def _get(self, get: _Get) -> list[bytes]:
-        """One ranged GET's bytes; a failure asked again from the byte it reached."""
-        deadline = time.monotonic() + self.timeout_s
+        """One ranged GET's bytes. A failure, or an attempt that outlasts the timeout (a
+        slow link shared by many GETs), is asked again from the byte it reached."""
         segment = get.located.segment
         what = f"segment {segment.remote_log_segment_id.id} of {segment.topic_id_partition}"
         pieces: list[bytes] = []
         position = get.first
         for attempt in range(MAX_GET_ATTEMPTS):
             reads = self._http.read(
-                get.located.url,
-                position,
-                get.last,
-                what=what,
-                timeout_s=max(deadline - time.monotonic(), 0.001),
+                get.located.url, position, get.last, what=what, timeout_s=self.timeout_s
             )
             try:
                 async with contextlib.aclosing(reads):
                     async for piece in reads:
                         pieces.append(piece)
                         position += len(piece)
-                self.bytes_read += get.last + 1 - get.first
                 return pieces
-            except UrlReadUnavailable as exc:
-                pause = self.backoff.backoff_ms(attempt) / 1000
-                if exc.refused or time.monotonic() + pause >= deadline:
-                    raise
-                if attempt + 1 == MAX_GET_ATTEMPTS:
-                    raise
-                await asyncio.sleep(pause)
+            except (UrlReadUnavailable, DeadlineExceededError) as exc:
+                refused = isinstance(exc, UrlReadUnavailable) and exc.refused
+                if refused or attempt + 1 == MAX_GET_ATTEMPTS:
+                    raise UrlReadUnavailable(str(exc), refused=refused) from exc
+                await asyncio.sleep(self.backoff.backoff_ms(attempt) / 1000)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -13,6 +13,8 @@ shortly before they expire, as a reader of many ranges asks again and again.
 
 from __future__ import annotations
 
+import asyncio
+
 from remotelog.core.errors import UnsupportedOperationError
 from remotelog.core.model import (
     RemoteLogSegmentId,
@@ -55,13 +57,19 @@ class SegmentLocator:
             return []
         view, first = await self.reader.locate(partition, start_offset, deadline)
         segment: RemoteLogSegmentMetadata | None = first
-        located: list[SegmentByteRange] = []
-        while segment is not None and len(located) < (max_segments or DEFAULT_LOCATED_SEGMENTS):
+        segments: list[RemoteLogSegmentMetadata] = []
+        while segment is not None and len(segments) < (max_segments or DEFAULT_LOCATED_SEGMENTS):
             if end_offset is not None and segment.start_offset >= end_offset:
                 break
-            located.append(await self._byte_range(segment, start_offset, end_offset, deadline))
+            segments.append(segment)
             segment = view.next_after(segment)
-        return located
+        # Together: each may fetch its indexes and a URL from the store, and the reader
+        # waits for all of them before its first GET.
+        return list(
+            await asyncio.gather(
+                *(self._byte_range(s, start_offset, end_offset, deadline) for s in segments)
+            )
+        )
 
     async def _byte_range(
         self,
