@@ -22,8 +22,10 @@ Then, on the read-ahead contender's topic, before it is deleted, over the link: 
 (`local[2]`) reads the tiered range with `format("remotelog")` and adds up its values,
 its tasks reading S3 by the URLs its remote fetch service locates, and a raw contender
 issues the same ranged GETs with the same parallelism and only counts their bytes
-(bench/cold_spark.py); the order alternates by round. Spark's Python workers are
-started by a small query first.
+(bench/cold_spark.py); reported beside them, Spark with `remotelog.fetchUrls=false`,
+every byte through the fetch service (which reads S3 by URL itself), and the CPU the
+store, the metadata manager and the fetch service spend per GiB each way. The order
+alternates by round. Spark's Python workers are started by a small query first.
 
 BENCH_READ_PATH=stream reads through the segment store's FetchLogSegment stream instead
 (the plugin's `fetch.urls.enabled=false`): read-ahead is then the store's own
@@ -58,6 +60,7 @@ from cold_spark import SparkReads
 from common import (
     Report,
     kept_on_failure,
+    process_cpu_seconds,
     s3_server_command,
     serve,
     serve_metadata_manager,
@@ -235,36 +238,55 @@ class SparkRounds:
     """The Spark line's contenders over the read-ahead contender's topics."""
 
     reads: SparkReads
+    services: list[subprocess.Popen[str]]  # the store, metadata manager and fetch service
     spark_s: list[float] = field(default_factory=list)
     raw_s: list[float] = field(default_factory=list)
+    # Reported: Spark with every byte through the fetch service (remotelog.fetchUrls=false),
+    # and the services' CPU per GiB read each way.
+    service_s: list[float] = field(default_factory=list)
+    cpu_per_gib: dict[str, list[float]] = field(
+        default_factory=lambda: {"spark": [], "service": []}
+    )
     requests_per_gib: list[float] = field(default_factory=list)
     value_bytes: int = 0
+    raw_bytes: int = 0
 
     def run(self, topic: str, link: S3Link, number: int) -> None:
         """Spark's read and the raw GETs of the topic's tiered range, over the link, the
         order alternating by round; each reads every byte from S3 again."""
         if number == 0:
             self.reads.warm_up(topic)
-        for which in ("spark", "raw") if number % 2 == 0 else ("raw", "spark"):
+        order = ("spark", "raw", "service") if number % 2 == 0 else ("service", "raw", "spark")
+        for which in order:
             link.put_back()
-            if which == "spark":
-                seconds, rows, value_bytes = self.reads.spark_read(topic)
-                requests = link.counts()["requests"]
-                self.spark_s.append(seconds)
-            else:
+            cpu = sum(process_cpu_seconds(p.pid) for p in self.services)
+            if which == "raw":
                 seconds, raw_bytes, summary = self.reads.raw_read(topic)
                 self.raw_s.append(seconds)
+                continue
+            urls = "true" if which == "spark" else "false"
+            seconds, rows, value_bytes = self.reads.spark_read(
+                topic, **{"remotelog.fetchUrls": urls}
+            )
+            cpu = sum(process_cpu_seconds(p.pid) for p in self.services) - cpu
+            (self.spark_s if which == "spark" else self.service_s).append(seconds)
+            self.cpu_per_gib[which].append(cpu / (value_bytes / GIB))
+            if which == "spark":
+                requests = link.counts()["requests"]
         tiered = summary.latest_tiered_offset + 1 - summary.earliest_offset
         if rows != tiered or value_bytes != rows * 1024 or raw_bytes < summary.remote_bytes:
             raise RuntimeError(
                 f"spark read {rows} rows ({value_bytes} value bytes) of {tiered}; "
                 f"the GETs {raw_bytes} bytes of {summary.remote_bytes}"
             )
-        self.value_bytes = value_bytes
+        self.value_bytes, self.raw_bytes = value_bytes, raw_bytes
         self.requests_per_gib.append(requests / (summary.remote_bytes / GIB))
         print(
             f"  round {number} spark: {value_bytes / 1e6 / self.spark_s[-1]:.1f} MB/s of values, "
-            f"raw GETs {raw_bytes / 1e6 / self.raw_s[-1]:.1f} MB/s, {requests} requests",
+            f"raw GETs {raw_bytes / 1e6 / self.raw_s[-1]:.1f} MB/s, {requests} requests; "
+            f"through the fetch service {value_bytes / 1e6 / self.service_s[-1]:.1f} MB/s; "
+            f"services' CPU per GiB {self.cpu_per_gib['spark'][-1]:.2f} s by URL, "
+            f"{self.cpu_per_gib['service'][-1]:.2f} s through the service",
             flush=True,
         )
 
@@ -316,7 +338,7 @@ def main() -> None:
         if not STREAM:
             reads = SparkReads(contenders[0].fetch_address, contenders[0].metadata_address)
             running.callback(reads.stop)
-            spark = SparkRounds(reads)
+            spark = SparkRounds(reads, contenders[0].services)
         for number in range(rounds):
             order = contenders if number % 2 == 0 else contenders[::-1]
             for each in order:
@@ -350,8 +372,15 @@ def report(contenders: list[Contender], link: S3Link, spark: SparkRounds | None)
         out.info(
             "cold_read_spark",
             value_mb_s=round(spark.value_bytes / 1e6 / statistics.median(spark.spark_s), 1),
-            raw_mb_s=round(values / 1e6 / statistics.median(spark.raw_s), 1),
+            raw_mb_s=round(spark.raw_bytes / 1e6 / statistics.median(spark.raw_s), 1),
             requests_per_gib=round(statistics.median(spark.requests_per_gib)),
+            through_service_value_mb_s=round(
+                spark.value_bytes / 1e6 / statistics.median(spark.service_s), 1
+            ),
+            services_cpu_s_per_gib_by_url=round(statistics.median(spark.cpu_per_gib["spark"]), 2),
+            services_cpu_s_per_gib_through_service=round(
+                statistics.median(spark.cpu_per_gib["service"]), 2
+            ),
         )
     for each in contenders:
         out.info(
@@ -369,6 +398,16 @@ def report(contenders: list[Contender], link: S3Link, spark: SparkRounds | None)
             f"{statistics.median(each.requests_per_gib):.0f} S3 requests and "
             f"{statistics.median(each.link_bytes_per_gib) / GIB:.2f} GiB over the link per GiB, "
             f"remote read p99 {statistics.median(each.remote_read_p99_ms):.0f} ms"
+        )
+    if spark is not None:
+        print(
+            f"  spark: {spark.value_bytes / 1e6 / statistics.median(spark.spark_s):.1f} MB/s "
+            f"of values ({min(spark.spark_s):.1f}-{max(spark.spark_s):.1f} s); its GETs alone "
+            f"{spark.raw_bytes / 1e6 / statistics.median(spark.raw_s):.1f} MB/s of the log "
+            f"({min(spark.raw_s):.1f}-{max(spark.raw_s):.1f} s); through the fetch service "
+            f"{spark.value_bytes / 1e6 / statistics.median(spark.service_s):.1f} MB/s; the "
+            f"services' CPU per GiB {statistics.median(spark.cpu_per_gib['spark']):.2f} s by "
+            f"URL, {statistics.median(spark.cpu_per_gib['service']):.2f} s through the service"
         )
     print(f"  link: {link.settings}; {MIB} MiB of one partition a round")
 

@@ -56,12 +56,12 @@ class SparkReads:
         session's first-query costs paid before anything is timed."""
         self.frame(topic, endingOffsets=json.dumps({topic: {"0": 100}})).count()
 
-    def spark_read(self, topic: str) -> tuple[float, int, int]:
+    def spark_read(self, topic: str, **options: str) -> tuple[float, int, int]:
         """Seconds to read the topic's tiered records and add up their values; the rows
         and value bytes read."""
         began = time.perf_counter()
         ((rows, value_bytes),) = (
-            self.frame(topic).selectExpr("count(*)", "sum(length(value))").collect()
+            self.frame(topic, **options).selectExpr("count(*)", "sum(length(value))").collect()
         )
         return time.perf_counter() - began, int(rows), int(value_bytes or 0)
 
