@@ -63,6 +63,7 @@ from common import (
     process_cpu_seconds,
     s3_server_command,
     serve,
+    serve_fetch,
     serve_metadata_manager,
     start,
 )
@@ -161,19 +162,12 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
         "segment.store.address": f"127.0.0.1:{store_port}",
         "metadata.manager.address": f"127.0.0.1:{metadata_port}",
     }
-    fetch, fetch_port = serve(
-        "remote-fetch",
-        directory / "fetch.properties",
-        {
-            "listen.address": "127.0.0.1:0",
-            "remote.log.index.file.cache.dir": str(directory / "index-cache"),
-            **addresses,
-        },
-    )
+    services = [store, metadata]
+    _, fetch_port = serve_fetch(directory, addresses, services, way="store")
     return Contender(
         name,
         broker,
-        [store, metadata, fetch],
+        services,
         fetch_address=f"127.0.0.1:{fetch_port}",
         metadata_address=addresses["metadata.manager.address"],
     )

@@ -406,10 +406,10 @@ class TieredConsumer:
                     async for batches in reads:
                         position = batches.last_offset + 1
                         yield batches.data
-                if position >= end:
-                    return
+                return  # every located segment read to the range's end
             except RemoteResourceNotFoundError:
-                pass  # deleted since it was located (retention): the service looks again
+                # Deleted since it was located (retention): the service looks again.
+                log.debug("%s: a segment from offset %d is gone; asking again", partition, position)
             except UrlReadUnavailable as exc:
                 self._urls_paused_until = time.monotonic() + URL_PAUSE_S
                 log.warning(
