@@ -131,7 +131,8 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
     directory = work / name
     directory.mkdir()
     store_port, metadata_port = free_port(), free_port()
-    properties = {"log.segment.bytes": str(SEGMENT_BYTES)}
+    # The broker PUTs what it tiers to S3 itself, by the store's upload URLs.
+    properties = {"log.segment.bytes": str(SEGMENT_BYTES), "rsm.config.copy.method": "url"}
     store_settings = {}
     if STREAM:
         properties["rsm.config.fetch.urls.enabled"] = "false"

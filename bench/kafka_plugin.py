@@ -100,6 +100,8 @@ class Contender:
     services: list[subprocess.Popen[str]] = field(default_factory=list)
     tier_s: list[float] = field(default_factory=list)
     read_s: list[float] = field(default_factory=list)
+    # Segments tiered each round.
+    segments: list[int] = field(default_factory=list)
     cpu: dict[str, list[float]] = field(default_factory=dict)
 
     def cpu_now(self) -> dict[str, float]:
@@ -312,6 +314,7 @@ def run_round(contender: Contender, number: int) -> int:
     before = contender.cpu_now()
     contender.tier_s.append(tier(contender, topic, segments))
     contender.count("tier", before)
+    contender.segments.append(segments)
     wait_local_deleted(contender.broker, topic)
     before = contender.cpu_now()
     contender.read_s.append(read_all(contender.broker, topic, records))
@@ -331,15 +334,16 @@ def plugin_broker(
 ) -> KafkaNode:
     """A started broker tiering through the remotelog plugin to the services on these
     ports (with `kafka_rlmm`, through Kafka's own RLMM and the plugin's storage manager);
-    the plugin reads segment logs by the file URLs the store hands out. `properties` go
-    over the broker's, `broker` are KafkaNode's fields."""
+    the plugin reads segment logs by the file URLs the store hands out and copies
+    segments by path (the store's `copy.paths.allowed` must hold `directory`).
+    `properties` go over the broker's, `broker` are KafkaNode's fields."""
     settings = {
         **tiered_storage_properties(
             plugin_jar(),
             f"127.0.0.1:{store_port}",
             f"127.0.0.1:{metadata_port}",
             task_interval_ms=TASK_INTERVAL_MS,
-            storage_settings={"fetch.urls.enabled": "true"},
+            storage_settings={"fetch.urls.enabled": "true", "copy.method": "path"},
         ),
         **QUICK_RETENTION,
         **(properties or {}),
@@ -350,7 +354,8 @@ def plugin_broker(
 
 
 def serve_segment_store(work: Path, port: int, **store: str) -> subprocess.Popen[str]:
-    """The filesystem segment store under `work`, handing out file URLs."""
+    """The filesystem segment store under `work`, handing out file URLs and copying the
+    segments of brokers under `work` by path."""
     process, _ = serve(
         "segment-store",
         work / "store.properties",
@@ -359,6 +364,7 @@ def serve_segment_store(work: Path, port: int, **store: str) -> subprocess.Popen
             "storage.backend": "filesystem",
             "storage.root": str(work / "segments"),
             "storage.filesystem.fetch.urls.enabled": "true",
+            "copy.paths.allowed": str(work),
             **store,
         },
     )
@@ -431,6 +437,12 @@ def main() -> None:
             contender.broker.stop()
 
 
+def tier_cpu(contender: Contender) -> list[float]:
+    """Each round's CPU seconds while tiering, all of the contender's processes together."""
+    phases = [seconds for what, seconds in contender.cpu.items() if what.startswith("tier ")]
+    return [sum(round_) for round_ in zip(*phases, strict=True)]
+
+
 def report_figures(
     contenders: list[Contender], size: float, starts: dict[str, list[float]]
 ) -> None:
@@ -440,6 +452,13 @@ def report_figures(
     reading = [k / r for r, k in zip(remotelog.read_s, kafka.read_s, strict=True)]
     report.ratio_rounds("kafka_tiering_remotelog_vs_local_tiered_storage", tiering, 0.8)
     report.ratio_rounds("kafka_remote_read_remotelog_vs_local_tiered_storage", reading, 0.8)
+    # CPU while tiering, every process of each side together: the broker, and for
+    # remotelog its segment store and metadata manager.
+    report.ratio_rounds(
+        "kafka_tiering_cpu_vs_local_tiered_storage",
+        [k / r for r, k in zip(tier_cpu(remotelog), tier_cpu(kafka), strict=True)],
+        0.8,
+    )
     starting = [k / r for r, k in zip(starts["remotelog"], starts["kafka"], strict=True)]
     report.ratio_rounds("broker_start", starting, 0.9)
     report.finish()
@@ -458,6 +477,17 @@ def report_figures(
         )
         for what, seconds in contender.cpu.items():
             print(f"    {what} {statistics.median(seconds) / (size / GB):.2f} CPU s per GB")
+        if contender.services:
+            per_segment = [
+                seconds / segments
+                for seconds, segments in zip(
+                    contender.cpu["tier service1"], contender.segments, strict=True
+                )
+            ]
+            print(
+                f"    tier metadata manager {statistics.median(per_segment) * 1000:.1f} CPU ms "
+                f"per segment ({statistics.median(contender.segments)} segments a round)"
+            )
     print(
         f"  {PARTITIONS} partitions x {size / 1e6 / PARTITIONS:.1f} MB of rolled segments a round"
     )

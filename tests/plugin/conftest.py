@@ -28,6 +28,8 @@ from remotelog.dev.kafka_broker import (
 # Kafka's floor for segment.bytes since 4.1: segments roll every MiB.
 SEGMENT_BYTES = 1024 * 1024
 FILE_URLS = {"rsm.config.fetch.urls.enabled": "true"}
+# The store beside the broker reads its segment files by path.
+BY_PATH = {"rsm.config.copy.method": "path"}
 # What the plugin logs on its first read by URL, and where a read cannot go by one.
 BY_URL = "Reading segment logs from the file: URLs the segment store hands out"
 NOT_BY_URL = ("through FetchLogSegment instead of its URL", "hands out no fetch URLs")
@@ -96,7 +98,11 @@ async def tiering_stack(tmp, s3_endpoint, node=None, *, isolated=True, **broker_
         "filesystem",
         store_listen=store,
         metadata_listen=metadata,
-        store_settings={"storage.filesystem.fetch.urls.enabled": "true"},
+        store_settings={
+            "storage.filesystem.fetch.urls.enabled": "true",
+            # The broker's log directories, for a plugin that copies by path.
+            "copy.paths.allowed": str(tmp / "kafka"),
+        },
     )
     try:
         async with started(stack):
@@ -115,5 +121,7 @@ async def kafka_tiering(tmp_path_factory, s3_endpoint):
     jmx = {"jmx_port": free_port()}  # the plugin's metrics, read as an operator would
     # On the broker's class path, where Kafka hands the plugin its metrics registry too;
     # the version matrix (test_versions.py) loads it isolated, as the images do.
-    async with tiering_stack(tmp, s3_endpoint, jmx, isolated=False, **FILE_URLS) as tiering:
+    async with tiering_stack(
+        tmp, s3_endpoint, jmx, isolated=False, **FILE_URLS, **BY_PATH
+    ) as tiering:
         yield tiering

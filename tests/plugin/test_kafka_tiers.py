@@ -199,6 +199,10 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     log = broker.log_path.read_text().splitlines()
     assert [line for line in log if BY_URL in line]
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+    # The store read the segments' files itself: every copy went by path.
+    copies = [line for line in log if "Copied segment" in line]
+    assert copies
+    assert all("to the segment store by path" in line for line in copies), copies[:3]
     # Every setting the broker was given is one the plugin knows.
     assert not [line for line in log if "is not a setting of the remotelog plugin" in line]
     await graphed_by_jmx(broker, stack, topic_id, topic)
@@ -258,7 +262,7 @@ async def graphed_by_jmx(broker, stack, topic_id, topic: str) -> None:
     def calls(metrics: str, method: str) -> float:
         return read(f"{metrics},method={method}", "calls-total")
 
-    assert await asyncio.to_thread(calls, STORAGE_METRICS, "CopyLogSegmentData") >= tiered
+    assert await asyncio.to_thread(calls, STORAGE_METRICS, "CopyLogSegmentFiles") >= tiered
     assert await asyncio.to_thread(calls, METADATA_METRICS, "AddRemoteLogSegmentMetadata") >= tiered
     assert await asyncio.to_thread(read, STORAGE_METRICS, "copy-bytes-total") >= tiered * 1000
     # Read back through Kafka by the store's file URLs, every byte counted as it was read.
@@ -405,16 +409,21 @@ async def copies_resume(broker, topic: str, upload_under_way, meanwhile=None):
 
 async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_tiering):
     """The store, as a process of its own, is SIGKILLed while Kafka copies a segment into
-    it (its upload half-written) and comes back on its address; then the broker is
+    it by path (its upload half-written) and comes back on its address; then the broker is
     SIGKILLed and restarted from its log dir. Kafka retries the copies and deletes the
     failed one's segment, nothing is lost, and the store holds no orphan or upload."""
-    broker, stack = kafka_tiering.broker, kafka_tiering.stack
+    await store_killed_mid_copy(kafka_tiering.broker, kafka_tiering.stack, uploads_of, "path")
+
+
+async def store_killed_mid_copy(broker, stack, uploads_under_way, method: str) -> None:
+    """The store-kill test on `broker` and `stack`, whose plugin copies by `method`;
+    `uploads_under_way(stack, topic)`: a check of whether a copy of `topic` is under way."""
     bootstrap = broker.bootstrap_servers
     topic = f"faults-{uuid.uuid4().hex[:6]}"
     # Segments large enough that a copy is seen under way (0.3 s or more here).
     big = {"segment.bytes": str(KILLED_SEGMENT_BYTES)}
     topic_id = await asyncio.to_thread(create_tiered_topic, bootstrap, topic, **big)
-    upload_under_way = uploads_of(stack, topic)
+    upload_under_way = uploads_under_way(stack, topic)
     store = await stack.serve_apart("segment-store")
 
     try:
@@ -453,3 +462,6 @@ async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_ti
         assert starts == sorted(set(starts))  # one copy of each segment
     report = await stack.scrub()
     assert (report.orphans, report.uploads) == ([], [])
+    copies = [line for line in broker.run_log() if "Copied segment" in line and topic in line]
+    assert copies
+    assert all(f"to the segment store by {method}" in line for line in copies), copies[:3]

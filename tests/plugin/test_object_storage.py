@@ -1,15 +1,17 @@
 """Kafka with the plugin over S3 behind object storage's link (support.s3_server's Link):
-the store signs GET URLs, the broker reads tiered segments from S3 itself, and a plain
-consumer reads the whole history once through Kafka while the link answers some
-requests SlowDown and cuts some GETs off midway. The plugin reads the logs ahead in
-chunks, and asks again, from the byte where a cut read stopped, rather than falling back
-to the store's stream."""
+the store signs GET URLs and multipart uploads, the broker PUTs the segments it tiers
+and reads them back from S3 itself, and a plain consumer reads the whole history once
+through Kafka while the link answers some requests SlowDown and cuts some GETs off
+midway. The plugin reads the logs ahead in chunks, and asks again, from the byte where a
+cut read stopped, rather than falling back to the store's stream; it PUTs a part again
+after a SlowDown. A store killed mid-copy loses nothing."""
 
 import asyncio
 import uuid
 
 import pytest_asyncio
 from fetch.conftest import FetchStack
+from support.s3 import s3_client
 from support.servers import S3Server
 from support.services import started
 from support.topics import read_to_end
@@ -23,6 +25,7 @@ from .test_kafka_tiers import (
     copied_past,
     create_tiered_topic,
     produce_plain,
+    store_killed_mid_copy,
 )
 
 RECORDS = 6000  # 1 KiB each a partition: six 1 MiB segments
@@ -46,6 +49,7 @@ async def over_s3(tmp_path_factory):
     urls = {
         "rsm.config.fetch.urls.enabled": "true",
         "rsm.config.fetch.read.ahead.chunk.bytes": str(128 << 10),
+        "rsm.config.copy.method": "url",
     }
     broker = tiering_broker(tmp, store, metadata, {"jmx_port": free_port()}, **urls).start()
     stack = FetchStack(
@@ -59,7 +63,7 @@ async def over_s3(tmp_path_factory):
     try:
         async with started(stack):
             try:
-                yield broker, s3
+                yield broker, s3, stack
             finally:
                 await stop_brokers(broker)
     finally:
@@ -68,7 +72,7 @@ async def over_s3(tmp_path_factory):
 
 
 async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(over_s3):
-    broker, s3 = over_s3
+    broker, s3, _ = over_s3
     bootstrap = broker.bootstrap_servers
     topic = f"s3-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
@@ -90,6 +94,10 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     assert [line for line in log if BY_HTTP in line]
     # Every fault was ridden out on the URL, none by falling back to the store's stream.
     assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+    # The broker PUT every segment it tiered, through the same SlowDowns.
+    copies = [line for line in log if "Copied segment" in line and topic in line]
+    assert copies
+    assert all("to the segment store by url" in line for line in copies), copies[:3]
     # Kafka's fetches found chunks read ahead of them, fetched or on their way.
     [ahead] = (
         await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute="read-ahead-chunks-total")
@@ -99,3 +107,23 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     ).values()
     assert ahead > 0
     assert hits > 0
+
+
+def s3_uploads_of(stack, topic: str):
+    """Whether S3 holds a multipart upload of the topic under way: a check."""
+    client = s3_client(stack.s3_endpoint)
+
+    def under_way() -> bool:
+        listing = client.list_multipart_uploads(Bucket=stack.bucket)
+        return any(u["Key"].startswith(f"{topic}-") for u in listing.get("Uploads", []))
+
+    return under_way
+
+
+async def test_a_store_killed_mid_copy_by_url_loses_nothing(over_s3):
+    """The store-kill test where the broker PUTs the segments to S3 itself: the store is
+    killed while a part is on its way, so the copy cannot complete; Kafka deletes the
+    attempt, which drops its multipart upload."""
+    broker, s3, stack = over_s3
+    s3.link("POST", **LINK)  # no faults: the copies are what is tested
+    await store_killed_mid_copy(broker, stack, s3_uploads_of, "url")

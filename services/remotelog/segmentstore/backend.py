@@ -120,3 +120,44 @@ class PresigningStore(ObjectStore, Protocol):
     async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
         """A URL that reads `key` (ranges by a Range header) for `expires_in_s` seconds."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPart:
+    """A part of a multipart upload as the object store holds it."""
+
+    number: int
+    size: int
+    md5: str  # lowercase hex: S3's ETag of a part
+
+
+@runtime_checkable
+class UploadSigningStore(ObjectStore, Protocol):
+    """A backend that can let a caller write objects itself (S3: presigned PUTs)."""
+
+    @property
+    def min_part_size(self) -> int:
+        """The smallest part but the last of a multipart upload."""
+        ...
+
+    async def start_multipart(self, key: str) -> str:
+        """A new multipart upload of `key`; its id."""
+        ...
+
+    async def presigned_part_url(
+        self, key: str, upload_id: str, number: int, expires_in_s: int
+    ) -> str: ...
+
+    async def presigned_put_url(self, key: str, expires_in_s: int) -> str: ...
+
+    async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        """The upload's parts, by number; RemoteResourceNotFoundError if it is gone."""
+        ...
+
+    async def complete_multipart(
+        self, key: str, upload_id: str, parts: list[StoredPart]
+    ) -> None: ...
+
+    async def head(self, key: str) -> StoredPart:
+        """An object's size and MD5 (a single PUT's ETag), as part number 0."""
+        ...

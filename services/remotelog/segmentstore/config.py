@@ -23,6 +23,11 @@ from remotelog.core.settings import (
 )
 
 
+def _absolute_paths(value: str) -> str | None:
+    relative = [p.strip() for p in value.split(",") if p.strip() and not p.strip().startswith("/")]
+    return f"paths must be absolute: {', '.join(relative)}" if relative else None
+
+
 @dataclass(frozen=True)
 class StorageSettings:
     """Where segment objects live; the remote fetch service reads with these too when direct."""
@@ -127,6 +132,23 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings, CustomM
         "Largest data chunk of a CopyLogSegmentData message; larger is INVALID_ARGUMENT",
         min=4096,
         max=15 * MIB,
+    )
+    copy_paths_allowed: str = setting(
+        "copy.paths.allowed",
+        "",
+        "Directories, comma-separated, whose files CopyLogSegmentFiles may copy: the log "
+        "directories of a broker on this host whose plugin sends its segments' paths "
+        "(copy.method=path), which this service's user must be able to read. Empty = "
+        "CopyLogSegmentFiles is UNIMPLEMENTED",
+        check=_absolute_paths,
+    )
+    s3_copy_urls: bool = setting(
+        "storage.s3.copy.urls.enabled",
+        True,
+        "StartSegmentUpload hands the Kafka plugin (copy.method=url) presigned PUTs of a "
+        "segment's multipart upload, valid for the copy's timeout plus a minute, so the "
+        "broker sends the bytes to S3 itself; each grants a write of its object to "
+        "whoever holds it",
     )
     short_circuit_socket_path: str = setting(
         "short.circuit.socket.path",

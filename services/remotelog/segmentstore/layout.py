@@ -134,6 +134,17 @@ class IndexRange:
     size: int
 
 
+def index_ranges(sizes: dict[SegmentFile, int]) -> dict[SegmentFile, IndexRange]:
+    """Where each index of these sizes lies in the segment's indexes object: one after
+    another, in INDEX_FILES' order."""
+    ranges, position = {}, 0
+    for index in INDEX_FILES:
+        if index in sizes:
+            ranges[index] = IndexRange(position, sizes[index])
+            position += sizes[index]
+    return ranges
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
     metadata: RemoteLogSegmentMetadata

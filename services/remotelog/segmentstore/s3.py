@@ -32,7 +32,7 @@ from remotelog.core.errors import (
     RemoteStorageError,
     RetriableRemoteStorageError,
 )
-from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject
+from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject, StoredPart
 from remotelog.segmentstore.s3_endpoints import resolve_endpoints_per_bucket
 
 T = TypeVar("T")
@@ -51,6 +51,8 @@ _TRANSIENT_CODES = frozenset(
     }
 )
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
+# S3's smallest part but the last of a multipart upload.
+MIN_PART_SIZE = 5 * 1024 * 1024
 _TRANSPORT_ERRORS = (
     BotoCoreError,
     aiohttp.ClientError,
@@ -229,10 +231,63 @@ class S3Store:
 
     async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
         """Signed here, with no request to S3: the URL carries the signature."""
+        return await self._presign("get_object", expires_in_s, Key=key)
+
+    async def _presign(self, operation: str, expires_in_s: int, **params: Any) -> str:
         url = await self._client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in_s
+            operation, Params={"Bucket": self.bucket, **params}, ExpiresIn=expires_in_s
         )
         return str(url)
+
+    @property
+    def min_part_size(self) -> int:
+        return MIN_PART_SIZE
+
+    async def start_multipart(self, key: str) -> str:
+        created = await self.call(
+            key, partial(self._client.create_multipart_upload, Bucket=self.bucket, Key=key)
+        )
+        return str(created["UploadId"])
+
+    async def presigned_part_url(
+        self, key: str, upload_id: str, number: int, expires_in_s: int
+    ) -> str:
+        return await self._presign(
+            "upload_part", expires_in_s, Key=key, UploadId=upload_id, PartNumber=number
+        )
+
+    async def presigned_put_url(self, key: str, expires_in_s: int) -> str:
+        return await self._presign("put_object", expires_in_s, Key=key)
+
+    async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        parts: list[StoredPart] = []
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "UploadId": upload_id}
+        while True:
+            page = await self.call(key, partial(self._client.list_parts, **kwargs))
+            parts += [
+                StoredPart(int(p["PartNumber"]), int(p["Size"]), _md5_of(p["ETag"]))
+                for p in page.get("Parts", [])
+            ]
+            if not page.get("IsTruncated"):
+                return parts
+            kwargs["PartNumberMarker"] = page["NextPartNumberMarker"]
+
+    async def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        listed = [{"PartNumber": p.number, "ETag": f'"{p.md5}"'} for p in parts]
+        await self.call(
+            key,
+            partial(
+                self._client.complete_multipart_upload,
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": listed},
+            ),
+        )
+
+    async def head(self, key: str) -> StoredPart:
+        found = await self.call(key, partial(self._client.head_object, Bucket=self.bucket, Key=key))
+        return StoredPart(0, int(found["ContentLength"]), _md5_of(found["ETag"]))
 
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -280,6 +335,11 @@ class S3Store:
             await self.call(upload.key, abort)
         except RemoteResourceNotFoundError:
             return  # already completed or aborted
+
+
+def _md5_of(etag: str) -> str:
+    """The MD5 an ETag of a part or a single PUT is (SSE-KMS objects' are not)."""
+    return etag.strip('"').lower()
 
 
 async def _chunks(stream: Any, chunk_size: int) -> AsyncGenerator[bytes, None]:

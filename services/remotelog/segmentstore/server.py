@@ -8,6 +8,7 @@ from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.rpc.bulk_service import bulk_service
 from remotelog.rpc.server import RunningService, start_service
 from remotelog.segmentstore.config import SegmentStoreConfig
+from remotelog.segmentstore.direct_copy import DirectCopies, allowed_roots
 from remotelog.segmentstore.factory import open_segment_store
 from remotelog.segmentstore.servicer import SegmentStoreServicer, decode_copy_request
 from remotelog.segmentstore.short_circuit import ShortCircuitServer
@@ -24,7 +25,15 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
             short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
             await short_circuit.start()
             stack.push_async_callback(short_circuit.close)
-        servicer = SegmentStoreServicer(store, copy_chunk_max_bytes=config.copy_chunk_max_bytes)
+        direct = DirectCopies(
+            store,
+            allowed_paths=allowed_roots(config.copy_paths_allowed),
+            upload_urls=config.storage_backend == "s3" and config.s3_copy_urls,
+            part_size=config.s3_multipart_part_size,
+        )
+        servicer = SegmentStoreServicer(
+            store, direct, copy_chunk_max_bytes=config.copy_chunk_max_bytes
+        )
         return await start_service(
             config,
             store,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -18,14 +18,16 @@ import grpc
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.model import IndexType
+from remotelog.core.model import IndexType, SegmentFile
 from remotelog.protocol.codecs import COPY_CHUNK, FETCH_INDEX_RESPONSE, FETCH_LOG_SEGMENT_RESPONSE
 from remotelog.protocol.convert import (
     index_type_from_proto,
     segment_file_from_proto,
+    segment_file_to_proto,
     segment_metadata_from_proto,
 )
-from remotelog.segmentstore.backend import Chunk
+from remotelog.segmentstore.backend import Chunk, StoredPart
+from remotelog.segmentstore.direct_copy import DirectCopies, LocalFile, sizes_of
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 
@@ -64,11 +66,20 @@ async def _drain(requests: AsyncIterator[object], within_s: float) -> None:
                 continue
 
 
+def _sizes(files: Iterable[pb.SegmentFileSize]) -> dict[SegmentFile, int]:
+    return sizes_of(
+        ((segment_file_from_proto(f.file, "files.file"), f.size) for f in files), "files"
+    )
+
+
 class SegmentStoreServicer:
     """SegmentStoreService; its bulk methods answer with encoded bytes (rpc.bulk_service)."""
 
-    def __init__(self, store: SegmentStore, *, copy_chunk_max_bytes: int) -> None:
+    def __init__(
+        self, store: SegmentStore, direct: DirectCopies, *, copy_chunk_max_bytes: int
+    ) -> None:
         self.store = store
+        self.direct = direct
         self.copy_chunk_max_bytes = copy_chunk_max_bytes
 
     async def CopyLogSegmentData(
@@ -119,6 +130,68 @@ class SegmentStoreServicer:
         with deadline_after(context.time_remaining()):
             custom = await self.store.copy_log_segment_data(metadata, chunks())
         return pb.CopyLogSegmentDataResponse(custom_metadata=custom)
+
+    async def CopyLogSegmentFiles(
+        self, request: pb.CopyLogSegmentFilesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CopyLogSegmentFilesResponse:
+        metadata = segment_metadata_from_proto(request.metadata, "metadata")
+        files = sizes_of(
+            (
+                (segment_file_from_proto(f.file, "files.file"), LocalFile(f.path, f.size))
+                for f in request.files
+            ),
+            "files",
+        )
+        inline = sizes_of(
+            (
+                (segment_file_from_proto(c.file, "inline_files.file"), c)
+                for c in request.inline_files
+            ),
+            "inline_files",
+        )
+        with deadline_after(context.time_remaining()):
+            custom = await self.direct.copy_files(
+                metadata, files, {file: chunk.data for file, chunk in inline.items()}
+            )
+        return pb.CopyLogSegmentFilesResponse(custom_metadata=custom)
+
+    async def StartSegmentUpload(
+        self, request: pb.StartSegmentUploadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StartSegmentUploadResponse:
+        metadata = segment_metadata_from_proto(request.metadata, "metadata")
+        with deadline_after(context.time_remaining()):
+            upload = await self.direct.start_upload(
+                metadata, _sizes(request.files), request.copy_timeout_ms / 1000
+            )
+        return pb.StartSegmentUploadResponse(
+            upload_id=upload.upload_id,
+            log_parts=[
+                pb.UploadPart(part_number=p.number, position=p.position, size=p.size, url=p.url)
+                for p in upload.log_parts
+            ],
+            indexes_url=upload.indexes_url,
+            index_order=[segment_file_to_proto(f) for f in upload.index_order],
+            valid_for_ms=upload.valid_for_s * 1000,
+        )
+
+    async def CompleteSegmentUpload(
+        self, request: pb.CompleteSegmentUploadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CompleteSegmentUploadResponse:
+        metadata = segment_metadata_from_proto(request.metadata, "metadata")
+        parts = [StoredPart(p.part_number, p.size, p.md5) for p in request.log_parts]
+        with deadline_after(context.time_remaining()):
+            custom = await self.direct.complete_upload(
+                metadata, request.upload_id, _sizes(request.files), parts, request.indexes_md5
+            )
+        return pb.CompleteSegmentUploadResponse(custom_metadata=custom)
+
+    async def AbortSegmentUpload(
+        self, request: pb.AbortSegmentUploadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AbortSegmentUploadResponse:
+        metadata = segment_metadata_from_proto(request.metadata, "metadata")
+        with deadline_after(context.time_remaining()):
+            await self.direct.abort_upload(metadata, request.upload_id)
+        return pb.AbortSegmentUploadResponse()
 
     async def FetchLogSegment(
         self, request: pb.FetchLogSegmentRequest, context: grpc.aio.ServicerContext

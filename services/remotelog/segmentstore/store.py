@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -46,6 +46,7 @@ from remotelog.segmentstore.layout import (
     IndexRange,
     Manifest,
     SegmentKeys,
+    index_ranges,
 )
 from remotelog.segmentstore.read_ahead import ReadAhead
 
@@ -175,29 +176,54 @@ class SegmentStore:
         self, metadata: RemoteLogSegmentMetadata, chunks: AsyncIterator[SegmentChunk]
     ) -> bytes | None:
         """Store the segment; returns KIP-917 custom metadata (or None)."""
-        if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
-            raise InvalidArgumentError(
-                "metadata.state", f"must be COPY_SEGMENT_STARTED, not {metadata.state.name}"
-            )
+        return await self.recorded_copy(
+            metadata, "copy_log_segment_data", partial(self._copy, metadata=metadata, chunks=chunks)
+        )
+
+    async def recorded_copy(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        what: str,
+        copy: Callable[[SegmentKeys], Awaitable[int]],
+    ) -> bytes | None:
+        """A copy counted and traced as one; `copy` stores the segment under its keys and
+        returns the bytes stored. The segment's KIP-917 custom metadata (or None)."""
+        check_copy_state(metadata)
         attributes = {"topic": metadata.topic_id_partition.topic}
         keys = self.keys(metadata)
         self._metrics.add(m.STORE_COPY_REQUESTS, 1, attributes)
         with _tracer.start_as_current_span(
-            "SegmentStore.copy_log_segment_data",
+            f"SegmentStore.{what}",
             attributes={**attributes, "remote_log_segment_id": str(metadata.remote_log_segment_id)},
         ):
             try:
-                size = await self._copy(metadata, keys, chunks)
+                size = await copy(keys)
             except BaseException:
                 self._metrics.add(m.STORE_COPY_ERRORS, 1, attributes)
                 raise
         self._metrics.add(m.STORE_COPY_BYTES, size, attributes)
         return self._custom_metadata(size, keys)
 
+    async def publish(self, keys: SegmentKeys, manifest: Manifest) -> None:
+        """Write the manifest, last: from then on the segment is complete."""
+        await self.objects.put(keys.manifest, manifest.to_json())
+        self._manifests.pop(keys.base, None)
+
+    async def discard(self, abort: Callable[[], Awaitable[None]], keys: SegmentKeys | None) -> None:
+        """Clean up after a failed copy: `abort` its upload, then delete the segment's
+        objects (`keys`; None when it wrote none)."""
+        # A shielded task: a cancelled call (client gone) is cancelled again by
+        # grpc while cleaning up; the cleanup still runs to its end, close()
+        # waits for it, and its failure is logged, not left unretrieved.
+        discard = asyncio.create_task(self._discard(abort, keys))
+        self._discards.add(discard)
+        discard.add_done_callback(self._discarded)
+        await asyncio.shield(discard)
+
     async def _copy(
         self,
-        metadata: RemoteLogSegmentMetadata,
         keys: SegmentKeys,
+        metadata: RemoteLogSegmentMetadata,
         chunks: AsyncIterator[SegmentChunk],
     ) -> int:
         received: dict[SegmentFile, int] = {}
@@ -246,35 +272,24 @@ class SegmentStore:
                     f"{received[SegmentFile.LOG]} bytes",
                 )
             written_objects = True
-            ranges: dict[SegmentFile, IndexRange] = {}
-            body = bytearray()
-            for index in INDEX_FILES:
-                if index in indexes or index in received:
-                    data = indexes.get(index, b"")
-                    ranges[index] = IndexRange(len(body), len(data))
-                    body += data
+            ranges = index_ranges({f: received[f] for f in INDEX_FILES if f in received})
+            body = b"".join(bytes(indexes.get(index, b"")) for index in ranges)
             # The log and the indexes together; the manifest, which says the
             # segment is complete, only once both are there.
             log_size, _ = await asyncio.gather(
-                upload.complete(), self.objects.put(keys.indexes, bytes(body))
+                upload.complete(), self.objects.put(keys.indexes, body)
             )
-            manifest = Manifest(metadata, log_size, ranges)
-            await self.objects.put(keys.manifest, manifest.to_json())
-            self._manifests.pop(keys.base, None)
+            await self.publish(keys, Manifest(metadata, log_size, ranges))
             return log_size + len(body)
         except BaseException:
-            # A shielded task: a cancelled call (client gone) is cancelled again by
-            # grpc while cleaning up; the cleanup still runs to its end, close()
-            # waits for it, and its failure is logged, not left unretrieved.
-            discard = asyncio.create_task(self._discard(upload, keys, written_objects))
-            self._discards.add(discard)
-            discard.add_done_callback(self._discarded)
-            await asyncio.shield(discard)
+            await self.discard(upload.abort, keys if written_objects else None)
             raise
 
-    async def _discard(self, upload: Upload, keys: SegmentKeys, written_objects: bool) -> None:
-        await upload.abort()
-        if written_objects:
+    async def _discard(
+        self, abort: Callable[[], Awaitable[None]], keys: SegmentKeys | None
+    ) -> None:
+        await abort()
+        if keys is not None:
             await self.objects.delete(list(keys.all))
 
     def _discarded(self, task: asyncio.Task[None]) -> None:
@@ -443,6 +458,13 @@ class SegmentStore:
             # goes too, or nothing would ever remove it.
             async for left in self.objects.incomplete_uploads(keys.base):
                 await self.objects.abort_upload(left)
+
+
+def check_copy_state(metadata: RemoteLogSegmentMetadata) -> None:
+    if metadata.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+        raise InvalidArgumentError(
+            "metadata.state", f"must be COPY_SEGMENT_STARTED, not {metadata.state.name}"
+        )
 
 
 def _ended_early(file: SegmentFile, got: int, piece: FileSlice) -> InvalidArgumentError:

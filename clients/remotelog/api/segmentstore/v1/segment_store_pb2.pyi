@@ -131,3 +131,115 @@ class IndexRange(_message.Message):
     position: int
     size: int
     def __init__(self, index_type: _Optional[_Union[IndexType, str]] = ..., position: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class SegmentFilePath(_message.Message):
+    __slots__ = ("file", "path", "size")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    file: SegmentFile
+    path: str
+    size: int
+    def __init__(self, file: _Optional[_Union[SegmentFile, str]] = ..., path: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class CopyLogSegmentFilesRequest(_message.Message):
+    __slots__ = ("metadata", "files", "inline_files")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    INLINE_FILES_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    files: _containers.RepeatedCompositeFieldContainer[SegmentFilePath]
+    inline_files: _containers.RepeatedCompositeFieldContainer[SegmentDataChunk]
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFilePath, _Mapping]]] = ..., inline_files: _Optional[_Iterable[_Union[SegmentDataChunk, _Mapping]]] = ...) -> None: ...
+
+class CopyLogSegmentFilesResponse(_message.Message):
+    __slots__ = ("custom_metadata",)
+    CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
+    custom_metadata: bytes
+    def __init__(self, custom_metadata: _Optional[bytes] = ...) -> None: ...
+
+class SegmentFileSize(_message.Message):
+    __slots__ = ("file", "size")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    file: SegmentFile
+    size: int
+    def __init__(self, file: _Optional[_Union[SegmentFile, str]] = ..., size: _Optional[int] = ...) -> None: ...
+
+class StartSegmentUploadRequest(_message.Message):
+    __slots__ = ("metadata", "files", "copy_timeout_ms")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    COPY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    files: _containers.RepeatedCompositeFieldContainer[SegmentFileSize]
+    copy_timeout_ms: int
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., copy_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class UploadPart(_message.Message):
+    __slots__ = ("part_number", "position", "size", "url")
+    PART_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    part_number: int
+    position: int
+    size: int
+    url: str
+    def __init__(self, part_number: _Optional[int] = ..., position: _Optional[int] = ..., size: _Optional[int] = ..., url: _Optional[str] = ...) -> None: ...
+
+class StartSegmentUploadResponse(_message.Message):
+    __slots__ = ("upload_id", "log_parts", "indexes_url", "index_order", "valid_for_ms")
+    UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_URL_FIELD_NUMBER: _ClassVar[int]
+    INDEX_ORDER_FIELD_NUMBER: _ClassVar[int]
+    VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    upload_id: str
+    log_parts: _containers.RepeatedCompositeFieldContainer[UploadPart]
+    indexes_url: str
+    index_order: _containers.RepeatedScalarFieldContainer[SegmentFile]
+    valid_for_ms: int
+    def __init__(self, upload_id: _Optional[str] = ..., log_parts: _Optional[_Iterable[_Union[UploadPart, _Mapping]]] = ..., indexes_url: _Optional[str] = ..., index_order: _Optional[_Iterable[_Union[SegmentFile, str]]] = ..., valid_for_ms: _Optional[int] = ...) -> None: ...
+
+class UploadedPart(_message.Message):
+    __slots__ = ("part_number", "size", "md5")
+    PART_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    MD5_FIELD_NUMBER: _ClassVar[int]
+    part_number: int
+    size: int
+    md5: str
+    def __init__(self, part_number: _Optional[int] = ..., size: _Optional[int] = ..., md5: _Optional[str] = ...) -> None: ...
+
+class CompleteSegmentUploadRequest(_message.Message):
+    __slots__ = ("metadata", "upload_id", "files", "log_parts", "indexes_md5")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_MD5_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    upload_id: str
+    files: _containers.RepeatedCompositeFieldContainer[SegmentFileSize]
+    log_parts: _containers.RepeatedCompositeFieldContainer[UploadedPart]
+    indexes_md5: str
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., upload_id: _Optional[str] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ...) -> None: ...
+
+class CompleteSegmentUploadResponse(_message.Message):
+    __slots__ = ("custom_metadata",)
+    CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
+    custom_metadata: bytes
+    def __init__(self, custom_metadata: _Optional[bytes] = ...) -> None: ...
+
+class AbortSegmentUploadRequest(_message.Message):
+    __slots__ = ("metadata", "upload_id")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    upload_id: str
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., upload_id: _Optional[str] = ...) -> None: ...
+
+class AbortSegmentUploadResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -62,6 +62,26 @@ class SegmentStoreServiceStub:
                 request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.FromString,
                 _registered_method=True)
+        self.CopyLogSegmentFiles = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/CopyLogSegmentFiles',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesResponse.FromString,
+                _registered_method=True)
+        self.StartSegmentUpload = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/StartSegmentUpload',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.FromString,
+                _registered_method=True)
+        self.CompleteSegmentUpload = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/CompleteSegmentUpload',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadResponse.FromString,
+                _registered_method=True)
+        self.AbortSegmentUpload = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/AbortSegmentUpload',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.FromString,
+                _registered_method=True)
 
 
 class SegmentStoreServiceServicer:
@@ -129,6 +149,54 @@ class SegmentStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CopyLogSegmentFiles(self, request, context):
+        """RemoteStorageManager.copyLogSegmentData with the segment's files read by
+        the store itself, from the broker's disk by path: for a store on the
+        broker's host that may read its log directories (the store's
+        `copy.paths.allowed` names them). The filesystem backend has the kernel
+        copy the files (copy_file_range). Same result and guarantees as
+        CopyLogSegmentData. Errors as CopyLogSegmentData's, UNIMPLEMENTED /
+        UNSUPPORTED_OPERATION where `copy.paths.allowed` is empty (use
+        CopyLogSegmentData), and INVALID_ARGUMENT for a path outside the allowed
+        directories, not a regular file, or shorter than its stated size.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StartSegmentUpload(self, request, context):
+        """The first step of a copy whose bytes the caller PUTs to object storage
+        itself: the store starts a multipart upload of the segment's log and
+        answers with a presigned URL per part, and one presigned PUT of the
+        object that holds the indexes. Each URL grants a write of its object to
+        whoever holds it, for the copy's time plus a margin: do not log it.
+        Errors: UNIMPLEMENTED / UNSUPPORTED_OPERATION (a store that signs no
+        uploads: use CopyLogSegmentData), INVALID_ARGUMENT (bad metadata,
+        missing file, sizes), UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteSegmentUpload(self, request, context):
+        """The last step: the store checks what arrived against what the caller
+        sent (every part's size and MD5, the indexes' size and MD5), completes
+        the log's upload and writes the segment's manifest, which makes it
+        visible. A mismatch is INVALID_ARGUMENT and discards the upload.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortSegmentUpload(self, request, context):
+        """Drops a started upload that will not complete: its parts and the indexes
+        object. Idempotent. One never aborted is dropped by DeleteLogSegmentData
+        of the segment (Kafka deletes a failed copy's segment) or by a scrub.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SegmentStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +224,26 @@ def add_SegmentStoreServiceServicer_to_server(servicer, server):
                     servicer.GetLogSegmentUrl,
                     request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.SerializeToString,
+            ),
+            'CopyLogSegmentFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyLogSegmentFiles,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesResponse.SerializeToString,
+            ),
+            'StartSegmentUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartSegmentUpload,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.SerializeToString,
+            ),
+            'CompleteSegmentUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteSegmentUpload,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadResponse.SerializeToString,
+            ),
+            'AbortSegmentUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortSegmentUpload,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -296,6 +384,114 @@ class SegmentStoreService:
             '/remotelog.api.segmentstore.v1.SegmentStoreService/GetLogSegmentUrl',
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlRequest.SerializeToString,
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.GetLogSegmentUrlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyLogSegmentFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/CopyLogSegmentFiles',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CopyLogSegmentFilesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartSegmentUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/StartSegmentUpload',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteSegmentUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/CompleteSegmentUpload',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortSegmentUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/AbortSegmentUpload',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.FromString,
             options,
             channel_credentials,
             insecure,

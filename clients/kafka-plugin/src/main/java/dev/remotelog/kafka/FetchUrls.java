@@ -17,7 +17,6 @@ import java.util.EnumMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
@@ -464,15 +463,7 @@ final class FetchUrls {
 
     private synchronized HttpClient client() {
         if (http == null) {
-            // The client's own executor, so close() can end its threads: HttpClient.close()
-            // exists only from Java 21.
-            httpThreads =
-                    Executors.newCachedThreadPool(
-                            task -> {
-                                Thread thread = new Thread(task, "remotelog-fetch-urls");
-                                thread.setDaemon(true);
-                                return thread;
-                            });
+            httpThreads = DaemonThreads.cached("remotelog-fetch-urls");
             http =
                     HttpClient.newBuilder()
                             .executor(httpThreads)

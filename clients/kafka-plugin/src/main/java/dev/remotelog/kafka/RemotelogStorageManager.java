@@ -53,6 +53,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
     private FetchUrls fetchUrls;
+    private DirectCopy direct;
+    private final Warnings unsupportedCopies = new Warnings(LOG, TimeUnit.MINUTES.toNanos(5));
     private final AtomicInteger copiesInFlight = new AtomicInteger();
     private Sensor copyBytes;
     private Sensor fetchBytes;
@@ -83,6 +85,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         settings = service.settings();
         copies = SegmentStoreServiceGrpc.newStub(service.channel());
         calls = SegmentStoreServiceGrpc.newBlockingStub(service.channel());
+        direct = new DirectCopy(settings, () -> calls);
         Instruments instruments = service.instruments();
         Sensor urlRetries =
                 instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
@@ -120,13 +123,19 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             RemoteLogSegmentMetadata metadata, LogSegmentData data) throws RemoteStorageException {
         String what = "CopyLogSegmentData(" + metadata.remoteLogSegmentId() + ")";
         long started = System.nanoTime();
-        CopyCall call = new CopyCall();
+        CopyCall call = null;
         copiesInFlight.incrementAndGet();
-        copies.withDeadlineAfter(settings.copyTimeoutMs(), TimeUnit.MILLISECONDS)
-                .copyLogSegmentData(call);
         try {
-            var response = copy(call, metadata, data);
-            logDone("Copied", "to", metadata, started);
+            CopyLogSegmentDataResponse response = directly(metadata, data);
+            String how = " by " + settings.copyMethod();
+            if (response == null) {
+                how = " by stream";
+                call = new CopyCall();
+                copies.withDeadlineAfter(settings.copyTimeoutMs(), TimeUnit.MILLISECONDS)
+                        .copyLogSegmentData(call);
+                response = copy(call, metadata, data);
+            }
+            logDone("Copied", "to", metadata, started, how);
             return Protos.custom(response.hasCustomMetadata(), response.getCustomMetadata());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -137,24 +146,51 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             // Kafka cancels a copy task by interrupting it, which closes the file being read.
             throw failed(what, "was interrupted", e);
         } catch (IOException e) {
-            throw failed(what, "could not read the segment's files", e);
+            throw failed(what, "could not read or send the segment's files", e);
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();
             if (cause instanceof StatusRuntimeException) {
-                StatusRuntimeException failure = (StatusRuntimeException) cause;
-                RuntimeException unchecked = Failures.unchecked(what, failure);
-                if (unchecked != null) {
-                    throw unchecked; // the store refused the copy itself: bad input, a clash
-                }
-                throw failed(what, "failed (" + failure.getStatus().getCode() + ")", failure);
+                throw refusedOrFailed(what, (StatusRuntimeException) cause);
             }
             throw failed(what, "failed", cause);
+        } catch (StatusRuntimeException e) {
+            throw refusedOrFailed(what, e);
         } catch (RuntimeException e) {
             throw failed(what, "failed", e);
         } finally {
-            call.abandonUnlessDone();
+            if (call != null) {
+                call.abandonUnlessDone();
+            }
             copiesInFlight.decrementAndGet();
         }
+    }
+
+    /** The copy by copy.method path or url, or null where it takes the stream (that method is
+     * off, or the store does not do it: said once, then paused). */
+    private CopyLogSegmentDataResponse directly(RemoteLogSegmentMetadata metadata, LogSegmentData data)
+            throws IOException, InterruptedException {
+        if (!direct.enabled()) {
+            return null;
+        }
+        try {
+            CopyLogSegmentDataResponse response = direct.copy(metadata, data);
+            copyBytes.record(metadata.segmentSizeInBytes());
+            return response;
+        } catch (DirectCopy.Unsupported e) {
+            unsupportedCopies.warn(
+                    "The segment store does not copy by copy.method=" + settings.copyMethod() + " ("
+                            + e.getMessage() + "): copies take CopyLogSegmentData for 5 minutes");
+            return null;
+        }
+    }
+
+    private RuntimeException refusedOrFailed(String what, StatusRuntimeException failure)
+            throws RemoteStorageException {
+        RuntimeException unchecked = Failures.unchecked(what, failure);
+        if (unchecked != null) {
+            return unchecked; // the store refused the copy itself: bad input, a clash
+        }
+        throw failed(what, "failed (" + failure.getStatus().getCode() + ")", failure);
     }
 
     /**
@@ -347,13 +383,14 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Failures.call(
                 "DeleteLogSegmentData(" + metadata.remoteLogSegmentId() + ")",
                 () -> call().deleteLogSegmentData(request));
-        logDone("Deleted", "from", metadata, started);
+        logDone("Deleted", "from", metadata, started, "");
     }
 
     /** One INFO line per copy or delete, as Aiven's plugin logs them: segment, size, time. */
-    private static void logDone(String done, String preposition, RemoteLogSegmentMetadata metadata, long startedNanos) {
+    private static void logDone(
+            String done, String preposition, RemoteLogSegmentMetadata metadata, long startedNanos, String how) {
         LOG.info(
-                "{} segment {} of {} (offsets {}..{}, {} bytes) {} the segment store in {} ms",
+                "{} segment {} of {} (offsets {}..{}, {} bytes) {} the segment store{} in {} ms",
                 done,
                 metadata.remoteLogSegmentId().id(),
                 metadata.topicIdPartition(),
@@ -361,6 +398,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                 metadata.endOffset(),
                 metadata.segmentSizeInBytes(),
                 preposition,
+                how,
                 TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startedNanos));
     }
 
@@ -373,6 +411,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         if (fetchUrls != null) {
             fetchUrls.close();
             fetchUrls = null;
+        }
+        if (direct != null) {
+            direct.close();
+            direct = null;
         }
     }
 }

@@ -58,6 +58,8 @@ final class Settings {
     static final String TIMEOUT = "client.timeout.ms";
     static final String COPY_TIMEOUT = "client.copy.timeout.ms";
     static final String CHUNK_BYTES = "copy.chunk.bytes";
+    static final String COPY_METHOD = "copy.method";
+    static final String COPY_PARALLEL_PARTS = "copy.url.parallel.parts";
     static final String FETCH_URLS = "fetch.urls.enabled";
     static final String READ_AHEAD_CHUNKS = "fetch.read.ahead.chunks";
     static final String READ_AHEAD_CHUNK_BYTES = "fetch.read.ahead.chunk.bytes";
@@ -151,6 +153,27 @@ final class Settings {
                     Range.between(4096, 4 << 20),
                     Importance.LOW,
                     "Bytes per copy message; the store refuses more than its copy.chunk.max.bytes.");
+            def.define(
+                    p + COPY_METHOD,
+                    Type.STRING,
+                    "stream",
+                    ConfigDef.ValidString.in("stream", "path", "url"),
+                    Importance.MEDIUM,
+                    "How a segment's bytes reach the remote tier. stream: through the store's"
+                            + " CopyLogSegmentData stream. path: the store reads the broker's files"
+                            + " itself, by path (a store on this host whose copy.paths.allowed holds"
+                            + " the log directories). url: the broker PUTs them to object storage"
+                            + " itself, by the presigned multipart upload the store hands out (an S3"
+                            + " store). A store that cannot do path or url copies gets the stream,"
+                            + " with one warning.");
+            def.define(
+                    p + COPY_PARALLEL_PARTS,
+                    Type.INT,
+                    4,
+                    Range.between(1, 64),
+                    Importance.LOW,
+                    "Parts of one segment PUT at once with copy.method=url. Each streams from the"
+                            + " segment's file, so memory does not grow with it.");
             def.define(
                     p + FETCH_URLS,
                     Type.BOOLEAN,
@@ -372,6 +395,14 @@ final class Settings {
 
     int chunkBytes() {
         return values.getInt(role.prefix + CHUNK_BYTES);
+    }
+
+    String copyMethod() {
+        return values.getString(role.prefix + COPY_METHOD);
+    }
+
+    int copyParallelParts() {
+        return values.getInt(role.prefix + COPY_PARALLEL_PARTS);
     }
 
     boolean fetchUrls() {

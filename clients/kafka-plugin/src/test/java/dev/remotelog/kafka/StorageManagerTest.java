@@ -18,6 +18,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -28,6 +29,7 @@ import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
@@ -43,6 +45,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchLogSegmentRequest;
@@ -70,6 +76,11 @@ class StorageManagerTest {
     // GetLogSegmentUrl fails UNAVAILABLE, as from a store that is down.
     volatile boolean urlsUnavailable;
     long copyTimeoutMs = 10_000;
+    // copy.method, and whether the store does path and url copies (else UNIMPLEMENTED).
+    String copyMethod = "stream";
+    volatile boolean directCopies;
+    final List<CopyLogSegmentFilesRequest> copiedByPath = new ArrayList<>();
+    final AtomicInteger directAsked = new AtomicInteger();
     // Chunks read ahead of an HTTP reader: none (the plain ranged GETs) unless a test says.
     int readAheadChunks;
     // Whether the thread was still interrupted as the last failed copy returned.
@@ -120,6 +131,27 @@ class StorageManagerTest {
                     response.onCompleted();
                 }
             };
+        }
+
+        @Override
+        public void copyLogSegmentFiles(
+                CopyLogSegmentFilesRequest request, StreamObserver<CopyLogSegmentFilesResponse> response) {
+            directAsked.incrementAndGet();
+            if (!directCopies) {
+                response.onError(Status.UNIMPLEMENTED.withDescription("no paths").asRuntimeException());
+                return;
+            }
+            copiedByPath.add(request);
+            response.onNext(
+                    CopyLogSegmentFilesResponse.newBuilder().setCustomMetadata(ByteString.copyFromUtf8("p")).build());
+            response.onCompleted();
+        }
+
+        @Override
+        public void startSegmentUpload(
+                StartSegmentUploadRequest request, StreamObserver<StartSegmentUploadResponse> response) {
+            directAsked.incrementAndGet();
+            response.onError(Status.UNIMPLEMENTED.withDescription("no upload URLs").asRuntimeException());
         }
 
         @Override
@@ -186,6 +218,7 @@ class StorageManagerTest {
                         Settings.TIMEOUT, 10_000,
                         Settings.COPY_TIMEOUT, copyTimeoutMs,
                         Settings.CHUNK_BYTES, CHUNK,
+                        Settings.COPY_METHOD, copyMethod,
                         Settings.FETCH_URLS, true,
                         Settings.READ_AHEAD_CHUNKS, readAheadChunks,
                         Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK);
@@ -260,8 +293,49 @@ class StorageManagerTest {
         LogSegmentData data = segmentData(dir);
         Files.delete(data.timeIndex()); // the log and offset index went out first
         RemoteStorageException failure = failedCopy(data);
-        assertTrue(failure.getMessage().contains("could not read the segment's files"), failure.getMessage());
+        assertTrue(
+                failure.getMessage().contains("could not read or send the segment's files"), failure.getMessage());
         assertTrue(copied.size() >= 3, "sent " + copied.size());
+    }
+
+    @Test
+    void aCopyByPathSendsEveryFilesPathAndSizeAndTheCheckpointInline(@TempDir Path dir) throws Exception {
+        copyMethod = "path";
+        directCopies = true;
+        connect(serverName);
+        LogSegmentData data = segmentData(dir);
+        var custom = manager.copyLogSegmentData(segment(), data);
+        assertEquals("p", new String(custom.orElseThrow().value(), StandardCharsets.UTF_8));
+        assertEquals(List.of(), copied); // nothing went by the stream
+        CopyLogSegmentFilesRequest request = copiedByPath.get(0);
+        assertEquals(
+                List.of(
+                        data.logSegment().toAbsolutePath() + " " + (CHUNK * 2 + 100),
+                        data.offsetIndex().toAbsolutePath() + " 2",
+                        data.timeIndex().toAbsolutePath() + " 0",
+                        data.producerSnapshotIndex().toAbsolutePath() + " 1"),
+                request.getFilesList().stream().map(f -> f.getPath() + " " + f.getSize()).collect(Collectors.toList()));
+        assertEquals(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, request.getInlineFiles(0).getFile());
+        assertEquals("0\n1\n0 0\n", request.getInlineFiles(0).getData().toStringUtf8());
+    }
+
+    @Test
+    void aCopyByUrlOrPathToAStoreThatDoesNotDoItTakesTheStream(@TempDir Path dir) throws Exception {
+        for (String method : List.of("url", "path")) {
+            copyMethod = method;
+            connect(serverName);
+            directAsked.set(0);
+            copied.clear();
+            var custom = manager.copyLogSegmentData(segment(), segmentData(dir));
+            assertEquals("m", new String(custom.orElseThrow().value(), StandardCharsets.UTF_8));
+            assertEquals(1, directAsked.get(), method);
+            assertTrue(copied.size() >= 3, "sent " + copied.size());
+            // Paused: the next copy takes the stream without asking.
+            copied.clear();
+            manager.copyLogSegmentData(segment(), segmentData(dir));
+            assertEquals(1, directAsked.get(), method);
+            assertTrue(copied.size() >= 3, "sent " + copied.size());
+        }
     }
 
     @Test

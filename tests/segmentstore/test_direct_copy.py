@@ -1,0 +1,344 @@
+"""Copies whose bytes skip the store's gRPC stream: by presigned multipart upload (S3),
+the caller PUTting the parts itself, and by path (the store reads the broker's files).
+What is read back is what was sent; what did not arrive as sent is refused and leaves
+nothing behind."""
+
+import asyncio
+import hashlib
+import os
+from base64 import b64encode
+from dataclasses import replace
+
+import aiohttp
+import grpc
+import pytest
+import pytest_asyncio
+from support.rpcs import error_info
+from support.services import start_store
+
+from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
+from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
+from remotelog.client import IndexType
+from remotelog.core.model import SegmentFile
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
+from remotelog.segmentstore.direct_copy import UPLOAD_URL_MARGIN_S, part_plan
+
+from .segments import segment_files, segment_metadata
+
+COPY_TIMEOUT_MS = 120_000
+PART = 5 * 1024 * 1024  # the test stores' part size: S3's smallest
+INDEXES = {
+    SegmentFile.OFFSET_INDEX: IndexType.OFFSET,
+    SegmentFile.TIME_INDEX: IndexType.TIMESTAMP,
+    SegmentFile.PRODUCER_SNAPSHOT: IndexType.PRODUCER_SNAPSHOT,
+    SegmentFile.LEADER_EPOCH_CHECKPOINT: IndexType.LEADER_EPOCH,
+    SegmentFile.TRANSACTION_INDEX: IndexType.TRANSACTION,
+}
+
+
+class Stub:
+    """The store's running service and a raw stub of it."""
+
+    def __init__(self, running):
+        self.running = running
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.service.port}")
+        self.rpc = pb_grpc.SegmentStoreServiceStub(self.channel)
+
+    async def close(self):
+        await self.channel.close()
+        await self.running.stop()
+
+
+@pytest_asyncio.fixture
+async def s3(tmp_path, s3_endpoint):
+    stub = Stub(await start_store("s3", tmp_path, s3_endpoint))
+    yield stub
+    await stub.close()
+
+
+@pytest_asyncio.fixture(params=["filesystem", "s3"])
+async def by_path(request, tmp_path, s3_endpoint, kafka_logs):
+    """A store on each backend that may read the broker-written segments and tmp_path."""
+    allowed = f"{kafka_logs},{tmp_path / 'broker'}"
+    running = await start_store(
+        request.param, tmp_path, s3_endpoint, **{"copy.paths.allowed": allowed}
+    )
+    stub = Stub(running)
+    yield stub
+    await stub.close()
+
+
+def segment_contents(log) -> dict[SegmentFile, bytes]:
+    """A broker-written segment's files' bytes, as the plugin would send them."""
+    files = segment_files(log)
+    contents = {
+        SegmentFile.LOG: log.read_bytes(),
+        SegmentFile.OFFSET_INDEX: files.offset_index.read_bytes(),
+        SegmentFile.TIME_INDEX: files.time_index.read_bytes(),
+        SegmentFile.LEADER_EPOCH_CHECKPOINT: files.leader_epoch_index,
+    }
+    snapshot = files.producer_snapshot_index
+    contents[SegmentFile.PRODUCER_SNAPSHOT] = (
+        snapshot if isinstance(snapshot, bytes) else snapshot.read_bytes()
+    )
+    return contents
+
+
+def sizes(contents: dict[SegmentFile, bytes]) -> list[pb.SegmentFileSize]:
+    return [
+        pb.SegmentFileSize(file=segment_file_to_proto(f), size=len(data))
+        for f, data in contents.items()
+    ]
+
+
+async def start(stub, metadata, contents, timeout_ms=COPY_TIMEOUT_MS):
+    return await stub.rpc.StartSegmentUpload(
+        pb.StartSegmentUploadRequest(
+            metadata=segment_metadata_to_proto(metadata),
+            files=sizes(contents),
+            copy_timeout_ms=timeout_ms,
+        )
+    )
+
+
+async def put(session: aiohttp.ClientSession, url: str, body: bytes) -> str:
+    """PUT `body` to a presigned URL as the plugin does, Content-MD5 and all; its MD5."""
+    digest = hashlib.md5(body)
+    headers = {"Content-MD5": b64encode(digest.digest()).decode()}
+    async with session.put(url, data=body, headers=headers) as response:
+        assert response.status == 200, await response.text()
+        assert response.headers["ETag"].strip('"') == digest.hexdigest()
+    return digest.hexdigest()
+
+
+async def put_all(upload, contents, *, skip_indexes=False) -> tuple[list[pb.UploadedPart], str]:
+    """Every part and the indexes PUT in parallel; what the complete request says of them."""
+    log = contents[SegmentFile.LOG]
+    async with aiohttp.ClientSession() as session:
+        md5s = await asyncio.gather(
+            *(put(session, p.url, log[p.position : p.position + p.size]) for p in upload.log_parts)
+        )
+        indexes = b"".join(contents.get(SegmentFile(_file(f)), b"") for f in upload.index_order)
+        indexes_md5 = hashlib.md5(indexes).hexdigest()
+        if not skip_indexes:
+            await put(session, upload.indexes_url, indexes)
+    parts = [
+        pb.UploadedPart(part_number=p.part_number, size=p.size, md5=md5)
+        for p, md5 in zip(upload.log_parts, md5s, strict=True)
+    ]
+    return parts, indexes_md5
+
+
+def _file(proto_value: int) -> str:
+    return {segment_file_to_proto(f): f.value for f in SegmentFile}[proto_value]
+
+
+async def complete(stub, metadata, upload, contents, parts, indexes_md5):
+    return await stub.rpc.CompleteSegmentUpload(
+        pb.CompleteSegmentUploadRequest(
+            metadata=segment_metadata_to_proto(metadata),
+            upload_id=upload.upload_id,
+            files=sizes(contents),
+            log_parts=parts,
+            indexes_md5=indexes_md5,
+        )
+    )
+
+
+async def read_back(client, metadata) -> dict[SegmentFile, bytes]:
+    log = b"".join([c async for c in client.fetch_log_segment(metadata, 0)])
+    read = {SegmentFile.LOG: log}
+    for file, index in INDEXES.items():
+        if file is not SegmentFile.TRANSACTION_INDEX:
+            read[file] = await client.fetch_index(metadata, index)
+    return read
+
+
+def refused(error: grpc.aio.AioRpcError, code: grpc.StatusCode, field: str | None = None):
+    assert error.code() == code, error.details()
+    if field is not None:
+        assert error_info(error).metadata["field"] == field, error.details()
+
+
+async def test_segments_put_by_url_read_back_byte_for_byte(s3, kafka_logs):
+    """A broker-written segment, and a log of three parts (the last short)."""
+    real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    synthetic = segment_contents(real) | {SegmentFile.LOG: os.urandom(2 * PART + 12345)}
+    for contents in (segment_contents(real), synthetic):
+        metadata = replace(
+            segment_metadata(real, topic="test_topic_a"),
+            segment_size_in_bytes=len(contents[SegmentFile.LOG]),
+        )
+        before = s3.running.objects()
+        upload = await start(s3, metadata, contents)
+        assert upload.valid_for_ms == COPY_TIMEOUT_MS + UPLOAD_URL_MARGIN_S * 1000
+        plan = [(p.position, p.size) for p in upload.log_parts]
+        assert plan == part_plan(len(contents[SegmentFile.LOG]), PART)
+        assert [p.part_number for p in upload.log_parts] == list(range(1, len(plan) + 1))
+        assert s3.running.objects() == before  # nothing is there until the caller PUTs it
+        parts, indexes_md5 = await put_all(upload, contents)
+        answer = await complete(s3, metadata, upload, contents, parts, indexes_md5)
+        assert b'"remote_size"' in answer.custom_metadata
+        assert await read_back(s3.running.client, metadata) == contents
+        assert s3.running.incomplete_uploads() == 0
+    assert len(plan) == 3
+    assert plan[-1][1] == 12345
+
+
+async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kafka_logs):
+    real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    contents = segment_contents(real) | {SegmentFile.LOG: os.urandom(PART + 10)}
+    metadata = replace(
+        segment_metadata(real, topic="test_topic_a"), segment_size_in_bytes=PART + 10
+    )
+
+    async def attempt(tamper, field, *, skip_indexes=False):
+        upload = await start(s3, metadata, contents)
+        parts, indexes_md5 = await put_all(upload, contents, skip_indexes=skip_indexes)
+        parts, indexes_md5 = tamper(parts, indexes_md5)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await complete(s3, metadata, upload, contents, parts, indexes_md5)
+        refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
+        # Discarded whole: no part, no indexes object, no manifest.
+        assert (s3.running.objects(), s3.running.incomplete_uploads()) == ({}, 0)
+        return caught.value.details()
+
+    def other_md5(parts, indexes_md5):
+        parts[1].md5 = hashlib.md5(b"not what was sent").hexdigest()
+        return parts, indexes_md5
+
+    details = await attempt(other_md5, "log_parts")
+    assert "part 2 was sent as 10 bytes" in details
+    assert "X-Amz-Signature" not in details
+    await attempt(lambda parts, md5: (parts, "0" * 32), "indexes_md5")
+    await attempt(lambda parts, md5: (parts[:1], md5), "log_parts")  # the log not whole
+    details = await attempt(lambda p, m: (p, m), "indexes_md5", skip_indexes=True)
+    assert "never PUT" in details
+
+    # An upload the caller gives up on: aborted, nothing is left.
+    upload = await start(s3, metadata, contents)
+    await put_all(upload, contents)
+    assert s3.running.incomplete_uploads() == 1
+    request = pb.AbortSegmentUploadRequest(
+        metadata=segment_metadata_to_proto(metadata), upload_id=upload.upload_id
+    )
+    await s3.rpc.AbortSegmentUpload(request)
+    await s3.rpc.AbortSegmentUpload(request)  # idempotent
+    assert (s3.running.objects(), s3.running.incomplete_uploads()) == ({}, 0)
+
+
+async def test_bad_upload_requests_are_refused_naming_the_field(s3, tmp_path, s3_endpoint):
+    contents = {f: b"x" * 10 for f in SegmentFile if f is not SegmentFile.TRANSACTION_INDEX}
+    metadata = segment_metadata(size=10)
+    cases = [
+        (metadata, {}, COPY_TIMEOUT_MS, "files"),
+        (
+            replace(metadata, segment_size_in_bytes=11),
+            contents,
+            COPY_TIMEOUT_MS,
+            "metadata.segment_size_in_bytes",
+        ),
+        (metadata, contents, 0, "copy_timeout_ms"),
+        (
+            replace(metadata, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
+            contents,
+            COPY_TIMEOUT_MS,
+            "metadata.state",
+        ),
+    ]
+    for segment, files, timeout_ms, field in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await start(s3, segment, files, timeout_ms)
+        refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
+    assert s3.running.incomplete_uploads() == 0
+
+    # A filesystem store signs nothing, nor does an S3 one told not to.
+    for backend, extra in (("filesystem", {}), ("s3", {"storage.s3.copy.urls.enabled": "false"})):
+        (tmp_path / backend).mkdir()
+        unsigned = Stub(await start_store(backend, tmp_path / backend, s3_endpoint, **extra))
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await start(unsigned, metadata, contents)
+            refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+            assert "storage.s3.copy.urls.enabled" in caught.value.details()
+        finally:
+            await unsigned.close()
+
+
+def files_request(metadata, contents, paths, overrides=None) -> pb.CopyLogSegmentFilesRequest:
+    """`paths` on disk (file -> path), the rest of `contents` inline."""
+    request = pb.CopyLogSegmentFilesRequest(metadata=segment_metadata_to_proto(metadata))
+    for file, data in contents.items():
+        if file in paths:
+            request.files.add(
+                file=segment_file_to_proto(file),
+                path=str(paths[file]),
+                size=(overrides or {}).get(file, len(data)),
+            )
+        else:
+            request.inline_files.add(file=segment_file_to_proto(file), position=0, data=data)
+    return request
+
+
+async def test_segments_copied_by_path_read_back_byte_for_byte(by_path, kafka_logs):
+    for log in sorted((kafka_logs / "test_topic_a-0").glob("*.log")):
+        metadata = segment_metadata(log, topic="test_topic_a")
+        contents = segment_contents(log)
+        files = segment_files(log)
+        paths = {
+            SegmentFile.LOG: log,
+            SegmentFile.OFFSET_INDEX: files.offset_index,
+            SegmentFile.TIME_INDEX: files.time_index,
+        }
+        if not isinstance(files.producer_snapshot_index, bytes):
+            paths[SegmentFile.PRODUCER_SNAPSHOT] = files.producer_snapshot_index
+        answer = await by_path.rpc.CopyLogSegmentFiles(files_request(metadata, contents, paths))
+        assert b'"remote_size"' in answer.custom_metadata
+        assert await read_back(by_path.running.client, metadata) == contents
+
+
+async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_path, s3_endpoint):
+    broker = tmp_path / "broker"
+    broker.mkdir()
+    log = broker / "00000000000000000000.log"
+    log.write_bytes(b"z" * 500)
+    outside = tmp_path / "elsewhere.log"
+    outside.write_bytes(b"z" * 500)
+    (broker / "link.log").symlink_to(outside)
+    contents = {f: b"i" * 8 for f in SegmentFile if f is not SegmentFile.TRANSACTION_INDEX}
+    contents[SegmentFile.LOG] = b"z" * 500
+    metadata = segment_metadata(size=500)
+    cases = [
+        ({SegmentFile.LOG: outside}, {}, "files.path", "outside copy.paths.allowed"),
+        ({SegmentFile.LOG: broker / "link.log"}, {}, "files.path", "outside"),
+        ({SegmentFile.LOG: "broker/x.log"}, {}, "files.path", "relative"),
+        ({SegmentFile.LOG: broker / "gone.log"}, {}, "files.path", "cannot read"),
+        ({SegmentFile.LOG: broker}, {}, "files.size", "not a regular file"),
+        ({SegmentFile.LOG: log}, {SegmentFile.LOG: 501}, "files.size", "fewer than"),
+    ]
+    for paths, overrides, field, words in cases:
+        request = files_request(metadata, contents, paths, overrides)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await by_path.rpc.CopyLogSegmentFiles(request)
+        refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
+        assert words in caught.value.details()
+    request = files_request(metadata, contents, {SegmentFile.LOG: log})
+    request.inline_files.add(file=segment_file_to_proto(SegmentFile.LOG), data=b"z")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await by_path.rpc.CopyLogSegmentFiles(request)
+    refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, "inline_files")
+    assert (by_path.running.objects(), by_path.running.incomplete_uploads()) == ({}, 0)
+
+    # A store allowed no directory reads no path.
+    (tmp_path / "closed").mkdir()
+    closed = Stub(await start_store(by_path.running.backend, tmp_path / "closed", s3_endpoint))
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await closed.rpc.CopyLogSegmentFiles(
+                files_request(metadata, contents, {SegmentFile.LOG: log})
+            )
+        refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+        assert "copy.paths.allowed" in caught.value.details()
+    finally:
+        await closed.close()
