@@ -63,9 +63,13 @@ BENCH_LIBS = ROOT / ".tools" / "kafka" / "bench-libs"
 PARTITIONS = 3
 MIB_PER_PARTITION = int(os.environ.get("BENCH_MIB_PER_PARTITION", "48"))
 RECORD_BYTES = 1024
-SEGMENT_BYTES = 1024 * 1024
+# Kafka's floor, so a round rolls many segments; the services' cost is per segment.
+SEGMENT_BYTES = int(os.environ.get("BENCH_SEGMENT_MIB", "1")) * 1024 * 1024
 TASK_INTERVAL_MS = 200
 START_UPS = int(os.environ.get("BENCH_START_UPS", "3"))
+# How the plugin copies (its copy.method): path, the store reading the broker's files
+# (the default here: the store is on the broker's host), or stream, through gRPC.
+COPY_METHOD = os.environ.get("BENCH_COPY_METHOD", "path")
 GB = 1e9
 _COPIED = re.compile(r"^\[([\d-]+ [\d:,]+)\] .*Copied \S+ to remote storage with segment-id")
 
@@ -249,12 +253,16 @@ def remote_files(contender: Contender, topic: str) -> list[Path]:
     """The topic's files in the remote tier: both keep them under a folder named
     `<topic>-...` (the topic id or the partition follows)."""
     root = contender.remote_root
-    return [
-        path
-        for path in root.rglob("*")
-        if path.is_file()
-        and any(part.startswith(f"{topic}-") for part in path.relative_to(root).parts)
-    ]
+    while True:
+        try:
+            return [
+                path
+                for path in root.rglob("*")
+                if path.is_file()
+                and any(part.startswith(f"{topic}-") for part in path.relative_to(root).parts)
+            ]
+        except FileNotFoundError:
+            continue  # a directory deleted while it was listed: list again
 
 
 def delete_topic(contender: Contender, topic: str) -> None:
@@ -343,7 +351,7 @@ def plugin_broker(
             f"127.0.0.1:{store_port}",
             f"127.0.0.1:{metadata_port}",
             task_interval_ms=TASK_INTERVAL_MS,
-            storage_settings={"fetch.urls.enabled": "true", "copy.method": "path"},
+            storage_settings={"fetch.urls.enabled": "true", "copy.method": COPY_METHOD},
         ),
         **QUICK_RETENTION,
         **(properties or {}),
@@ -422,6 +430,7 @@ def main() -> None:
                     contender.tier_s.clear()
                     contender.read_s.clear()
                     contender.cpu.clear()
+                    contender.segments.clear()
                 sizes.clear()
         starts = {c.name: start_ups(c) for c in contenders}
         report_figures(contenders, statistics.median(sizes), starts)

@@ -316,6 +316,13 @@ async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_pat
         ({SegmentFile.LOG: broker / "gone.log"}, {}, "files.path", "cannot read"),
         ({SegmentFile.LOG: broker}, {}, "files.size", "not a regular file"),
         ({SegmentFile.LOG: log}, {SegmentFile.LOG: 501}, "files.size", "fewer than"),
+        # Indexes are read whole: a size past the store's bound is refused before that.
+        (
+            {SegmentFile.LOG: log, SegmentFile.OFFSET_INDEX: log},
+            {SegmentFile.OFFSET_INDEX: 65 << 20},
+            "files",
+            "indexes exceed",
+        ),
     ]
     for paths, overrides, field, words in cases:
         request = files_request(metadata, contents, paths, overrides)

@@ -144,8 +144,9 @@ class DevStack:
                     f"127.0.0.1:{self.reserved_ports['segment-store']}",
                     f"127.0.0.1:{self.reserved_ports['metadata-manager']}",
                     task_interval_ms=TASK_INTERVAL_MS,
-                    # The store is on this host: Kafka reads its files (file:// URLs).
-                    storage_settings={"fetch.urls.enabled": "true"},
+                    # The store is on this host: Kafka reads its files (file:// URLs),
+                    # and the store reads the segments Kafka copies from their files.
+                    storage_settings={"fetch.urls.enabled": "true", "copy.method": "path"},
                 ),
                 **QUICK_RETENTION,
             }
@@ -245,6 +246,8 @@ class DevStack:
                 "storage.root": str(self.segments_dir),
                 "short.circuit.socket.path": short_circuit,
                 "storage.filesystem.fetch.urls.enabled": "true",
+                # The broker's log directory, for the plugin's copies by path.
+                "copy.paths.allowed": str(data / "kafka"),
             },
             "metadata-manager": {
                 **metadata_topic,

@@ -150,24 +150,49 @@ class DirectCopies:
         both = sorted(f.value for f in files.keys() & inline.keys())
         if both:
             raise InvalidArgumentError("inline_files", f"also named by path: {', '.join(both)}")
-        descriptors: list[int] = []
+        index_bytes = sum(f.size for k, f in files.items() if k is not SegmentFile.LOG)
+        index_bytes += sum(len(data) for data in inline.values())
+        if index_bytes > self.store.options.max_index_bytes:
+            raise InvalidArgumentError(
+                "files", f"indexes exceed {self.store.options.max_index_bytes} bytes"
+            )
+        opened = await asyncio.to_thread(self._open_all, files)
         try:
-            slices = {}
-            for file, local in files.items():
-                fd = await asyncio.to_thread(self._open, file, local)
-                descriptors.append(fd)
-                slices[file] = FileSlice(fd, 0, local.size)
 
             async def chunks() -> AsyncIterator[SegmentChunk]:
-                for file, piece in slices.items():
+                for file, piece in opened.items():
                     yield SegmentChunk(file, 0, piece)
                 for file, data in inline.items():
                     yield SegmentChunk(file, 0, data)
 
             return await self.store.copy_log_segment_data(metadata, chunks())
         finally:
-            for fd in descriptors:
-                os.close(fd)
+            for piece in opened.values():
+                if isinstance(piece, FileSlice):
+                    os.close(piece.fd)
+
+    def _open_all(
+        self, files: dict[SegmentFile, LocalFile]
+    ) -> dict[SegmentFile, FileSlice | bytes]:
+        """In one thread hop: the log as a slice of its opened file, the indexes (small)
+        read whole."""
+        opened: dict[SegmentFile, FileSlice | bytes] = {}
+        try:
+            for file, local in files.items():
+                fd = self._open(file, local)
+                if file is SegmentFile.LOG:
+                    opened[file] = FileSlice(fd, 0, local.size)
+                    continue
+                try:
+                    opened[file] = _read_exactly(fd, local.size, file)
+                finally:
+                    os.close(fd)
+        except BaseException:
+            for piece in opened.values():
+                if isinstance(piece, FileSlice):
+                    os.close(piece.fd)
+            raise
+        return opened
 
     def _open(self, file: SegmentFile, local: LocalFile) -> int:
         """A read-only descriptor of the file, once it is known to be one this store may
@@ -310,6 +335,19 @@ class DirectCopies:
         signer = self._signer()
         keys = self.store.keys(metadata)
         await self.store.discard(lambda: _abort(signer, keys, upload_id), keys)
+
+
+def _read_exactly(fd: int, size: int, file: SegmentFile) -> bytes:
+    parts, got = [], 0
+    while got < size:
+        data = os.pread(fd, size - got, got)
+        if not data:
+            raise InvalidArgumentError(
+                "files.size", f"the {file.value} file ended after {got} of its {size} bytes"
+            )
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
 
 
 def _check_sent(parts: list[StoredPart], indexes_md5: str, log_size: int) -> None:
