@@ -10,8 +10,9 @@ import pytest_asyncio
 from support.telemetry import counter
 
 from remotelog.client import TieredConsumer
+from remotelog.client.url_ranges import UrlRangeReader
 from remotelog.core import metrics as m
-from remotelog.core.errors import UnsupportedOperationError
+from remotelog.core.errors import InvalidArgumentError, UnsupportedOperationError
 from remotelog.kafka.consumer_records import fetched_records
 from remotelog.kafka.records import iter_batches
 
@@ -122,6 +123,37 @@ async def test_failed_gets_resume_and_a_refused_url_leaves_the_rest_to_the_servi
     assert served_bytes(reader) - before >= len(tiered.log_bytes("large"))
     assert "through the fetch service: " in caplog.text
     assert "Signature=" not in caplog.text
+
+
+async def test_a_get_slower_than_the_readers_recent_ones_is_hedged(tiered, large, s3_server):
+    """After 80 GETs of 128 KiB (the 40 batches of "large"), one answered five seconds late
+    is asked again; the second
+    answers first, the late one is cancelled, and the bytes are the log's."""
+    if tiered.backend == "filesystem":
+        pytest.skip("a filesystem store signs no URLs")
+    client = tiered.running[0].client
+    urls = UrlRangeReader(client, range_bytes=128 * 1024, timeout_s=30)
+
+    async def read() -> bytes:
+        return b"".join(
+            [b"".join(pieces) async for _, pieces in urls.ranges(tiered.tip("large"), 0, 40)]
+        )
+
+    try:
+        log = tiered.log_bytes("large")
+        assert await read() == log
+        # Loopback has its slowest 5% too: those were hedged already.
+        hedged, won = urls.hedged, urls.hedges_won
+        s3_server.inject(mode="slow", delay_ms=5000, count=1, method="GET", presigned=True)
+        assert await read() == log
+        assert s3_server.pending_faults() == []
+        assert urls.hedges_won > won
+        assert urls.hedged - hedged >= urls.hedges_won - won
+        # Off: no GET is hedged, however late.
+        with pytest.raises(InvalidArgumentError, match="hedge_percentile"):
+            UrlRangeReader(client, hedge_percentile=101)
+    finally:
+        await urls.close()
 
 
 async def test_spark_tasks_read_s3_themselves_unless_told_not_to(

@@ -90,6 +90,9 @@ def test_options_parse_as_spark_names_them():
     assert options.max_bytes_per_partition == DEFAULT_MAX_BYTES_PER_PARTITION == 128 << 20
     given = parse_options({**ADDRESSES, "subscribe": "a", "remotelog.maxBytesPerPartition": "1"})
     assert given.max_bytes_per_partition == 1
+    assert options.hedge_percentile == 95.0
+    off = parse_options({**ADDRESSES, "subscribe": "a", "remotelog.hedgePercentile": "0"})
+    assert off.hedge_percentile == 0.0
 
 
 @pytest.mark.parametrize(
@@ -115,6 +118,8 @@ def test_options_parse_as_spark_names_them():
             {"subscribe": "a", "startingOffsetsByTimestampStrategy": "x"},
             "startingOffsetsByTimestampStrategy",
         ),
+        ({"subscribe": "a", "remotelog.hedgePercentile": "101"}, "remotelog.hedgePercentile"),
+        ({"subscribe": "a", "remotelog.hedgePercentile": "p95"}, "remotelog.hedgePercentile"),
         ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger"),
         ({"subscribe": "a", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),

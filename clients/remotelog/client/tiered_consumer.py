@@ -28,7 +28,7 @@ from remotelog.client.log_readers import URL_PAUSE_S
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.client.segment_files import SegmentFiles, batch_chunks, whole_segments
-from remotelog.client.url_ranges import UrlRangeReader
+from remotelog.client.url_ranges import HEDGE_PERCENTILE, UrlRangeReader
 from remotelog.core.errors import (
     InvalidArgumentError,
     OffsetOutOfRangeError,
@@ -93,6 +93,7 @@ class TieredConsumer:
         chunk_bytes: int = 0,
         short_circuit_socket: str | None = None,
         fetch_urls: bool = True,
+        hedge_percentile: float = HEDGE_PERCENTILE,
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidArgumentError(
@@ -118,7 +119,11 @@ class TieredConsumer:
         # The rest straight from object storage, by the URLs the fetch service locates
         # (url_ranges); off once the service says it hands out none.
         self._urls = (
-            UrlRangeReader(fetch, timeout_s=fetch.options.timeout_s) if fetch_urls else None
+            UrlRangeReader(
+                fetch, timeout_s=fetch.options.timeout_s, hedge_percentile=hedge_percentile
+            )
+            if fetch_urls
+            else None
         )
         self._urls_paused_until = 0.0
         self._owned: list[RemoteFetchClient | MetadataClient] = []

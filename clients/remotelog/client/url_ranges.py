@@ -8,7 +8,11 @@ when the GETs reach them. It holds at most `parallel` ranges at once, and a
 reader that stops or is closed cancels the GETs on their way.
 
 A GET that fails (503 SlowDown, a connection cut midway) or outlasts its timeout is
-asked again from the byte it reached, with backoff, up to MAX_GET_ATTEMPTS times.
+asked again from the byte it reached, with backoff, up to MAX_GET_ATTEMPTS times. A
+GET whose first byte is later than `hedge_percentile` of the reader's recent GETs'
+is hedged: the same range is asked a second time, the first to answer is read, the
+other cancelled (object storage's slowest requests are slow on one server, and a
+second request is served by another).
 What cannot go on by URL (a refused URL, the store out of reach, no URLs at all)
 raises UrlReadUnavailable,
 and the caller reads the rest through ReadOffsetRange from the batch after the
@@ -27,7 +31,7 @@ from typing import Any
 from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.remote_fetch import RemoteFetchClient
 from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.errors import DeadlineExceededError
+from remotelog.core.errors import DeadlineExceededError, InvalidArgumentError
 from remotelog.core.model import SegmentByteRange, TopicIdPartition
 from remotelog.kafka.batches import BatchCutter, Batches
 
@@ -40,6 +44,35 @@ RANGE_BYTES = 8 * 1024 * 1024
 PARALLEL_GETS = 4
 # Tries of one GET before the rest is left to ReadOffsetRange.
 MAX_GET_ATTEMPTS = 5
+# A GET whose first byte comes later than this percentile of recent ones is hedged.
+HEDGE_PERCENTILE = 95.0
+# First-byte latencies kept, and how many before any GET is hedged.
+_LATENCIES_KEPT = 256
+_LATENCIES_BEFORE_HEDGING = 20
+
+
+class FirstByteLatencies:
+    """Recent GETs' times to first byte, and the percentile past which one is hedged."""
+
+    def __init__(self, percentile: float) -> None:
+        if not 0 < percentile <= 100:
+            raise InvalidArgumentError("hedge_percentile", f"{percentile}: from 0 (off) to 100")
+        self.percentile = percentile
+        self._seconds: collections.deque[float] = collections.deque(maxlen=_LATENCIES_KEPT)
+
+    def add(self, seconds: float) -> None:
+        self._seconds.append(seconds)
+
+    def hedge_after(self) -> float | None:
+        """Seconds a GET waits for its first byte before it is hedged; None: not yet known."""
+        if len(self._seconds) < _LATENCIES_BEFORE_HEDGING:
+            return None
+        ordered = sorted(self._seconds)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * self.percentile / 100))]
+
+
+# A GET under way and its first piece (None: it had none).
+_Opened = tuple[AsyncGenerator[bytes, None], bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +93,18 @@ class UrlRangeReader:
         parallel: int = PARALLEL_GETS,
         backoff: ExponentialBackoff | None = None,
         timeout_s: float = 30.0,
+        hedge_percentile: float = HEDGE_PERCENTILE,
     ) -> None:
         self.fetch = fetch
         self.range_bytes = range_bytes
         self.parallel = parallel
         self.backoff = backoff or fetch.options.backoff
         self.timeout_s = timeout_s
+        # hedge_percentile 0: no GET is hedged.
+        self._latencies = FirstByteLatencies(hedge_percentile) if hedge_percentile else None
+        # GETs asked a second time, and the second ones that answered first.
+        self.hedged = 0
+        self.hedges_won = 0
         self._http = UrlReader()
 
     async def close(self) -> None:
@@ -147,11 +186,12 @@ class UrlRangeReader:
         pieces: list[bytes] = []
         position = get.first
         for attempt in range(MAX_GET_ATTEMPTS):
-            reads = self._http.read(
-                get.located.url, position, get.last, what=what, timeout_s=self.timeout_s
-            )
             try:
+                reads, first = await self._opened(get.located.url, position, get.last, what)
                 async with contextlib.aclosing(reads):
+                    if first is not None:
+                        pieces.append(first)
+                        position += len(first)
                     async for piece in reads:
                         pieces.append(piece)
                         position += len(piece)
@@ -162,6 +202,69 @@ class UrlRangeReader:
                     raise UrlReadUnavailable(str(exc), refused=refused) from exc
                 await asyncio.sleep(self.backoff.backoff_ms(attempt) / 1000)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _opened(self, url: str, first: int, last: int, what: str) -> _Opened:
+        """A GET of bytes `first`..`last` and its first piece (None: it had none), hedged
+        by a second GET of the same bytes if the first piece is late."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        primary = asyncio.ensure_future(self._first_piece(url, first, last, what))
+        hedge_after = self._latencies.hedge_after() if self._latencies is not None else None
+        if hedge_after is not None:
+            try:
+                late = not (await asyncio.wait({primary}, timeout=hedge_after))[0]
+            except BaseException:
+                primary.cancel()
+                await asyncio.gather(primary, return_exceptions=True)
+                raise
+            if late:
+                self.hedged += 1
+                hedge = asyncio.ensure_future(self._first_piece(url, first, last, what))
+                opened, hedge_won = await _first_answer(primary, hedge)
+                self.hedges_won += hedge_won
+                return opened  # a hedged GET's latency is not a sample: it was chosen late
+        opened = await primary
+        if self._latencies is not None:
+            self._latencies.add(loop.time() - started)
+        return opened
+
+    async def _first_piece(self, url: str, first: int, last: int, what: str) -> _Opened:
+        reads = self._http.read(url, first, last, what=what, timeout_s=self.timeout_s)
+        try:
+            return reads, await anext(reads, None)
+        except BaseException:
+            await reads.aclose()
+            raise
+
+
+async def _first_answer(
+    primary: asyncio.Future[_Opened], hedge: asyncio.Future[_Opened]
+) -> tuple[_Opened, bool]:
+    """The GET of the two that answers first, and whether it was the hedge; the other is
+    cancelled (closed if it answered too). If both fail, the later failure."""
+    pending: set[asyncio.Future[_Opened]] = {primary, hedge}
+    winner: asyncio.Future[_Opened] | None = None
+    failure: BaseException | None = None
+    try:
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in (primary, hedge):
+                if task in done and (exc := task.exception()) is not None:
+                    failure = exc
+                elif task in done and winner is None:
+                    winner = task
+        if winner is None:
+            assert failure is not None
+            raise failure
+        return winner.result(), winner is hedge
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in (primary, hedge):
+            answered = task.done() and not task.cancelled() and task.exception() is None
+            if task is not winner and answered:
+                await task.result()[0].aclose()
 
 
 async def _in_order(

@@ -68,6 +68,7 @@ KNOWN = frozenset(
         "maxrecordsperpartition",
         "remotelog.maxbytesperpartition",
         "remotelog.fetchurls",
+        "remotelog.hedgepercentile",
         "startingtimestamp",
         "endingtimestamp",
         "startingoffsetsbytimestamp",
@@ -173,6 +174,9 @@ class ReadOptions:
     # Tasks read object storage themselves, by the URLs the fetch service locates
     # (remotelog.client.url_ranges); false: every byte through the fetch service.
     fetch_urls: bool = True
+    # A task's GET whose first byte is later than this percentile of its recent ones is
+    # asked a second time (0: never).
+    hedge_percentile: float = 95.0
 
 
 def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
@@ -250,6 +254,9 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool = False) -> ReadOpt
         ),
         short_circuit_socket=options.get("remotelog.segment.store.short.circuit.socket.path", ""),
         fetch_urls=_boolean(options.get("remotelog.fetchurls", "true"), "remotelog.fetchUrls"),
+        hedge_percentile=_percentile(
+            options.get("remotelog.hedgepercentile", "95"), "remotelog.hedgePercentile"
+        ),
     )
 
 
@@ -396,6 +403,16 @@ def _duration_ms(value: str | None, name: str) -> int:
     if found is None:
         raise InvalidArgumentError(name, f"{value!r}: a duration such as 30s, 5m or 500ms")
     return int(found[1]) * _DURATION_MS[found[2] or "ms"]
+
+
+def _percentile(value: str, name: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 100:
+        raise InvalidArgumentError(name, f"{value!r}: a percentile from 0 (off) to 100")
+    return number
 
 
 def _boolean(value: str, name: str) -> bool:

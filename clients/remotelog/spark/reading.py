@@ -112,6 +112,7 @@ def consumer_for(options: ReadOptions) -> BlockingTieredConsumer:
         chunk_bytes=CHUNK_BYTES,
         short_circuit_socket=options.short_circuit_socket or None,
         fetch_urls=options.fetch_urls,
+        hedge_percentile=options.hedge_percentile,
     )
 
 
