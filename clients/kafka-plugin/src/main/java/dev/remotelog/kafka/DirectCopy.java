@@ -37,6 +37,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import remotelog.api.segmentstore.v1.SegmentStore.AbortSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
@@ -170,21 +171,35 @@ final class DirectCopy {
                     put("the indexes", upload.getIndexesUrl(), deadline, indexes.length,
                             () -> new java.io.ByteArrayInputStream(indexes));
             var response =
-                    copyCall()
-                            .completeSegmentUpload(
-                                    CompleteSegmentUploadRequest.newBuilder()
-                                            .setMetadata(Protos.metadata(metadata))
-                                            .setUploadId(upload.getUploadId())
-                                            .addAllFiles(sizes)
-                                            .addAllLogParts(parts)
-                                            .setIndexesMd5(indexesMd5)
-                                            .build());
+                    complete(
+                            CompleteSegmentUploadRequest.newBuilder()
+                                    .setMetadata(Protos.metadata(metadata))
+                                    .setUploadId(upload.getUploadId())
+                                    .addAllFiles(sizes)
+                                    .addAllLogParts(parts)
+                                    .setIndexesMd5(indexesMd5)
+                                    .build());
             completed = true;
             return result(response.hasCustomMetadata(), response.getCustomMetadata());
         } finally {
             if (!completed) {
                 abort(metadata, upload.getUploadId());
             }
+        }
+    }
+
+    /** The store's check of what arrived. Bytes other than sent are a failed copy, not bad
+     * input: Kafka then deletes the attempt and copies again (it cleans up only after a
+     * RemoteStorageException). */
+    private CompleteSegmentUploadResponse complete(CompleteSegmentUploadRequest request)
+            throws IOException {
+        try {
+            return copyCall().completeSegmentUpload(request);
+        } catch (StatusRuntimeException e) {
+            if (e.getStatus().getCode() == Status.Code.INVALID_ARGUMENT) {
+                throw new IOException("the store found other bytes than sent: " + e.getStatus().getDescription(), e);
+            }
+            throw e;
         }
     }
 

@@ -14,6 +14,9 @@ import io.grpc.inprocess.InProcessChannelBuilder;
 import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import com.sun.net.httpserver.HttpServer;
+import java.net.InetSocketAddress;
+import java.util.concurrent.ConcurrentHashMap;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -47,7 +50,13 @@ import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.AbortSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.AbortSegmentUploadResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.UploadPart;
+import remotelog.api.segmentstore.v1.SegmentStore.UploadedPart;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.FetchIndexResponse;
@@ -81,6 +90,13 @@ class StorageManagerTest {
     volatile boolean directCopies;
     final List<CopyLogSegmentFilesRequest> copiedByPath = new ArrayList<>();
     final AtomicInteger directAsked = new AtomicInteger();
+    // A stand-in for S3 behind upload URLs: a PUT's body kept by path, its MD5 the ETag.
+    HttpServer objects;
+    final Map<String, byte[]> putObjects = new ConcurrentHashMap<>();
+    final List<CompleteSegmentUploadRequest> completedUploads = new ArrayList<>();
+    final AtomicInteger abortedUploads = new AtomicInteger();
+    // CompleteSegmentUpload answers INVALID_ARGUMENT with this, as for a part other than sent.
+    volatile String uploadMismatch;
     // Chunks read ahead of an HTTP reader: none (the plain ranged GETs) unless a test says.
     int readAheadChunks;
     // Whether the thread was still interrupted as the last failed copy returned.
@@ -151,7 +167,55 @@ class StorageManagerTest {
         public void startSegmentUpload(
                 StartSegmentUploadRequest request, StreamObserver<StartSegmentUploadResponse> response) {
             directAsked.incrementAndGet();
-            response.onError(Status.UNIMPLEMENTED.withDescription("no upload URLs").asRuntimeException());
+            if (objects == null) {
+                response.onError(Status.UNIMPLEMENTED.withDescription("no upload URLs").asRuntimeException());
+                return;
+            }
+            String base = "http://127.0.0.1:" + objects.getAddress().getPort();
+            var upload = StartSegmentUploadResponse.newBuilder().setUploadId("u1").setValidForMs(60_000);
+            long size =
+                    request.getFilesList().stream()
+                            .filter(f -> f.getFile() == SegmentFile.SEGMENT_FILE_LOG)
+                            .findFirst()
+                            .orElseThrow()
+                            .getSize();
+            for (long position = 0, number = 1; position < size; position += CHUNK, number++) {
+                upload.addLogParts(
+                        UploadPart.newBuilder()
+                                .setPartNumber((int) number)
+                                .setPosition(position)
+                                .setSize(Math.min(CHUNK, size - position))
+                                .setUrl(base + "/log/" + number));
+            }
+            response.onNext(
+                    upload.setIndexesUrl(base + "/indexes")
+                            .addIndexOrder(SegmentFile.SEGMENT_FILE_OFFSET_INDEX)
+                            .addIndexOrder(SegmentFile.SEGMENT_FILE_TIME_INDEX)
+                            .addIndexOrder(SegmentFile.SEGMENT_FILE_PRODUCER_SNAPSHOT)
+                            .addIndexOrder(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT)
+                            .build());
+            response.onCompleted();
+        }
+
+        @Override
+        public void completeSegmentUpload(
+                CompleteSegmentUploadRequest request, StreamObserver<CompleteSegmentUploadResponse> response) {
+            completedUploads.add(request);
+            if (uploadMismatch != null) {
+                response.onError(Status.INVALID_ARGUMENT.withDescription(uploadMismatch).asRuntimeException());
+                return;
+            }
+            response.onNext(
+                    CompleteSegmentUploadResponse.newBuilder().setCustomMetadata(ByteString.copyFromUtf8("u")).build());
+            response.onCompleted();
+        }
+
+        @Override
+        public void abortSegmentUpload(
+                AbortSegmentUploadRequest request, StreamObserver<AbortSegmentUploadResponse> response) {
+            abortedUploads.incrementAndGet();
+            response.onNext(AbortSegmentUploadResponse.getDefaultInstance());
+            response.onCompleted();
         }
 
         @Override
@@ -229,6 +293,9 @@ class StorageManagerTest {
     void stop() {
         manager.close();
         server.shutdownNow();
+        if (objects != null) {
+            objects.stop(0);
+        }
     }
 
     static RemoteLogSegmentMetadata segment() {
@@ -317,6 +384,71 @@ class StorageManagerTest {
                 request.getFilesList().stream().map(f -> f.getPath() + " " + f.getSize()).collect(Collectors.toList()));
         assertEquals(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, request.getInlineFiles(0).getFile());
         assertEquals("0\n1\n0 0\n", request.getInlineFiles(0).getData().toStringUtf8());
+    }
+
+    /** The stand-in for S3 started, and the manager copying by URL. */
+    void objectStore() throws Exception {
+        objects = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        objects.createContext(
+                "/",
+                exchange -> {
+                    byte[] body = exchange.getRequestBody().readAllBytes();
+                    putObjects.put(exchange.getRequestURI().getPath(), body);
+                    exchange.getResponseHeaders().add("ETag", "\"" + md5(body) + "\"");
+                    exchange.sendResponseHeaders(200, -1);
+                    exchange.close();
+                });
+        objects.start();
+        copyMethod = "url";
+        connect(serverName);
+    }
+
+    static String md5(byte[] bytes) {
+        try {
+            return String.format(
+                    "%032x", new java.math.BigInteger(1, java.security.MessageDigest.getInstance("MD5").digest(bytes)));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Test
+    void aCopyByUrlPutsEveryPartAndTheIndexesAndTellsTheStoreWhatItSent(@TempDir Path dir) throws Exception {
+        objectStore();
+        LogSegmentData data = segmentData(dir);
+        var custom = manager.copyLogSegmentData(segment(), data);
+        assertEquals("u", new String(custom.orElseThrow().value(), StandardCharsets.UTF_8));
+        assertEquals(List.of(), copied); // nothing went by the stream
+        byte[] log = Files.readAllBytes(data.logSegment());
+        assertEquals(java.util.Set.of("/log/1", "/log/2", "/log/3", "/indexes"), putObjects.keySet());
+        ByteArrayOutputStream parts = new ByteArrayOutputStream();
+        for (int number = 1; number <= 3; number++) {
+            parts.write(putObjects.get("/log/" + number));
+        }
+        assertArrayEquals(log, parts.toByteArray());
+        assertArrayEquals(new byte[] {1, 2, 3, '0', '\n', '1', '\n', '0', ' ', '0', '\n'}, putObjects.get("/indexes"));
+        CompleteSegmentUploadRequest sent = completedUploads.get(0);
+        assertEquals("u1", sent.getUploadId());
+        assertEquals(
+                List.of(1, 2, 3),
+                sent.getLogPartsList().stream().map(UploadedPart::getPartNumber).collect(Collectors.toList()));
+        for (UploadedPart part : sent.getLogPartsList()) {
+            assertEquals(md5(putObjects.get("/log/" + part.getPartNumber())), part.getMd5());
+        }
+        assertEquals(md5(putObjects.get("/indexes")), sent.getIndexesMd5());
+        assertEquals(0, abortedUploads.get());
+    }
+
+    @Test
+    void anUploadTheStoreFindsOtherThanSentFailsForGoodAndIsAborted(@TempDir Path dir) throws Exception {
+        objectStore();
+        uploadMismatch = "part 2 was sent as 4096 bytes of MD5 x, but S3 holds nothing";
+        RemoteStorageException failure =
+                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
+        // A RemoteStorageException, so Kafka deletes the attempt and copies again.
+        assertFalse(KafkaApi.isRetriable(failure), failure.toString());
+        assertTrue(failure.getCause().getMessage().contains("other bytes than sent"), failure.toString());
+        assertEquals(1, abortedUploads.get());
     }
 
     @Test
