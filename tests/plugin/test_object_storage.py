@@ -107,6 +107,11 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     ).values()
     assert ahead > 0
     assert hits > 0
+    # A chunk held up by a SlowDown's pause was asked a second time.
+    [hedged] = (
+        await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute="hedged-reads-total")
+    ).values()
+    assert hedged > 0
 
 
 def s3_uploads_of(stack, topic: str):

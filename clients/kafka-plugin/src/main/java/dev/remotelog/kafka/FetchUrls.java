@@ -76,6 +76,7 @@ final class FetchUrls {
     private HttpClient http;
     private ExecutorService httpThreads;
     private ReadAhead readAhead;
+    private HedgedFetcher hedging;
 
     /** Reads of `timeoutMs` at most each, retries included; `retried` counts each retry. */
     FetchUrls(long timeoutMs, Runnable retried) {
@@ -88,8 +89,16 @@ final class FetchUrls {
      * fetched ahead of each reader, `maxBytes` held at most (see ReadAhead). `fetchedAhead`
      * counts each chunk asked for ahead, `hit` each a reader found held or on its way.
      */
-    synchronized void readAhead(int chunkBytes, int ahead, long maxBytes, Runnable fetchedAhead, Runnable hit) {
-        readAhead = new ReadAhead(chunkBytes, ahead, maxBytes, timeoutMs, this::range, fetchedAhead, hit);
+    synchronized void readAhead(
+            int chunkBytes,
+            int ahead,
+            long maxBytes,
+            double hedgePercentile,
+            Runnable fetchedAhead,
+            Runnable hit,
+            Runnable hedged) {
+        hedging = new HedgedFetcher(this::range, hedgePercentile, timeoutMs, hedged);
+        readAhead = new ReadAhead(chunkBytes, ahead, maxBytes, timeoutMs, hedging, fetchedAhead, hit);
     }
 
     /**
@@ -478,6 +487,9 @@ final class FetchUrls {
         offered = false;
         if (readAhead != null) {
             readAhead.close();
+        }
+        if (hedging != null) {
+            hedging.close();
         }
         http = null;
         if (httpThreads != null) {

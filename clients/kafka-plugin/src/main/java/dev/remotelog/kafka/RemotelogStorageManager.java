@@ -97,12 +97,17 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             Sensor hits =
                     instruments.counter(
                             "read-ahead-hits", "Chunks a reader found held or on their way instead of asking the store");
+            Sensor hedged =
+                    instruments.counter(
+                            "hedged-reads", "Read-ahead chunks asked a second time because the first GET was late");
             fetchUrls.readAhead(
                     settings.readAheadChunkBytes(),
                     settings.readAheadChunks(),
                     settings.readAheadMaxBytes(),
+                    settings.hedgePercentile(),
                     fetchedAhead::record,
-                    hits::record);
+                    hits::record,
+                    hedged::record);
         }
         broker.attach(instruments);
         instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);

@@ -64,6 +64,7 @@ final class Settings {
     static final String READ_AHEAD_CHUNKS = "fetch.read.ahead.chunks";
     static final String READ_AHEAD_CHUNK_BYTES = "fetch.read.ahead.chunk.bytes";
     static final String READ_AHEAD_MAX_BYTES = "fetch.read.ahead.max.bytes";
+    static final String HEDGE_PERCENTILE = "fetch.read.ahead.hedge.percentile";
     static final String LOOKUP_TIMEOUT = "client.lookup.timeout.ms";
 
     // What the broker puts beside a plugin's own settings (RemoteLogManager.configureRSM
@@ -198,6 +199,16 @@ final class Settings {
                     Range.between(64 << 10, 64 << 20),
                     Importance.LOW,
                     "Bytes of a read-ahead chunk: one ranged GET each.");
+            def.define(
+                    p + HEDGE_PERCENTILE,
+                    Type.DOUBLE,
+                    95.0,
+                    Range.between(0, 100),
+                    Importance.LOW,
+                    "A read-ahead chunk's GET that takes longer than this percentile of the last"
+                            + " 256 (once there are 20) is asked a second time, and the first answer"
+                            + " is read: object storage's slowest requests are slow on one server."
+                            + " 0: never.");
             def.define(
                     p + READ_AHEAD_MAX_BYTES,
                     Type.LONG,
@@ -415,6 +426,10 @@ final class Settings {
 
     int readAheadChunkBytes() {
         return values.getInt(role.prefix + READ_AHEAD_CHUNK_BYTES);
+    }
+
+    double hedgePercentile() {
+        return values.getDouble(role.prefix + HEDGE_PERCENTILE);
     }
 
     long readAheadMaxBytes() {
