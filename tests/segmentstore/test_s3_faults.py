@@ -1,5 +1,6 @@
 """S3 faults (throttling, 5xx, dropped and cut-off connections) through a real moto server."""
 
+import asyncio
 import os
 
 import grpc
@@ -114,3 +115,23 @@ async def test_uploaded_bodies_reach_the_wire_as_the_bytes_given(s3_objects, s3_
     client = s3_client(s3_endpoint)
     assert client.get_object(Bucket=objects.bucket, Key="t/0/single")["Body"].read() == single
     assert client.get_object(Bucket=objects.bucket, Key="t/0/multi")["Body"].read() == parts
+
+
+async def test_an_upload_cancelled_while_s3_makes_it_is_still_aborted(
+    s3_objects, s3_faults, s3_endpoint
+):
+    """CreateMultipartUpload reaches S3, but its caller is cancelled before the answer:
+    abort waits for the answer and aborts that upload, which would otherwise be kept
+    (and billed) until a scrub finds it."""
+    objects = s3_objects
+    s3_faults("slow", count=1, method="POST", delay_ms=1000)  # POST ?uploads
+    upload = objects.open_upload("t/0/segment.log")
+    writing = asyncio.create_task(upload.write(os.urandom(objects.settings.part_size + 10)))
+    await asyncio.sleep(0.3)  # the request is at the server, waiting out its delay
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    await upload.abort()
+    await asyncio.sleep(1.0)  # past the delay, where an unknown upload would have appeared
+    uploads = s3_client(s3_endpoint).list_multipart_uploads(Bucket=objects.bucket)
+    assert uploads.get("Uploads", []) == []

@@ -277,3 +277,88 @@ async def test_an_upload_whose_directory_a_delete_removed_makes_it_again(tmp_pat
     assert removed
     assert store.path("t-x/0/00000000000000000042-new.log").read_bytes() == b"new"
     await store.close()
+
+
+# -- uploads cancelled while a file thread works for them -------------------------------------
+
+
+class _Gate:
+    """Holds the first call of a file function on its thread until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def hold(self) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            self.released.wait(10)
+
+    async def cancel_then_abort(self, caller: asyncio.Task, upload: filesystem.FileUpload) -> None:
+        """Cancel `caller` while its job is held, abort, and only then let the job go on."""
+        await asyncio.to_thread(self.entered.wait, 10)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        aborting = asyncio.create_task(upload.abort())
+        await asyncio.sleep(0.1)  # room for an abort that does not wait to run ahead
+        self.released.set()
+        await aborting
+
+
+async def test_an_upload_cancelled_while_its_file_is_made_leaves_no_file_or_descriptor(
+    tmp_path, monkeypatch
+):
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    gate = _Gate()
+    real_open = os.open
+
+    def held_open(path, flags, mode=0o777, **kwargs):
+        if str(path).endswith(filesystem.TMP_SUFFIX):
+            gate.hold()
+        return real_open(path, flags, mode, **kwargs)
+
+    descriptors = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(os, "open", held_open)
+    upload = store.open_upload("t-x/0/segment.log")
+    await gate.cancel_then_abort(asyncio.create_task(upload.write(b"x" * KIB)), upload)
+    monkeypatch.undo()
+    assert _temp_files(store) == []
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    await store.close()
+    assert _temp_files(store) == []
+
+
+async def test_an_upload_cancelled_mid_copy_closes_its_file_only_once_the_copy_ends(
+    tmp_path, monkeypatch
+):
+    store = FileSystemStore(tmp_path / "store", io_threads=2)
+    source = tmp_path / "00000000000000000000.log"
+    source.write_bytes(os.urandom(MIB))
+    gate = _Gate()
+    real_copy = os.copy_file_range
+    target_open_when_copied: list[bool] = []
+
+    def held_copy(src: int, dst: int, count: int, offset_src: int, offset_dst: int) -> int:
+        gate.hold()
+        try:
+            os.fstat(dst)
+            target_open_when_copied.append(True)
+        except OSError:
+            target_open_when_copied.append(False)
+        return real_copy(src, dst, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", held_copy)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        upload = store.open_upload("t-x/0/segment.log")
+        copying = asyncio.create_task(upload.write_file(fd, 0, MIB))
+        await gate.cancel_then_abort(copying, upload)
+    finally:
+        os.close(fd)
+    assert target_open_when_copied == [True]  # one step: the whole MiB
+    assert _temp_files(store) == []
+    assert not store.path("t-x/0/segment.log").exists()
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    await store.close()

@@ -28,11 +28,11 @@ import errno
 import os
 import secrets
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.core.setting_paths import make_directory
@@ -149,6 +149,7 @@ class FileSystemStore:
         self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="fs-store")
         self._paths: dict[str, Path] = {}
         self._mapped = MappedFiles()
+        self._cleanups: set[asyncio.Future[None]] = set()
 
     async def _run(self, fn: Callable[[], T], release: Callable[[T], object] | None = None) -> T:
         """`fn` in the pool; `release` gets its result if the caller stopped waiting for it."""
@@ -295,7 +296,17 @@ class FileSystemStore:
         path = self.path(f"{directory}/{temp}" if directory else temp)
         await self._run(partial(path.unlink, missing_ok=True))
 
+    async def clean_up(self, cleanup: Coroutine[object, object, None]) -> None:
+        """Run `cleanup` to its end even if the caller is cancelled meanwhile (a call
+        whose client went away is cancelled again while it cleans up)."""
+        task = asyncio.ensure_future(cleanup)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        await asyncio.shield(task)
+
     async def close(self) -> None:
+        if self._cleanups:
+            await asyncio.wait(self._cleanups)
         self._mapped.close()
         self._pool.shutdown(wait=True)
 
@@ -314,28 +325,44 @@ class FileUpload:
         self._tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
         self._file: int | None = None
         self._size = 0
-        # Oldest first. A write leaves only when it has ended: whatever is here
-        # may still use the descriptor, so abort() waits for all of it.
+        # Oldest first: the writes the caller has not yet waited for.
         self._writing: deque[Future[None]] = deque()
+        # Every job of this upload on a file thread that may not have ended. A
+        # cancelled caller stops waiting, not the thread: abort() waits for them
+        # all, so none creates the temp file after it is removed or uses the
+        # descriptor after it is closed (and maybe reused by another upload).
+        self._jobs: list[Future[Any]] = []
+        self._creating: Future[int] | None = None
+        self._publishing: Future[None] | None = None
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        self._jobs = [job for job in self._jobs if not job.done()]
+        job = self._store._pool.submit(fn)
+        self._jobs.append(job)
+        return job
 
     async def _opened(self) -> int:
         if self._file is None:
-
-            def create() -> int:
-                # A delete of the partition's last segment removes its directory and
-                # may do so between the mkdir and the open: make it again.
-                attempts = _CREATE_ATTEMPTS
-                while True:
-                    self._tmp.parent.mkdir(parents=True, exist_ok=True)
-                    try:
-                        return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    except FileNotFoundError:
-                        attempts -= 1
-                        if not attempts:
-                            raise
-
-            self._file = await self._store._run(create)
+            if self._creating is None:
+                self._creating = self._submit(self._create)
+            with _storage_errors():
+                fd = await asyncio.wrap_future(self._creating)
+            self._file = fd
+            return fd
         return self._file
+
+    def _create(self) -> int:
+        # A delete of the partition's last segment removes its directory and
+        # may do so between the mkdir and the open: make it again.
+        attempts = _CREATE_ATTEMPTS
+        while True:
+            self._tmp.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                return os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except FileNotFoundError:
+                attempts -= 1
+                if not attempts:
+                    raise
 
     async def _settle_oldest(self) -> None:
         with _storage_errors():
@@ -347,16 +374,16 @@ class FileUpload:
         while len(self._writing) >= WRITES_IN_FLIGHT:
             await self._settle_oldest()
         position, self._size = self._size, self._size + len(data)
-        self._writing.append(self._store._pool.submit(self._write, fd, data, position))
+        self._writing.append(self._submit(partial(self._write, fd, data, position)))
 
     async def write_file(self, fd: int, offset: int, length: int) -> int:
         target = await self._opened()
         while self._writing:
             await self._settle_oldest()
         position = self._size
-        copied = await self._store._run(
-            partial(self._copy_file, fd, offset, length, target, position)
-        )
+        job = self._submit(partial(self._copy_file, fd, offset, length, target, position))
+        with _storage_errors():
+            copied = await asyncio.wrap_future(job)
         self._size += copied
         return copied
 
@@ -405,8 +432,10 @@ class FileUpload:
             await self._settle_oldest()
 
         def publish() -> None:
-            os.fsync(fd)
-            os.close(fd)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(self._tmp, self._final)
             directory = os.open(self._final.parent, os.O_RDONLY)
             try:
@@ -414,16 +443,32 @@ class FileUpload:
             finally:
                 os.close(directory)
 
+        # From here the descriptor is publish's to close, once it runs.
         self._file = None
-        await self._store._run(publish)
+        self._publishing = self._submit(publish)
+        with _storage_errors():
+            await asyncio.wrap_future(self._publishing)
         return self._size
 
     async def abort(self) -> None:
-        # Writes still running use the descriptor: they end before it closes.
-        running = [asyncio.wrap_future(write) for write in self._writing]
+        # Run to its end even if the caller is cancelled again while it waits.
+        await self._store.clean_up(self._drop())
+
+    async def _drop(self) -> None:
+        jobs, self._jobs = self._jobs, []
         self._writing.clear()
-        await asyncio.gather(*running, return_exceptions=True)  # their errors: the caller's
-        fd, self._file = self._file, None
+        # Their errors are the caller's; here they only have to have ended.
+        await asyncio.gather(*(asyncio.wrap_future(job) for job in jobs), return_exceptions=True)
+        created, self._creating, self._file = self._creating, None, None
+        publish = self._publishing
+        fd = None
+        if (
+            created is not None
+            and not created.cancelled()
+            and created.exception() is None
+            and (publish is None or publish.cancelled())
+        ):
+            fd = created.result()
 
         def drop() -> None:
             if fd is not None:

@@ -367,6 +367,7 @@ class S3Upload:
         self._pending: list[bytes | memoryview] = []
         self._pending_bytes = 0
         self._upload_id: str | None = None
+        self._creating: asyncio.Task[str] | None = None
         self._parts: dict[int, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._slots = asyncio.Semaphore(store.settings.concurrency)
@@ -397,15 +398,22 @@ class S3Upload:
             if task.done() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
         if self._upload_id is None:
-            store = self._store
-            created = await store.call(
-                self._key,
-                lambda: store._client.create_multipart_upload(Bucket=store.bucket, Key=self._key),
-            )
-            self._upload_id = created["UploadId"]
+            if self._creating is None:
+                self._creating = asyncio.create_task(self._create())
+            # Shielded: a caller cancelled while S3 makes the upload (its request may
+            # already be there) leaves abort() the id, not an upload nobody knows of.
+            self._upload_id = await asyncio.shield(self._creating)
         await self._slots.acquire()
         number = len(self._tasks) + 1
         self._tasks.append(asyncio.create_task(self._upload_part(number, part)))
+
+    async def _create(self) -> str:
+        store = self._store
+        created = await store.call(
+            self._key,
+            lambda: store._client.create_multipart_upload(Bucket=store.bucket, Key=self._key),
+        )
+        return str(created["UploadId"])
 
     async def _upload_part(self, number: int, part: bytes) -> None:
         store = self._store
@@ -442,7 +450,7 @@ class S3Upload:
                 MultipartUpload={"Parts": parts},
             ),
         )
-        self._upload_id = None
+        self._upload_id = self._creating = None
         return self._size
 
     async def abort(self) -> None:
@@ -451,6 +459,11 @@ class S3Upload:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self._pending, self._pending_bytes = [], 0
+        creating, self._creating = self._creating, None
+        if creating is not None and self._upload_id is None:
+            (made,) = await asyncio.gather(creating, return_exceptions=True)
+            if isinstance(made, str):
+                self._upload_id = made
         upload_id, self._upload_id = self._upload_id, None
         if upload_id is not None:
             store = self._store
