@@ -49,6 +49,11 @@ HEDGE_PERCENTILE = 95.0
 # First-byte latencies kept, and how many before any GET is hedged.
 _LATENCIES_KEPT = 256
 _LATENCIES_BEFORE_HEDGING = 20
+# Hedges come from a budget each GET adds to: one GET in 20 at most, over time, and no
+# more than this many in a burst. A link every GET waits on makes every GET late, and
+# hedging them all would slow it further.
+_HEDGE_BUDGET_PER_GET = 0.05
+_HEDGE_BUDGET_MAX = 10.0
 
 
 class FirstByteLatencies:
@@ -59,9 +64,21 @@ class FirstByteLatencies:
             raise InvalidArgumentError("hedge_percentile", f"{percentile}: from 0 (off) to 100")
         self.percentile = percentile
         self._seconds: collections.deque[float] = collections.deque(maxlen=_LATENCIES_KEPT)
+        self._budget = _HEDGE_BUDGET_MAX
 
     def add(self, seconds: float) -> None:
+        """A GET's first byte came after `seconds` (or had not by then, where its hedge
+        answered first). Late GETs are samples too: kept only when under the threshold,
+        the samples would pull it down, past the slow tail, until every GET was hedged."""
         self._seconds.append(seconds)
+        self._budget = min(_HEDGE_BUDGET_MAX, self._budget + _HEDGE_BUDGET_PER_GET)
+
+    def take_hedge(self) -> bool:
+        """Whether a late GET may be hedged now, the hedge taken from the budget."""
+        if self._budget < 1:
+            return False
+        self._budget -= 1
+        return True
 
     def hedge_after(self) -> float | None:
         """Seconds a GET waits for its first byte before it is hedged; None: not yet known."""
@@ -217,12 +234,15 @@ class UrlRangeReader:
                 primary.cancel()
                 await asyncio.gather(primary, return_exceptions=True)
                 raise
-            if late:
+            if late and self._latencies is not None and self._latencies.take_hedge():
                 self.hedged += 1
                 hedge = asyncio.ensure_future(self._first_piece(url, first, last, what))
                 opened, hedge_won = await _first_answer(primary, hedge)
                 self.hedges_won += hedge_won
-                return opened  # a hedged GET's latency is not a sample: it was chosen late
+                # The first GET's time, or as long as it had run when the hedge won; the
+                # hedge's own time is not a sample: it was asked for because of a late one.
+                self._latencies.add(loop.time() - started)
+                return opened
         opened = await primary
         if self._latencies is not None:
             self._latencies.add(loop.time() - started)

@@ -24,6 +24,10 @@ import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundExceptio
 final class HedgedFetcher implements ReadAhead.Fetcher {
     static final int KEPT = 256;
     static final int BEFORE_HEDGING = 20;
+    // Hedges come from a budget each GET adds to: one GET in 20 at most, over time, and
+    // no more than BUDGET_MAX in a burst.
+    static final double BUDGET_PER_GET = 0.05;
+    static final double BUDGET_MAX = 10;
 
     private final ReadAhead.Fetcher fetcher;
     private final double percentile;
@@ -33,6 +37,7 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
     // The last KEPT GETs' times, a ring; guarded by this.
     private final long[] nanos = new long[KEPT];
     private int samples;
+    private double budget = BUDGET_MAX;
 
     /** `fetcher`'s GETs hedged past `percentile` (0: never) of recent ones, each waited on
      * for `timeoutMs` at most; `hedged` counts each GET asked a second time. */
@@ -59,6 +64,13 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
             record(System.nanoTime() - started);
             return bytes;
         } catch (TimeoutException late) {
+            // The first GET's time is a sample however it ends, won or lost: kept only
+            // when under the threshold, the samples would pull it down, past the slow
+            // tail, until nearly every GET was asked twice.
+            primary.whenComplete((bytes, failure) -> record(System.nanoTime() - started));
+            if (!spendHedge()) {
+                return awaited(primary, started, segment, first, last);
+            }
             hedged.run();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -66,7 +78,7 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
         } catch (ExecutionException e) {
             throw unwrapped(e.getCause(), segment);
         }
-        // A hedged GET's time is not a sample: it was chosen for being late.
+        // The hedge's own time is not a sample: it was asked for because the first was late.
         CompletableFuture<byte[]> hedge = start(url, segment, first, last);
         CompletableFuture<byte[]> answer = new CompletableFuture<>();
         AtomicInteger failed = new AtomicInteger();
@@ -80,6 +92,13 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
                         }
                     });
         }
+        return awaited(answer, started, segment, first, last);
+    }
+
+    /** `answer`'s bytes, waited on until the read's deadline, counted from `started`. */
+    private byte[] awaited(
+            CompletableFuture<byte[]> answer, long started, RemoteLogSegmentId segment, long first, long last)
+            throws IOException, RemoteResourceNotFoundException {
         try {
             long left = TimeUnit.MILLISECONDS.toNanos(timeoutMs) - (System.nanoTime() - started);
             return answer.get(Math.max(1, left), TimeUnit.NANOSECONDS);
@@ -119,6 +138,17 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
     private synchronized void record(long elapsedNanos) {
         nanos[samples % KEPT] = elapsedNanos;
         samples++;
+        budget = Math.min(BUDGET_MAX, budget + BUDGET_PER_GET);
+    }
+
+    /** Whether a hedge may be asked for now (taking it from the budget): a link every
+     * GET waits on makes every GET late, and hedging them all would slow it further. */
+    private synchronized boolean spendHedge() {
+        if (budget < 1) {
+            return false;
+        }
+        budget -= 1;
+        return true;
     }
 
     /** How long a GET runs before it is hedged; null while too few are known, or never. */

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.net.URI;
@@ -31,6 +32,8 @@ class HedgedFetcherTest {
     final CountDownLatch released = new CountDownLatch(1);
     // The GETs from this number on fail, as for a deleted object.
     int goneFrom = Integer.MAX_VALUE;
+    // The GETs from this number on take 20 ms, as on a link every GET waits on.
+    volatile int slowFrom = Integer.MAX_VALUE;
     HedgedFetcher fetcher;
 
     HedgedFetcher fetcher(double percentile) {
@@ -40,6 +43,13 @@ class HedgedFetcherTest {
                             int number = gets.incrementAndGet();
                             if (number >= goneFrom) {
                                 throw new RemoteResourceNotFoundException("gone");
+                            }
+                            if (number >= slowFrom) {
+                                try {
+                                    Thread.sleep(20);
+                                } catch (InterruptedException e) {
+                                    Thread.currentThread().interrupt();
+                                }
                             }
                             if (number == stuck) {
                                 try {
@@ -67,6 +77,24 @@ class HedgedFetcherTest {
         for (int i = 0; i < HedgedFetcher.BEFORE_HEDGING; i++) {
             hedging.fetch(URL, SEGMENT, 0, 0);
         }
+    }
+
+    @Test
+    void whenEveryGetIsLateFewAreHedgedAndTheThresholdFollowsThem() throws Exception {
+        HedgedFetcher hedging = fetcher(95);
+        warm(hedging);
+        long before = hedging.hedgeAfterNanos();
+        slowFrom = gets.get() + 1;
+        int fetches = 60;
+        for (int i = 0; i < fetches; i++) {
+            hedging.fetch(URL, SEGMENT, 0, 0);
+        }
+        // The budget, then one in twenty: not every GET asked twice.
+        assertTrue(hedged.get() <= HedgedFetcher.BUDGET_MAX + fetches * HedgedFetcher.BUDGET_PER_GET, hedged + " hedged");
+        assertTrue(hedged.get() >= 1);
+        // The late GETs were samples: the threshold rose to them instead of staying under them.
+        assertTrue(hedging.hedgeAfterNanos() >= TimeUnit.MILLISECONDS.toNanos(20), "threshold " + hedging.hedgeAfterNanos());
+        assertTrue(hedging.hedgeAfterNanos() > before);
     }
 
     @Test
