@@ -14,7 +14,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.EnumMap;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -63,13 +62,7 @@ final class FetchUrls {
 
     private final long timeoutMs;
     private final Runnable retried;
-    private final Map<RemoteLogSegmentId, Kept> urls =
-            new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<RemoteLogSegmentId, Kept> eldest) {
-                    return size() > MAX_ENTRIES;
-                }
-            };
+    private final Map<RemoteLogSegmentId, Kept> urls = BoundedMaps.keepingNewest(MAX_ENTRIES, true);
     private volatile boolean offered = true;
     private volatile long pausedUntilNanos = System.nanoTime();
     private volatile boolean usedOnce;
@@ -129,6 +122,30 @@ final class FetchUrls {
             Supplier<GetLogSegmentUrlResponse> ask)
             throws RemoteResourceNotFoundException {
         return read(segment, ask, Protos.indexType(type), 0, null, size);
+    }
+
+    /**
+     * Gets the segment's reads ready before they come: its URLs kept, and where they are
+     * not file URLs and read-ahead is on, the first chunks of its indexes and of its log
+     * of `size` bytes asked for (Kafka reads the offset index, then the log from byte 0,
+     * when a reader crosses into the segment).
+     */
+    void prepare(RemoteLogSegmentId segment, long size, Supplier<GetLogSegmentUrlResponse> ask) {
+        if (!offered || System.nanoTime() - pausedUntilNanos < 0) {
+            return;
+        }
+        Kept kept = kept(segment);
+        if (kept == null) {
+            kept = fresh(segment, ask);
+        }
+        ReadAhead ahead = readAhead;
+        if (kept == null || ahead == null || "file".equals(kept.log.getScheme())) {
+            return;
+        }
+        if (kept.indexes != null) {
+            ahead.warm(kept.indexes, segment, true, indexesSize(kept));
+        }
+        ahead.warm(kept.log, segment, size);
     }
 
     private InputStream read(

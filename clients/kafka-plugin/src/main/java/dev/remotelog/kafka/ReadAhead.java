@@ -150,8 +150,13 @@ final class ReadAhead {
      * starts elsewhere leaves the chunk to be let go as any other unread one.
      */
     void warm(URI url, RemoteLogSegmentId segment, long size) {
+        warm(url, segment, false, size);
+    }
+
+    /** As above, the first chunk of the segment's log or (`indexes`) of its indexes. */
+    void warm(URI url, RemoteLogSegmentId segment, boolean indexes, long size) {
         if (size > 0) {
-            fetchAhead(url, new Blob(segment, false), 0, 0, size);
+            fetchAhead(url, new Blob(segment, indexes), 0, 0, size);
         }
     }
 

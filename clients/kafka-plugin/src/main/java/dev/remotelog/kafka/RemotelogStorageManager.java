@@ -53,6 +53,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
     private FetchUrls fetchUrls;
+    private NextSegments nextSegments;
+    private long followWithinBytes;
     private DirectCopy direct;
     private final Warnings unsupportedCopies = new Warnings(LOG, TimeUnit.MINUTES.toNanos(5));
     private final AtomicInteger copiesInFlight = new AtomicInteger();
@@ -110,6 +112,19 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                     hedged::record);
         }
         broker.attach(instruments);
+        settings.broker()
+                .ifPresent(
+                        id -> {
+                            Sensor prepared =
+                                    instruments.counter(
+                                            "next-segments-prepared",
+                                            "Segments looked up (and their URLs and first chunks asked for) before Kafka read them");
+                            nextSegments =
+                                    new NextSegments(Neighbours.of(id), this::prepare, prepared::record);
+                        });
+        // Near enough to its end that the next segment's first chunks would be read ahead
+        // next if the two were one log.
+        followWithinBytes = (long) (Math.max(settings.readAheadChunks(), 1) + 1) * settings.readAheadChunkBytes();
         instruments.gauge("copies-in-flight", "Segment copies under way", copiesInFlight::get);
         copyBytes = instruments.sum("copy-bytes", "Bytes of segment files sent to the store");
         fetchBytes = instruments.sum("fetch-bytes", "Bytes of segments and indexes the broker read");
@@ -309,6 +324,16 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
 
     private InputStream fetch(RemoteLogSegmentMetadata metadata, int start, Integer end)
             throws RemoteStorageException {
+        InputStream opened = open(metadata, start, end);
+        NextSegments next = nextSegments;
+        if (next != null && metadata.segmentSizeInBytes() - (long) start <= followWithinBytes) {
+            next.follow(metadata); // after this segment's own URL ask, not racing it
+        }
+        return opened;
+    }
+
+    private InputStream open(RemoteLogSegmentMetadata metadata, int start, Integer end)
+            throws RemoteStorageException {
         if (fetchUrls != null) {
             InputStream byUrl =
                     fetchUrls.open(
@@ -336,6 +361,14 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                         () -> call().fetchLogSegment(request.build()),
                         FetchLogSegmentResponse::getData);
         return Instruments.counted(stream, fetchBytes);
+    }
+
+    /** Gets the reads of a segment Kafka is about to cross into ready (NextSegments). */
+    private void prepare(RemoteLogSegmentMetadata next) {
+        FetchUrls urls = fetchUrls;
+        if (urls != null) {
+            urls.prepare(next.remoteLogSegmentId(), next.segmentSizeInBytes(), urlsOf(next));
+        }
     }
 
     private Supplier<GetLogSegmentUrlResponse> urlsOf(RemoteLogSegmentMetadata metadata) {
@@ -420,6 +453,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         if (direct != null) {
             direct.close();
             direct = null;
+        }
+        if (nextSegments != null) {
+            nextSegments.close();
+            nextSegments = null;
         }
     }
 }

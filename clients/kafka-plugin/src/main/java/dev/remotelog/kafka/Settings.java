@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeSet;
 import org.apache.kafka.common.config.AbstractConfig;
@@ -82,11 +83,18 @@ final class Settings {
     private final Role role;
     private final AbstractConfig values;
     private final String token;
+    private final String broker;
 
-    private Settings(Role role, AbstractConfig values, String token) {
+    private Settings(Role role, AbstractConfig values, String token, String broker) {
         this.role = role;
         this.values = values;
         this.token = token;
+        this.broker = broker;
+    }
+
+    /** The id the broker gave this plugin (`broker.id`), if it gave one. */
+    Optional<String> broker() {
+        return Optional.ofNullable(broker);
     }
 
     /** Every setting of `role`, named as the operator writes it (prefix included). */
@@ -263,7 +271,8 @@ final class Settings {
                 throw new ConfigException(p + TOKEN_FILE, tokenFile, "the file is empty");
             }
         }
-        return new Settings(role, values, token);
+        Object broker = configs.get("broker.id");
+        return new Settings(role, values, token, broker == null ? null : broker.toString());
     }
 
     private static boolean fromBroker(String key) {

@@ -14,8 +14,10 @@ import io.grpc.inprocess.InProcessServerBuilder;
 import io.grpc.stub.StreamObserver;
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -23,7 +25,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
@@ -54,6 +58,9 @@ class MetadataManagerTest {
     final AtomicInteger readyAsked = new AtomicInteger();
     final AtomicBoolean ready = new AtomicBoolean();
     final AtomicInteger segmentsAsked = new AtomicInteger();
+    final List<GetRemoteLogSegmentMetadataRequest> lookups = new CopyOnWriteArrayList<>();
+    // What a lookup of an offset answers, where not `finished`.
+    final Map<Long, RemoteLogSegmentMetadata> segmentAt = new ConcurrentHashMap<>();
     final AtomicInteger listingsAsked = new AtomicInteger();
     // The service answers lookups "not ready", as one restarted and loading again.
     final AtomicBoolean loading = new AtomicBoolean();
@@ -69,6 +76,7 @@ class MetadataManagerTest {
     final AtomicBoolean stopsRefused = new AtomicBoolean();
     Server server;
     RemotelogMetadataManager manager;
+    static final String BROKER = "metadata-manager-test";
 
     class Service extends RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceImplBase {
         @Override
@@ -94,13 +102,15 @@ class MetadataManagerTest {
                 GetRemoteLogSegmentMetadataRequest request,
                 StreamObserver<GetRemoteLogSegmentMetadataResponse> response) {
             segmentsAsked.incrementAndGet();
+            lookups.add(request);
             if (loading.get()) {
                 response.onError(FailuresTest.remotelog(com.google.rpc.Code.UNAVAILABLE, "METADATA_NOT_READY"));
                 return;
             }
             response.onNext(
                     GetRemoteLogSegmentMetadataResponse.newBuilder()
-                            .setRemoteLogSegmentMetadata(Protos.metadata(finished))
+                            .setRemoteLogSegmentMetadata(
+                                    Protos.metadata(segmentAt.getOrDefault(request.getOffset(), finished)))
                             .build());
             response.onCompleted();
         }
@@ -165,7 +175,8 @@ class MetadataManagerTest {
     void start() throws Exception {
         String name = InProcessServerBuilder.generateName();
         server = InProcessServerBuilder.forName(name).addService(new Service()).build().start();
-        Settings settings = SettingsTest.inProcess(Settings.Role.METADATA, Settings.TIMEOUT, 10_000);
+        Settings settings =
+                SettingsTest.inProcess(Settings.Role.METADATA, Settings.TIMEOUT, 10_000, "broker.id", BROKER);
         manager = new RemotelogMetadataManager();
         manager.use(new ServiceChannel(settings, InProcessChannelBuilder.forName(name).build()));
     }
@@ -219,17 +230,62 @@ class MetadataManagerTest {
 
         notificationsHeld.countDown();
         awaitNotified();
-        // The first batch was in flight; the rest went out as one, with the latest roles.
-        OnPartitionLeadershipChangesRequest last = notified.get(notified.size() - 1);
-        // Round 98 made 2 leader, round 99 made 0 leader and 1 follower.
+        // The first batch was in flight; what came after it went out in as few calls as the
+        // sending thread took turns (however many rounds each held), each partition with
+        // its latest role: round 98 made 2 leader, round 99 made 0 leader and 1 follower.
+        Map<Object, String> roles = new java.util.HashMap<>();
+        for (OnPartitionLeadershipChangesRequest request : notified) {
+            request.getLeaderPartitionsList().forEach(p -> roles.put(p, "leader"));
+            request.getFollowerPartitionsList().forEach(p -> roles.put(p, "follower"));
+        }
         assertEquals(
-                Set.of(Protos.partition(partition(0)), Protos.partition(partition(2))),
-                Set.copyOf(last.getLeaderPartitionsList()));
-        assertEquals(List.of(Protos.partition(partition(1))), last.getFollowerPartitionsList());
+                Map.of(
+                        Protos.partition(partition(0)), "leader",
+                        Protos.partition(partition(1)), "follower",
+                        Protos.partition(partition(2)), "leader"),
+                roles);
         assertTrue(notified.size() <= 3, notified.size() + " calls");
         assertEquals(List.of(Protos.partition(partition(7))), stopped.get(0).getPartitionsList());
         assertTrue(manager.isReady(partition(0)));
         assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition(0), 0, 120));
+    }
+
+    /** A finished segment of the partition, of offsets `start`..`end` in one epoch. */
+    static RemoteLogSegmentMetadata segmentOf(long start, long end, int epoch) {
+        return KafkaApi.metadata(
+                new RemoteLogSegmentId(ProtosTest.PARTITION, Uuid.randomUuid()),
+                start,
+                end,
+                1_700_000_001_000L,
+                3,
+                1_700_000_001_500L,
+                4096,
+                Optional.empty(),
+                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                Map.of(epoch, start),
+                false);
+    }
+
+    @Test
+    void theSegmentAfterOneIsLookedUpAsKafkaWillAndKeptForKafkasOwnLookup() throws Exception {
+        // `finished` holds offsets 100..199, in epochs 0 (from 100) and 2 (from 150).
+        RemoteLogSegmentMetadata next = segmentOf(200, 299, 2);
+        segmentAt.put(200L, next);
+        Neighbours.Finder finder = Neighbours.of(BROKER); // as the storage manager finds it
+        assertEquals(Optional.of(next), finder.after(finished));
+        assertEquals(1, lookups.size());
+        assertEquals(2, lookups.get(0).getLeaderEpoch()); // the epoch `finished` ends in
+        assertEquals(200, lookups.get(0).getOffset());
+        // Kafka's reader, reaching offset 200 and then 250 of epoch 2, asks no one.
+        assertEquals(Optional.of(next), manager.remoteLogSegmentMetadata(ProtosTest.PARTITION, 2, 200));
+        assertEquals(Optional.of(next), manager.remoteLogSegmentMetadata(ProtosTest.PARTITION, 2, 250));
+        assertEquals(1, segmentsAsked.get());
+        // A service that cannot answer: nothing found, nothing thrown at the asker.
+        loading.set(true);
+        RemoteLogSegmentMetadata last = segmentOf(300, 399, 3);
+        assertEquals(Optional.empty(), finder.after(last));
+        manager.close();
+        assertEquals(Optional.empty(), finder.after(finished)); // taken back
     }
 
     @Test

@@ -72,6 +72,7 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
 /** The storage manager against an in-process store that records what reaches it: the
  * wire behaviour Kafka depends on, which the end-to-end tests cannot isolate. */
 class StorageManagerTest {
+    static final String BROKER = "storage-manager-test";
     static final int CHUNK = 4096;
     static final int FETCH_CHUNKS = 1000;
     static final int READ_AHEAD_CHUNK = 64 << 10;
@@ -285,7 +286,8 @@ class StorageManagerTest {
                         Settings.COPY_METHOD, copyMethod,
                         Settings.FETCH_URLS, true,
                         Settings.READ_AHEAD_CHUNKS, readAheadChunks,
-                        Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK);
+                        Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK,
+                        "broker.id", BROKER);
         manager.use(new ServiceChannel(settings, channel));
     }
 
@@ -903,6 +905,66 @@ class StorageManagerTest {
             // log's first chunk.
             assertEquals(3, Jmx.read(Jmx.STORAGE, "read-ahead-hits-total"));
         } finally {
+            http.stop(0);
+        }
+    }
+
+    @Test
+    void theNextSegmentsUrlsIndexesAndFirstChunkAreReadyBeforeKafkaCrossesIntoIt() throws Exception {
+        readAheadChunks = 2;
+        connect(serverName);
+        java.util.Random random = new java.util.Random(19);
+        byte[] first = new byte[READ_AHEAD_CHUNK + 500];
+        byte[] second = new byte[READ_AHEAD_CHUNK * 3];
+        byte[] indexes = new byte[300];
+        random.nextBytes(first);
+        random.nextBytes(second);
+        random.nextBytes(indexes);
+        List<String> served = java.util.Collections.synchronizedList(new ArrayList<>());
+        com.sun.net.httpserver.HttpServer http =
+                rangeServer(Map.of("/first", first, "/second", second, "/indexes", indexes), served, 0);
+        RemoteLogSegmentMetadata one = ProtosTest.segmentOfSize(first.length);
+        RemoteLogSegmentMetadata two = ProtosTest.segmentOfSize(second.length);
+        // What this broker's metadata manager would answer: `two` follows `one`, then none.
+        Neighbours.Finder finder = segment -> segment.equals(one) ? Optional.of(two) : Optional.empty();
+        AutoCloseable offered = Neighbours.offer(BROKER, finder);
+        try {
+            String base = "http://127.0.0.1:" + http.getAddress().getPort();
+            urlsToGive.addAll(List.of(base + "/first", base + "/second"));
+            indexesToGive =
+                    GetLogSegmentUrlResponse.newBuilder()
+                            .setIndexesUrl(base + "/indexes")
+                            .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_OFFSET, 0, 100))
+                            .addIndexRanges(range(SegmentStore.IndexType.INDEX_TYPE_TIMESTAMP, 100, 200))
+                            .build();
+            try (InputStream in = manager.fetchLogSegment(one, 0)) {
+                assertArrayEquals(first, in.readAllBytes());
+            }
+            // Before Kafka asks for anything of `two`: its URLs, and the first chunks of its
+            // indexes and of its log, are on their way.
+            assertEquals(1, Jmx.await(Jmx.STORAGE, "next-segments-prepared-total", 1));
+            String indexesChunk = "/indexes bytes=0-299";
+            String logChunk = "/second bytes=0-" + (READ_AHEAD_CHUNK - 1);
+            for (int i = 0; i < 1000 && !(served.contains(indexesChunk) && served.contains(logChunk)); i++) {
+                Thread.sleep(10);
+            }
+            assertTrue(served.containsAll(List.of(indexesChunk, logChunk)), served.toString());
+            assertEquals(2, urlsAsked.get());
+            double hits = Jmx.read(Jmx.STORAGE, "read-ahead-hits-total");
+            // Kafka crosses into `two`: its offset index, then a fetch from byte 0.
+            assertArrayEquals(java.util.Arrays.copyOfRange(indexes, 0, 100), readAll(manager.fetchIndex(two, IndexType.OFFSET)));
+            try (InputStream in = manager.fetchLogSegment(two, 0)) {
+                assertArrayEquals(java.util.Arrays.copyOfRange(second, 0, 1000), in.readNBytes(1000));
+            }
+            assertEquals(2, urlsAsked.get()); // nothing asked of the store on the way
+            assertEquals(hits + 2, Jmx.read(Jmx.STORAGE, "read-ahead-hits-total")); // both chunks found
+            assertEquals(1, java.util.Collections.frequency(served, indexesChunk));
+            assertEquals(1, java.util.Collections.frequency(served, logChunk));
+            // Nothing is known after `two`: nothing more was got ready.
+            assertEquals(1, Jmx.read(Jmx.STORAGE, "next-segments-prepared-total"));
+            assertEquals(0, fetchCalls.get());
+        } finally {
+            offered.close();
             http.stop(0);
         }
     }
