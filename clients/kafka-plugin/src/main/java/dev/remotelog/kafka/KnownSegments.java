@@ -109,7 +109,13 @@ final class KnownSegments {
         return known(partition);
     }
 
-    /** The kept segment holding `offset` in `epoch`, the one the service would name. */
+    /**
+     * The kept segment holding `offset` in `epoch`, the one the service would name: one
+     * it named, or else the one finished copy a kept listing holds there. Kafka's tasks
+     * list a partition they lead every run, so a reader going through it finds each next
+     * segment there without asking. Two finished copies of the range (one copied again
+     * after a lost answer) leave the choice to the service.
+     */
     Optional<RemoteLogSegmentMetadata> segment(TopicIdPartition partition, int epoch, long offset) {
         Known known = current(partition);
         if (known == null) {
@@ -117,14 +123,28 @@ final class KnownSegments {
         }
         synchronized (known) {
             for (RemoteLogSegmentMetadata segment : known.segments) {
-                if (segment.startOffset() <= offset
-                        && offset <= segment.endOffset()
-                        && epochAt(segment, offset) == epoch) {
+                if (holds(segment, epoch, offset)) {
                     return Optional.of(segment);
                 }
             }
+            RemoteLogSegmentMetadata listed = null;
+            for (List<RemoteLogSegmentMetadata> listing : known.listings.values()) {
+                for (RemoteLogSegmentMetadata segment : listing) {
+                    if (segment.state() != RemoteLogSegmentState.COPY_SEGMENT_FINISHED || !holds(segment, epoch, offset)) {
+                        continue;
+                    }
+                    if (listed != null && !listed.remoteLogSegmentId().equals(segment.remoteLogSegmentId())) {
+                        return Optional.empty();
+                    }
+                    listed = segment;
+                }
+            }
+            return Optional.ofNullable(listed);
         }
-        return Optional.empty();
+    }
+
+    private static boolean holds(RemoteLogSegmentMetadata segment, int epoch, long offset) {
+        return segment.startOffset() <= offset && offset <= segment.endOffset() && epochAt(segment, offset) == epoch;
     }
 
     void rememberSegment(Object snapshot, RemoteLogSegmentMetadata segment) {

@@ -59,6 +59,8 @@ class MetadataManagerTest {
     final AtomicBoolean ready = new AtomicBoolean();
     final AtomicInteger segmentsAsked = new AtomicInteger();
     final List<GetRemoteLogSegmentMetadataRequest> lookups = new CopyOnWriteArrayList<>();
+    // What a listing answers, where not `finished` alone.
+    volatile List<RemoteLogSegmentMetadata> listing;
     // What a lookup of an offset answers, where not `finished`.
     final Map<Long, RemoteLogSegmentMetadata> segmentAt = new ConcurrentHashMap<>();
     final AtomicInteger listingsAsked = new AtomicInteger();
@@ -90,10 +92,10 @@ class MetadataManagerTest {
         public void listRemoteLogSegments(
                 ListRemoteLogSegmentsRequest request, StreamObserver<ListRemoteLogSegmentsResponse> response) {
             listingsAsked.incrementAndGet();
-            response.onNext(
-                    ListRemoteLogSegmentsResponse.newBuilder()
-                            .addRemoteLogSegmentMetadata(Protos.metadata(finished))
-                            .build());
+            ListRemoteLogSegmentsResponse.Builder answer = ListRemoteLogSegmentsResponse.newBuilder();
+            (listing == null ? List.of(finished) : listing)
+                    .forEach(segment -> answer.addRemoteLogSegmentMetadata(Protos.metadata(segment)));
+            response.onNext(answer.build());
             response.onCompleted();
         }
 
@@ -361,6 +363,26 @@ class MetadataManagerTest {
         manager.listRemoteLogSegments(partition);
         assertEquals(4, listingsAsked.get());
         assertEquals(4, Jmx.read(Jmx.METADATA, "listing-cache-hits-total"));
+    }
+
+    @Test
+    void aLookupOfAListedFinishedSegmentAsksNothingUnlessTwoCopiesOfItAreListed() throws Exception {
+        var partition = ProtosTest.PARTITION;
+        manager.onPartitionLeadershipChanges(Set.of(partition), Set.of());
+        awaitNotified();
+        listed(manager.listRemoteLogSegments(partition)); // Kafka's tasks, each run
+        // `finished` holds 100..199: 120 in epoch 0, 160 in epoch 2.
+        assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition, 0, 120));
+        assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition, 2, 160));
+        assertEquals(0, segmentsAsked.get());
+        // Copied again after a lost answer: two finished copies of the range, and only the
+        // service knows which one it names.
+        listing = List.of(finished, ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty()));
+        manager.onPartitionLeadershipChanges(Set.of(partition), Set.of()); // forgets what was kept
+        awaitNotified();
+        listed(manager.listRemoteLogSegments(partition));
+        assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition, 0, 120));
+        assertEquals(1, segmentsAsked.get());
     }
 
     static List<RemoteLogSegmentMetadata> listed(java.util.Iterator<RemoteLogSegmentMetadata> segments) {
