@@ -412,12 +412,14 @@ async def test_a_store_killed_mid_copy_and_a_killed_broker_lose_nothing(kafka_ti
     it by path (its upload half-written) and comes back on its address; then the broker is
     SIGKILLed and restarted from its log dir. Kafka retries the copies and deletes the
     failed one's segment, nothing is lost, and the store holds no orphan or upload."""
-    await store_killed_mid_copy(kafka_tiering.broker, kafka_tiering.stack, uploads_of, "path")
+    copies = await store_killed_mid_copy(kafka_tiering.broker, kafka_tiering.stack, uploads_of)
+    assert all("to the segment store by path" in line for line in copies), copies[:3]
 
 
-async def store_killed_mid_copy(broker, stack, uploads_under_way, method: str) -> None:
-    """The store-kill test on `broker` and `stack`, whose plugin copies by `method`;
-    `uploads_under_way(stack, topic)`: a check of whether a copy of `topic` is under way."""
+async def store_killed_mid_copy(broker, stack, uploads_under_way) -> list[str]:
+    """The store-kill test on `broker` and `stack`; `uploads_under_way(stack, topic)`: a
+    check of whether a copy of `topic` is under way. The broker's log lines of the topic's
+    copies, for the caller to check the way they went."""
     bootstrap = broker.bootstrap_servers
     topic = f"faults-{uuid.uuid4().hex[:6]}"
     # Segments large enough that a copy is seen under way (0.3 s or more here).
@@ -464,4 +466,4 @@ async def store_killed_mid_copy(broker, stack, uploads_under_way, method: str) -
     assert (report.orphans, report.uploads) == ([], [])
     copies = [line for line in broker.run_log() if "Copied segment" in line and topic in line]
     assert copies
-    assert all(f"to the segment store by {method}" in line for line in copies), copies[:3]
+    return copies

@@ -134,4 +134,5 @@ async def test_a_store_killed_mid_copy_by_url_loses_nothing(over_s3):
     attempt, which drops its multipart upload."""
     broker, s3, stack = over_s3
     s3.link("POST", **LINK)  # no faults: the copies are what is tested
-    await store_killed_mid_copy(broker, stack, s3_uploads_of, "url")
+    copies = await store_killed_mid_copy(broker, stack, s3_uploads_of)
+    assert all("to the segment store by url" in line for line in copies), copies[:3]

@@ -1,7 +1,8 @@
 package dev.remotelog.kafka;
 
-import java.util.Map;
+import java.util.Collections;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -32,7 +33,8 @@ final class NextSegments {
     private final Consumer<RemoteLogSegmentMetadata> prepare;
     private final Runnable prepared;
     private final ThreadPoolExecutor thread;
-    private final Map<RemoteLogSegmentId, Boolean> followed = BoundedMaps.keepingNewest(FOLLOWED_KEPT, false);
+    private final Set<RemoteLogSegmentId> followed =
+            Collections.newSetFromMap(BoundedMaps.keepingNewest(FOLLOWED_KEPT, false));
 
     /** `prepare` gets each next segment `finder` finds; `prepared` counts them. */
     NextSegments(
@@ -61,7 +63,7 @@ final class NextSegments {
     /** Gets the segment after `segment` ready, in the background, once per segment. */
     void follow(RemoteLogSegmentMetadata segment) {
         synchronized (followed) {
-            if (followed.putIfAbsent(segment.remoteLogSegmentId(), Boolean.TRUE) != null) {
+            if (!followed.add(segment.remoteLogSegmentId())) {
                 return;
             }
         }
