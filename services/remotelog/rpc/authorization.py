@@ -189,6 +189,7 @@ class AuthorizationInterceptor(RewrappingInterceptor):
     refusal is PERMISSION_DENIED (or UNAUTHENTICATED) with ErrorInfo like any error."""
 
     def __init__(self, policy: Policy) -> None:
+        super().__init__()
         self.policy = policy
 
     def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:

@@ -41,6 +41,12 @@ def rewrapped(
 class RewrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """An interceptor that serves each method's handler rebuilt by `rewrap`."""
 
+    def __init__(self) -> None:
+        # gRPC asks on every call; a method's handler is the same object each time
+        # (the interceptors after this one keep theirs too), so it is rebuilt once.
+        # Only registered methods get here with a handler: the map is bounded.
+        self._rewrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -49,7 +55,13 @@ class RewrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        return self.rewrap(handler, handler_call_details.method)
+        method = handler_call_details.method
+        kept = self._rewrapped.get(method)
+        if kept is not None and kept[0] is handler:
+            return kept[1]
+        rewrapped = self.rewrap(handler, method)
+        self._rewrapped[method] = (handler, rewrapped)
+        return rewrapped
 
     @abc.abstractmethod
     def rewrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:

@@ -226,8 +226,8 @@ class DirectCopies:
     # -- by URL ----------------------------------------------------------------
 
     def _signer(self) -> UploadSigningStore:
-        objects = self.store.objects
-        if not self.upload_urls or not isinstance(objects, UploadSigningStore):
+        objects = self.store.upload_signing
+        if not self.upload_urls or objects is None:
             raise UnsupportedOperationError(
                 "this store hands out no upload URLs (storage.s3.copy.urls.enabled, S3 only): "
                 "use CopyLogSegmentData"

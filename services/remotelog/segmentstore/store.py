@@ -39,6 +39,7 @@ from remotelog.segmentstore.backend import (
     ObjectStore,
     PresigningStore,
     Upload,
+    UploadSigningStore,
 )
 from remotelog.segmentstore.layout import (
     INDEX_FILES,
@@ -125,12 +126,17 @@ class SegmentStore:
     def __init__(self, objects: ObjectStore, options: StoreOptions) -> None:
         self.objects = objects
         self.options = options
+        # The backend's optional roles, found once: isinstance against a runtime-
+        # checkable Protocol inspects each of its members, tens of µs a call.
+        self.local_files = objects if isinstance(objects, LocalFileStore) else None
+        self.presigning = objects if isinstance(objects, PresigningStore) else None
+        self.upload_signing = objects if isinstance(objects, UploadSigningStore) else None
         self._metrics = m.Instruments(SCOPE, m.STORE)
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
         # Cleanups of failed copies still running after their call was cancelled.
         self._discards: set[asyncio.Task[None]] = set()
         self._read_ahead: ReadAhead | None = None
-        if options.read_ahead_chunks > 0 and not isinstance(objects, LocalFileStore):
+        if options.read_ahead_chunks > 0 and self.local_files is None:
             self._read_ahead = ReadAhead(
                 self._fetch_range,
                 chunk_bytes=options.read_ahead_chunk_bytes,
@@ -350,14 +356,15 @@ class SegmentStore:
         UnsupportedOperationError where objects are not local files (S3).
         """
         last = last_fetch_position(metadata, start, end)
-        if not isinstance(self.objects, LocalFileStore):
+        local_files = self.local_files
+        if local_files is None:
             raise UnsupportedOperationError(
                 "the storage backend keeps no local files to hand out; use FetchLogSegment"
             )
         attributes = {"topic": metadata.topic_id_partition.topic}
         self._metrics.add(m.STORE_FETCH_REQUESTS, 1, attributes)
         try:
-            opened = await self.objects.open_descriptor(self.keys(metadata).log)
+            opened = await local_files.open_descriptor(self.keys(metadata).log)
         except Exception:
             self._metrics.add(m.STORE_FETCH_ERRORS, 1, attributes)
             raise
@@ -374,18 +381,20 @@ class SegmentStore:
         UnsupportedOperationError where the backend cannot sign one or URLs are off.
         """
         keys = self.keys(metadata)
-        if self.options.local_fetch_urls and isinstance(self.objects, LocalFileStore):
+        local_files = self.local_files
+        if self.options.local_fetch_urls and local_files is not None:
             # A path names no credential and does not expire; the caller asks again
             # after a while all the same, so a moved root is noticed.
             manifest = await self._manifest(keys)
             return SegmentUrls(
-                self.objects.path(keys.log).as_uri(),
+                local_files.path(keys.log).as_uri(),
                 LOCAL_URL_VALID_S,
-                self.objects.path(keys.indexes).as_uri(),
+                local_files.path(keys.indexes).as_uri(),
                 dict(manifest.indexes),
             )
         expiry_s = self.options.fetch_url_expiry_s
-        if not expiry_s or not isinstance(self.objects, PresigningStore):
+        presigning = self.presigning
+        if not expiry_s or presigning is None:
             raise UnsupportedOperationError(
                 "this segment store hands out no fetch URLs (they need the s3 backend and "
                 "storage.s3.fetch.url.expiry.ms, or the filesystem backend and "
@@ -393,9 +402,9 @@ class SegmentStore:
             )
         manifest = await self._manifest(keys)
         return SegmentUrls(
-            await self.objects.presigned_get_url(keys.log, expiry_s),
+            await presigning.presigned_get_url(keys.log, expiry_s),
             expiry_s,
-            await self.objects.presigned_get_url(keys.indexes, expiry_s),
+            await presigning.presigned_get_url(keys.indexes, expiry_s),
             dict(manifest.indexes),
         )
 
