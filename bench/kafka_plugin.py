@@ -459,8 +459,8 @@ def report_figures(
     report = Report("kafka_plugin")
     tiering = [k / r for r, k in zip(remotelog.tier_s, kafka.tier_s, strict=True)]
     reading = [k / r for r, k in zip(remotelog.read_s, kafka.read_s, strict=True)]
-    report.ratio_rounds("kafka_tiering_remotelog_vs_local_tiered_storage", tiering, 0.8)
-    report.ratio_rounds("kafka_remote_read_remotelog_vs_local_tiered_storage", reading, 0.8)
+    report.ratio_rounds("kafka_tiering_remotelog_vs_local_tiered_storage", tiering, 1.0)
+    report.ratio_rounds("kafka_remote_read_remotelog_vs_local_tiered_storage", reading, 0.9)
     # CPU while tiering, every process of each side together: the broker, and for
     # remotelog its segment store and metadata manager.
     report.ratio_rounds(
