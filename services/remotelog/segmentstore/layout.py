@@ -33,6 +33,10 @@ from remotelog.core.states import RemoteLogSegmentState
 MANIFEST_VERSION = 1
 
 
+class ManifestVersionError(RemoteStorageError):
+    """A manifest of a version newer than this remotelog reads: named, never guessed at."""
+
+
 INDEX_FILES = (
     SegmentFile.OFFSET_INDEX,
     SegmentFile.TIME_INDEX,
@@ -128,6 +132,18 @@ def parse_segment_key(prefix: str, key: str) -> SegmentObject | None:
     return SegmentObject(tip, segment_id, int(stem[:20]), suffix)
 
 
+def segment_custom_metadata(remote_size: int, keys: SegmentKeys, max_bytes: int) -> bytes | None:
+    """The KIP-917 custom metadata a copy returns: the bytes stored and the objects'
+    prefix, as many as fit `max_bytes`."""
+    fields: dict[str, object] = {"remote_size": remote_size, "object_prefix": keys.base}
+    while fields:
+        encoded = json.dumps(fields, separators=(",", ":")).encode()
+        if len(encoded) <= max_bytes:
+            return encoded
+        fields.popitem()  # the object prefix goes first: it can be rebuilt from the id
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class IndexRange:
     position: int
@@ -150,6 +166,11 @@ class Manifest:
     metadata: RemoteLogSegmentMetadata
     log_size: int
     indexes: dict[SegmentFile, IndexRange]
+
+    @property
+    def remote_size(self) -> int:
+        """The bytes the segment's objects hold, as its copy reported them."""
+        return self.log_size + sum(r.size for r in self.indexes.values())
 
     def to_json(self) -> bytes:
         m = self.metadata
@@ -184,8 +205,14 @@ class Manifest:
     def from_json(cls, raw: bytes, source: str) -> Manifest:
         try:
             document = json.loads(raw)
-            if document.get("version") != MANIFEST_VERSION:
-                raise ValueError(f"unsupported manifest version {document.get('version')!r}")
+            version = document.get("version")
+            if type(version) is int and version > MANIFEST_VERSION:
+                raise ManifestVersionError(
+                    f"{source}: manifest version {version} is newer than the "
+                    f"{MANIFEST_VERSION} this remotelog reads"
+                )
+            if version != MANIFEST_VERSION:
+                raise ValueError(f"unsupported manifest version {version!r}")
             md = document["metadata"]
             tip = TopicIdPartition(
                 parse_kafka_uuid(md["topic_id"], "topic_id"), md["topic"], md["partition"]

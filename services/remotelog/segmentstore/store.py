@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from collections import OrderedDict
@@ -48,6 +47,7 @@ from remotelog.segmentstore.layout import (
     Manifest,
     SegmentKeys,
     index_ranges,
+    segment_custom_metadata,
 )
 from remotelog.segmentstore.read_ahead import ReadAhead
 
@@ -208,7 +208,7 @@ class SegmentStore:
                 self._metrics.add(m.STORE_COPY_ERRORS, 1, attributes)
                 raise
         self._metrics.add(m.STORE_COPY_BYTES, size, attributes)
-        return self._custom_metadata(size, keys)
+        return segment_custom_metadata(size, keys, self.options.custom_metadata_max_bytes)
 
     async def publish(self, keys: SegmentKeys, manifest: Manifest) -> None:
         """Write the manifest, last: from then on the segment is complete."""
@@ -302,16 +302,6 @@ class SegmentStore:
         self._discards.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.warning("a failed copy's cleanup failed; it may leave objects behind: %s", exc)
-
-    def _custom_metadata(self, size: int, keys: SegmentKeys) -> bytes | None:
-        """Remote size and object prefix, as many as fit the configured maximum."""
-        fields: dict[str, object] = {"remote_size": size, "object_prefix": keys.base}
-        while fields:
-            encoded = json.dumps(fields, separators=(",", ":")).encode()
-            if len(encoded) <= self.options.custom_metadata_max_bytes:
-                return encoded
-            fields.popitem()  # the object prefix goes first: it can be rebuilt from the id
-        return None
 
     # -- fetch -----------------------------------------------------------------
 
