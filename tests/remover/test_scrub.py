@@ -4,7 +4,6 @@ import asyncio
 import uuid
 from pathlib import Path
 
-import pytest
 import pytest_asyncio
 from support.s3 import s3_client
 from support.services import new_partition, started
@@ -173,20 +172,6 @@ async def test_scrub_deletes_a_segment_manifest_first(stack):
             "indexes",
             "log",
         ]
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--older-than", "soon"], "--older-than: 'soon' is not a duration"),
-        (["--config", "/nonexistent/scrub.properties"], "no such file"),
-    ],
-)
-def test_scrub_bad_arguments_are_one_line_errors(args, message, capsys):
-    assert main(["scrub", *args]) == 2
-    err = capsys.readouterr().err
-    assert message in err
-    assert "Traceback" not in err
 
 
 async def test_scrub_without_a_metadata_manager_is_an_error_not_a_guess(stack, capsys):

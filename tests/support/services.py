@@ -21,7 +21,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.records import decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
-from remotelog.remover.config import ScrubConfig
+from remotelog.remover.config import RecoverConfig, ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.factory import open_backend
@@ -289,6 +289,15 @@ class BackendStack:
 
     def scrub_config(self, **extra: str) -> ScrubConfig:
         """`remotelog scrub`'s settings for this stack's store and metadata manager."""
+        return self.command_config(ScrubConfig, "scrub", **extra)
+
+    def recover_config(self, **extra: str) -> RecoverConfig:
+        """`remotelog recover`'s settings for this stack's store and metadata manager."""
+        return self.command_config(RecoverConfig, "recover", **extra)
+
+    def command_config(self, config_class, command: str, **extra: str):
+        """An operator command's settings, in `<command>.properties`: this stack's store
+        and metadata manager, with short deadlines."""
         properties = {
             **self.storage_properties(),
             "metadata.manager.address": f"127.0.0.1:{self.metadata.service.port}",
@@ -297,7 +306,7 @@ class BackendStack:
             "remote.log.manager.task.retry.backoff.max.ms": "100",
             **extra,
         }
-        return load_properties(ScrubConfig, self.tmp / "scrub.properties", properties)
+        return load_properties(config_class, self.tmp / f"{command}.properties", properties)
 
     async def scrub(self) -> ScrubReport:
         """What `remotelog scrub --older-than 0s` finds in the store (deleting nothing)."""

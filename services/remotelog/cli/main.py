@@ -11,12 +11,14 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from remotelog.cli.dev import add_dev_commands
 from remotelog.cli.errors import CliError
 from remotelog.cli.health import add_health_command
+from remotelog.cli.recover import run_recover
 from remotelog.cli.scrub import parse_duration_s, run_scrub
 from remotelog.cli.services import (
     COMMAND_CONFIGS,
@@ -32,7 +34,7 @@ from remotelog.core.settings import KafkaClusterSettings
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.process.memory import keep_freed_memory, long_lived_objects_frozen
-from remotelog.remover.config import ScrubConfig
+from remotelog.remover.config import RecoverConfig, ScrubConfig
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
 from remotelog.scheduler.config import DiscoverySettings
@@ -108,21 +110,45 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scrub(args: argparse.Namespace) -> int:
+T = TypeVar("T")
+
+
+def _operator_command(
+    command: str,
+    config_class: type[T],
+    args: argparse.Namespace,
+    run: Callable[[T], Coroutine[Any, Any, object]],
+) -> int:
+    """An operator command over the services' storage and metadata manager: its config
+    file loaded and checked, `run` on it, and any failure one line naming the command."""
     path = Path(args.config) if args.config else None
     if path is not None and not path.is_file():
-        raise CliError(f"scrub: --config {path}: no such file")
+        raise CliError(f"{command}: --config {path}: no such file")
     config, _ = load_config(
-        ScrubConfig, path, os.environ, service="scrub", all_known_keys=all_config_keys()
+        config_class, path, os.environ, service=command, all_known_keys=all_config_keys()
     )
     try:
-        older_than_s = parse_duration_s(args.older_than)
-        asyncio.run(run_scrub(config, older_than_s=older_than_s, delete=args.delete, out=print))
+        asyncio.run(run(config))
     except RemoteLogError as exc:
-        raise CliError(f"scrub: {exc}") from None
+        raise CliError(f"{command}: {exc}") from None
     except OSError as exc:
-        raise CliError(f"scrub: {exc}") from None
+        raise CliError(f"{command}: {exc}") from None
     return 0
+
+
+def _scrub(args: argparse.Namespace) -> int:
+    def run(config: ScrubConfig) -> Coroutine[Any, Any, object]:
+        older_than_s = parse_duration_s(args.older_than)
+        return run_scrub(config, older_than_s=older_than_s, delete=args.delete, out=print)
+
+    return _operator_command("scrub", ScrubConfig, args, run)
+
+
+def _recover(args: argparse.Namespace) -> int:
+    def run(config: RecoverConfig) -> Coroutine[Any, Any, object]:
+        return run_recover(config, topic=args.topic, dry_run=args.dry_run, out=print)
+
+    return _operator_command("recover", RecoverConfig, args, run)
 
 
 def _version(_: argparse.Namespace) -> int:
@@ -175,6 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--delete", action="store_true", help="delete the orphans and abort old uploads"
     )
     scrub.set_defaults(run=_scrub)
+
+    recover = commands.add_parser(
+        "recover",
+        help="rebuild the metadata topic from the manifests in the bucket or directory",
+        description=(
+            "List the segment manifests under key.prefix and write each segment "
+            "the metadata manager does not know, as Kafka's copy would have: "
+            "COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED. Segments it knows are left "
+            "as they are, so a second run writes nothing. Objects without a manifest are "
+            "not segments (see scrub). Gaps and overlaps of offsets are reported; "
+            "manifests of a newer version, damaged or misplaced ones are reported and "
+            "skipped. See docs/disaster-recovery.md."
+        ),
+    )
+    recover.add_argument(
+        "--config",
+        help="properties with storage.* and metadata.manager.address (default: built-in)",
+    )
+    recover.add_argument("--topic", help="recover only this topic's partitions")
+    recover.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the segments it would write, and write nothing",
+    )
+    recover.set_defaults(run=_recover)
 
     add_dev_commands(commands)
     add_health_command(commands)

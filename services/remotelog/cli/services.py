@@ -10,7 +10,7 @@ from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
-from remotelog.remover.config import PartitionRemoverConfig, ScrubConfig
+from remotelog.remover.config import PartitionRemoverConfig, RecoverConfig, ScrubConfig
 from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig
@@ -37,7 +37,11 @@ SERVICE_STARTERS: dict[str, Callable[[Any], Awaitable[Stoppable]]] = {
 
 
 # What `config check --service` knows: the services and the commands with a config.
-COMMAND_CONFIGS: dict[str, type[Any]] = {**SERVICE_CONFIGS, "scrub": ScrubConfig}
+COMMAND_CONFIGS: dict[str, type[Any]] = {
+    **SERVICE_CONFIGS,
+    "scrub": ScrubConfig,
+    "recover": RecoverConfig,
+}
 
 
 def all_config_keys() -> set[str]:

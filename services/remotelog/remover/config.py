@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from remotelog.core.config import setting
 from remotelog.core.settings import (
     BrokerIdSettings,
+    CustomMetadataSettings,
     MetadataClientSettings,
     MetadataTopicSettings,
     RedisSettings,
@@ -64,3 +65,15 @@ class PartitionRemoverConfig(
 @dataclass(frozen=True)
 class ScrubConfig(StorageSettings, MetadataClientSettings, RetrySettings, RemoverCallSettings):
     """`remotelog scrub`: the bucket or directory to list, and the metadata saying what is live."""
+
+
+@dataclass(frozen=True)
+class RecoverConfig(
+    StorageSettings,
+    MetadataClientSettings,
+    RetrySettings,
+    RemoverCallSettings,
+    CustomMetadataSettings,
+):
+    """`remotelog recover`: the bucket or directory whose manifests describe the
+    segments, and the metadata manager that writes them to the metadata topic."""

@@ -1,0 +1,143 @@
+"""`remotelog recover`: the metadata topic rebuilt from a store's manifests, as a report."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from remotelog.client import MetadataClient
+from remotelog.client.service_options import service_client_options
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition, validate_topic_name
+from remotelog.remover.config import RecoverConfig
+from remotelog.remover.recover import PartitionRecovery, Recovery, RecoveryReport
+from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.layout import validate_key_prefix
+
+
+def _partition(tip: TopicIdPartition) -> str:
+    return f"{tip.topic}-{tip.partition}"
+
+
+def _segment(segment: RemoteLogSegmentMetadata) -> str:
+    epochs = ",".join(f"{epoch}@{offset}" for epoch, offset in segment.segment_leader_epochs)
+    return (
+        f"{segment.remote_log_segment_id.id}  offsets {segment.start_offset}-"
+        f"{segment.end_offset}  leader epochs {epochs}  broker {segment.broker_id}"
+    )
+
+
+def render_partition(recovered: PartitionRecovery, dry_run: bool) -> list[str]:
+    name = _partition(recovered.topic_id_partition)
+    verb = "would write" if dry_run else "wrote"
+    lines = [f"{verb}  {name}  {_segment(s)}" for s in recovered.missing]
+    lines += [
+        f"unfinished  {name}  {_segment(s)}  is COPY_SEGMENT_STARTED: a copy in flight, "
+        "or a recovery cut off; left as it is"
+        for s in recovered.unfinished
+    ]
+    lines += [
+        f"gap  {name}  offsets {g.first_missing}-{g.last_missing} are in no segment"
+        for g in recovered.gaps
+    ]
+    lines += [
+        f"overlap  {name}  {o.earlier.remote_log_segment_id.id} "
+        f"({o.earlier.start_offset}-{o.earlier.end_offset}) and "
+        f"{o.later.remote_log_segment_id.id} ({o.later.start_offset}-{o.later.end_offset})"
+        for o in recovered.overlaps
+    ]
+    return lines
+
+
+def summary(report: RecoveryReport, where: str) -> str:
+    missing, found = report.segments_missing, report.segments_found
+    gaps = sum(len(p.gaps) for p in report.partitions)
+    overlaps = sum(len(p.overlaps) for p in report.partitions)
+    line = (
+        f"recover {where}: {found} segments in {len(report.partitions)} partitions "
+        f"({report.objects_scanned} objects listed); {found - missing} already known, "
+        f"{missing} {'to write' if report.dry_run else 'written'}; {gaps} gaps, "
+        f"{overlaps} overlaps, {len(report.skipped)} manifests skipped"
+    )
+    if report.dry_run:
+        line += "; dry run, nothing written"
+    return line
+
+
+class Progress:
+    """One line on a terminal, rewritten as partitions finish; nothing elsewhere."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.shown = stream.isatty()
+        self.partitions = self.segments = self.missing = 0
+
+    def partition_done(self, recovered: PartitionRecovery, dry_run: bool) -> None:
+        self.partitions += 1
+        self.segments += len(recovered.segments)
+        self.missing += len(recovered.missing)
+        if self.shown:
+            verb = "to write" if dry_run else "written"
+            self.stream.write(
+                f"\rrecovering: {self.partitions} partitions, {self.segments} segments, "
+                f"{self.missing} {verb} (at {_partition(recovered.topic_id_partition)})\x1b[K"
+            )
+            self.stream.flush()
+
+    def end(self) -> None:
+        if self.shown and self.partitions:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+async def run_recover(
+    config: RecoverConfig,
+    *,
+    topic: str | None,
+    dry_run: bool,
+    out: Callable[[str], None],
+    progress: Progress | None = None,
+) -> RecoveryReport:
+    validate_key_prefix(config.key_prefix)
+    if topic is not None:
+        validate_topic_name(topic, "--topic")
+    if config.storage_backend == "s3" and not config.s3_bucket_name:
+        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    progress = progress or Progress(sys.stderr)
+    backoff = config.backoff()
+    backend = await open_backend(config, backoff)
+    options = service_client_options(
+        config, timeout_s=config.rpc_timeout_ms / 1000, backoff=backoff
+    )
+    metadata = MetadataClient(config.metadata_manager_address, options=options)
+
+    def partition_done(recovered: PartitionRecovery) -> None:
+        progress.partition_done(recovered, dry_run)
+        for line in render_partition(recovered, dry_run):
+            out(line)
+
+    try:
+        recovery = Recovery(
+            backend,
+            metadata,
+            key_prefix=config.key_prefix,
+            topic=topic,
+            timeout_s=options.timeout_s,
+            custom_metadata_max_bytes=config.custom_metadata_max_bytes,
+        )
+        report = await recovery.run(dry_run=dry_run, on_partition=partition_done)
+    finally:
+        progress.end()
+        await metadata.close()
+        await backend.close()
+    for skipped in report.skipped:
+        out(f"skipped  {skipped.key}  ({skipped.why})")
+    where = (
+        f"s3://{config.s3_bucket_name}/{config.key_prefix}"
+        if config.storage_backend == "s3"
+        else f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
+    )
+    out(summary(report, where))
+    return report

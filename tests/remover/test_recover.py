@@ -1,0 +1,269 @@
+"""`remotelog recover`: segments whose metadata was lost, written back from their manifests."""
+
+import asyncio
+import io
+import json
+import uuid
+
+import pytest_asyncio
+from support.services import new_partition, started
+from support.tiering import batch
+
+from remotelog.cli.main import main
+from remotelog.cli.recover import Progress
+from remotelog.client import LogSegmentData
+from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from remotelog.core.states import RemoteLogSegmentState
+from remotelog.remover.recover import Gap, lineage
+from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.layout import SegmentKeys
+
+from .conftest import RemoverStack
+
+FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+
+
+@pytest_asyncio.fixture(params=["filesystem", "s3"])
+async def stack(request, tmp_path, broker, s3_endpoint):
+    stack = RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint, backend=request.param)
+    async with started(stack) as running:
+        yield running
+
+
+async def copied_only(stack, tip, start, count=10, *, epochs=None, broker_id=3):
+    """A segment the store holds whose metadata was lost: copied, never written to the
+    metadata manager. (Its metadata, the custom metadata its copy returned.)"""
+    log = batch(start, count, size=50)
+    metadata = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(tip, uuid.uuid4()),
+        start,
+        start + count - 1,
+        1_000 + start,
+        broker_id,
+        1_700_000_000_000 + start,
+        len(log),
+        epochs or ((0, start),),
+    )
+    custom = await stack.store.client.copy_log_segment_data(
+        metadata, LogSegmentData(log, b"\0" * 8, b"\0" * 12, b"snap", b"0\n1\n0 0\n")
+    )
+    return metadata, custom
+
+
+async def recover(stack, *args):
+    stack.recover_config()
+    config = str(stack.tmp / "recover.properties")
+    return await asyncio.to_thread(main, ["recover", "--config", config, *args])
+
+
+async def listed(stack, tip):
+    return [s async for s in stack.metadata.client.list_remote_log_segments(tip)]
+
+
+def lines(output: str, kind: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith(kind + "  ")]
+
+
+async def test_lost_segments_are_written_as_kafka_would_once_and_a_dry_run_writes_nothing(
+    stack, capsys
+):
+    lost = new_partition("recovered")
+    copies = [await copied_only(stack, lost, start) for start in (0, 10, 20)]
+    known = new_partition("known")
+    await stack.tier(known, 2)
+
+    assert await recover(stack, "--dry-run") == 0
+    out = capsys.readouterr().out
+    would = lines(out, "would write")
+    assert [line.split()[3] for line in would] == [
+        str(m.remote_log_segment_id.id) for m, _ in copies
+    ]
+    assert "offsets 10-19  leader epochs 0@10  broker 3" in would[1]
+    assert "2 already known, 3 to write" in out
+    assert "dry run, nothing written" in out
+    assert await listed(stack, lost) == []
+
+    assert await recover(stack) == 0
+    out = capsys.readouterr().out
+    assert len(lines(out, "wrote")) == 3
+    assert "0 gaps, 0 overlaps, 0 manifests skipped" in out
+    recovered = await listed(stack, lost)
+    assert [s.state for s in recovered] == [FINISHED] * 3
+    for segment, (original, custom) in zip(recovered, copies, strict=True):
+        # Everything the manifest kept, and the custom metadata the copy returned.
+        assert segment.remote_log_segment_id == original.remote_log_segment_id
+        assert segment.custom_metadata == custom
+        assert (segment.start_offset, segment.end_offset) == (
+            original.start_offset,
+            original.end_offset,
+        )
+        assert segment.segment_leader_epochs == original.segment_leader_epochs
+        assert segment.segment_size_in_bytes == original.segment_size_in_bytes
+        assert segment.max_timestamp_ms == original.max_timestamp_ms
+        assert segment.broker_id == original.broker_id
+        assert segment.event_timestamp_ms == original.event_timestamp_ms
+    # What readers see: the recovered segment that holds an offset.
+    found = await stack.metadata.client.remote_log_segment_metadata(lost, 0, 15)
+    assert found is not None
+    assert found.remote_log_segment_id == copies[1][0].remote_log_segment_id
+
+    assert await recover(stack) == 0
+    out = capsys.readouterr().out
+    assert lines(out, "wrote") == []
+    assert "5 already known, 0 written" in out
+    assert len(await listed(stack, lost)) == 3
+
+
+async def put(stack, key: str, body: bytes) -> None:
+    config = stack.recover_config()
+    backend = await open_backend(config, config.backoff())
+    try:
+        await backend.put(key, body)
+    finally:
+        await backend.close()
+
+
+async def test_gaps_and_overlaps_are_reported_and_bad_manifests_skipped_by_key(stack, capsys):
+    tip = new_partition("lineage")
+    first, _ = await copied_only(stack, tip, 0)
+    later, _ = await copied_only(stack, tip, 20)  # offsets 10-19 are in no segment
+    # A retried copy after an unclean election: overlaps the one before, a new epoch.
+    overlapping, _ = await copied_only(stack, tip, 25, epochs=((1, 25),))
+    newer, _ = await copied_only(stack, tip, 40)
+    damaged, _ = await copied_only(stack, tip, 50)
+    misplaced_key = SegmentKeys.of(
+        "",
+        RemoteLogSegmentMetadata(
+            RemoteLogSegmentId(tip, uuid.uuid4()), 60, 69, 0, 0, 0, 1, ((0, 60),)
+        ),
+    ).manifest
+    store = stack.recover_config()
+    backend = await open_backend(store, store.backoff())
+    try:
+        manifest = json.loads(await backend.get(SegmentKeys.of("", newer).manifest))
+        manifest["version"] = 2
+        await backend.put(SegmentKeys.of("", newer).manifest, json.dumps(manifest).encode())
+        await backend.put(SegmentKeys.of("", damaged).manifest, b'{"version": 1, "metad')
+        # Another segment's manifest under a key that names a segment it is not.
+        await backend.put(misplaced_key, await backend.get(SegmentKeys.of("", first).manifest))
+    finally:
+        await backend.close()
+
+    assert await recover(stack, "--topic", "lineage") == 0
+    out = capsys.readouterr().out
+    assert lines(out, "gap") == ["gap  lineage-0  offsets 10-19 are in no segment"]
+    (overlap,) = lines(out, "overlap")
+    assert f"{later.remote_log_segment_id.id} (20-29) and " in overlap
+    assert f"{overlapping.remote_log_segment_id.id} (25-34)" in overlap
+    skipped = {line.split()[1]: line for line in lines(out, "skipped")}
+    assert set(skipped) == {
+        SegmentKeys.of("", newer).manifest,
+        SegmentKeys.of("", damaged).manifest,
+        misplaced_key,
+    }
+    assert (
+        "manifest version 2 is newer than the 1 this remotelog reads"
+        in skipped[SegmentKeys.of("", newer).manifest]
+    )
+    assert "unreadable manifest" in skipped[SegmentKeys.of("", damaged).manifest]
+    assert "not the one its key names" in skipped[misplaced_key]
+    # Every readable segment is written, the overlapping ones too.
+    assert {s.remote_log_segment_id for s in await listed(stack, tip)} == {
+        first.remote_log_segment_id,
+        later.remote_log_segment_id,
+        overlapping.remote_log_segment_id,
+    }
+    assert "1 gaps, 1 overlaps, 3 manifests skipped" in out
+
+
+async def test_a_segment_known_only_as_started_is_reported_and_left_as_it_is(stack, capsys):
+    tip = new_partition("in-flight")
+    started_only, _ = await copied_only(stack, tip, 0)
+    await stack.metadata.client.add_remote_log_segment_metadata(started_only)
+    assert await recover(stack, "--topic", "in-flight") == 0
+    out = capsys.readouterr().out
+    (unfinished,) = lines(out, "unfinished")
+    assert str(started_only.remote_log_segment_id.id) in unfinished
+    assert "1 already known, 0 written" in out
+    (segment,) = await listed(stack, tip)
+    assert segment.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+
+
+async def test_only_the_named_topic_is_recovered(stack, capsys):
+    wanted, other = new_partition("wanted"), new_partition("wanted-not")
+    await copied_only(stack, wanted, 0)
+    await copied_only(stack, other, 0)
+    assert await recover(stack, "--topic", "wanted") == 0
+    assert "1 segments in 1 partitions" in capsys.readouterr().out
+    assert len(await listed(stack, wanted)) == 1
+    assert await listed(stack, other) == []
+
+
+async def test_recover_without_a_metadata_manager_is_a_one_line_error(stack, capsys):
+    await copied_only(stack, new_partition("stranded"), 0)
+    stack.recover_config(**{"metadata.manager.address": "127.0.0.1:1"})
+    config = str(stack.tmp / "recover.properties")
+    assert await asyncio.to_thread(main, ["recover", "--config", config]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("remotelog: recover: ")
+    assert "Traceback" not in err
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_is_one_line_rewritten_on_a_terminal_and_nothing_elsewhere():
+    tip = new_partition("shown")
+    done = lineage(tip, [segment_at(tip, 0), segment_at(tip, 10)])
+    done.missing = done.segments[1:]
+    terminal, piped = Terminal(), io.StringIO()
+    for stream in (terminal, piped):
+        progress = Progress(stream)
+        progress.partition_done(done, dry_run=False)
+        progress.partition_done(done, dry_run=False)
+        progress.end()
+    assert terminal.getvalue() == (
+        "\rrecovering: 1 partitions, 2 segments, 1 written (at shown-0)\x1b[K"
+        "\rrecovering: 2 partitions, 4 segments, 2 written (at shown-0)\x1b[K"
+        "\r\x1b[K"
+    )
+    assert piped.getvalue() == ""
+
+
+def segment_at(tip, start, end=None):
+    end = start + 9 if end is None else end
+    return RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(tip, uuid.uuid4()), start, end, 0, 0, 0, 100, ((0, start),)
+    )
+
+
+LINEAGE_TIP = new_partition("lineage-unit")
+
+
+def lineage_segment(start, end):
+    return segment_at(LINEAGE_TIP, start, end)
+
+
+def test_lineage_reports_gaps_and_overlaps_in_offset_order():
+    found = lineage(
+        LINEAGE_TIP,
+        [
+            lineage_segment(30, 39),
+            lineage_segment(0, 9),
+            lineage_segment(10, 24),
+            lineage_segment(20, 27),
+        ],
+    )
+    assert [s.start_offset for s in found.segments] == [0, 10, 20, 30]
+    assert found.gaps == [Gap(LINEAGE_TIP, 28, 29)]
+    assert [(o.earlier.start_offset, o.later.start_offset) for o in found.overlaps] == [(10, 20)]
+
+
+def test_a_segment_inside_a_longer_one_overlaps_it_and_leaves_no_gap_after():
+    found = lineage(
+        LINEAGE_TIP, [lineage_segment(0, 99), lineage_segment(10, 19), lineage_segment(100, 109)]
+    )
+    assert found.gaps == []
+    assert [(o.earlier.start_offset, o.later.start_offset) for o in found.overlaps] == [(0, 10)]
