@@ -362,3 +362,37 @@ async def test_an_upload_cancelled_mid_copy_closes_its_file_only_once_the_copy_e
     assert not store.path("t-x/0/segment.log").exists()
     assert len(os.listdir("/proc/self/fd")) == descriptors
     await store.close()
+
+
+async def test_a_listing_is_in_key_order_as_s3_gives_it_and_streamed_in_batches(tmp_path):
+    store = FileSystemStore(tmp_path / "store", io_threads=1)
+    names = ["a.log", "a/x", "a/b/c", "a0", "a-1/0/y", "b/z.tmp.tmp", "b/y.abc.tmp", "c"]
+    names += [f"many/{n:05d}.log" for n in range(2 * filesystem._LIST_BATCH + 7)]
+    for name in names:
+        path = store.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(name.encode())
+    # A link out of the tree is not followed.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"no")
+    (store.root / "a" / "link").symlink_to(outside, target_is_directory=True)
+    try:
+        objects = [o.key async for o in store.list("")]
+        finished = sorted(n for n in names if not n.endswith(".tmp"))
+        assert objects == finished
+        assert {o.key: o.size for o in [o async for o in store.list("a")]} == {
+            n: len(n) for n in finished if n.startswith("a")
+        }
+        assert [o.key async for o in store.list("a/")] == ["a/b/c", "a/x"]
+        assert [o.key async for o in store.list("many/0200")] == [
+            f"many/{n:05d}.log" for n in range(2000, 2007)
+        ]
+        uploads = [u async for u in store.incomplete_uploads("b/")]
+        assert [(u.key, u.upload_id) for u in uploads] == [
+            ("b/y", "y.abc.tmp"),
+            ("b/z", "z.tmp.tmp"),
+        ]
+        assert [o.key async for o in store.list("nothing/here")] == []
+    finally:
+        await store.close()

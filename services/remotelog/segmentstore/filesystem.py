@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 from collections import deque
@@ -53,6 +54,8 @@ RESOLVED_KEYS_MAX = 4096
 WRITES_IN_FLIGHT = 4
 # Makes of an upload's directory that a concurrent delete may each undo.
 _CREATE_ATTEMPTS = 5
+# Listed entries a file thread hands over at a time.
+_LIST_BATCH = 1000
 # copy_file_range cannot copy between these two files (another filesystem on an
 # old kernel, a filesystem without it): the copy reads and writes instead.
 _NO_COPY_FILE_RANGE = frozenset({errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
@@ -258,32 +261,57 @@ class FileSystemStore:
                     break  # not empty: neither is any parent
                 directory = directory.parent
 
-    def _walk(self, prefix: str, temporary: bool) -> list[tuple[str, os.stat_result]]:
-        """(key, stat) of the files under `prefix`: the temp files of uploads, or the others."""
-        found: list[tuple[str, os.stat_result]] = []
+    def _walk(self, prefix: str, temporary: bool) -> Iterator[tuple[str, os.stat_result]]:
+        """(key, stat) of the files under `prefix` in key order, as S3 lists them: the
+        temp files of uploads, or the others. One directory's names are held at a time,
+        never the whole tree (a listing of a large store for `recover`)."""
         # From the prefix's own directory: a segment's delete looks beside its objects only.
         start = self.root / prefix.rpartition("/")[0] if "/" in prefix else self.root
         if not start.resolve().is_relative_to(self.root):
-            return found
-        for directory, _, files in os.walk(start):
-            for name in files:
-                if name.endswith(TMP_SUFFIX) is not temporary:
-                    continue
-                full = Path(directory, name)
-                key = full.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    with contextlib.suppress(FileNotFoundError):  # renamed or removed meanwhile
-                        found.append((key, full.stat()))
-        return sorted(found)
+            return
+        yield from self._walk_directory(start, prefix, temporary)
+
+    def _walk_directory(
+        self, directory: Path, prefix: str, temporary: bool
+    ) -> Iterator[tuple[str, os.stat_result]]:
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            return  # removed meanwhile (a deleted partition), or never made
+        # Keys sort as their names with a directory's `/` after it, so a file `a.log`
+        # comes before anything in a directory `a` and `a/x` before a file `a0`.
+        named = sorted(((e.name + "/" if e.is_dir() else e.name), e) for e in entries)
+        for name, entry in named:
+            path = Path(directory, entry.name)
+            key = path.relative_to(self.root).as_posix()
+            if name.endswith("/"):
+                # Not a link out of the tree; only where the prefix can reach.
+                reachable = (key + "/").startswith(prefix) or prefix.startswith(key + "/")
+                if reachable and not entry.is_symlink():
+                    yield from self._walk_directory(path, prefix, temporary)
+                continue
+            if entry.name.endswith(TMP_SUFFIX) is not temporary or not key.startswith(prefix):
+                continue
+            with contextlib.suppress(FileNotFoundError):  # renamed or removed meanwhile
+                yield key, entry.stat()
+
+    async def _listed(
+        self, prefix: str, temporary: bool
+    ) -> AsyncIterator[tuple[str, os.stat_result]]:
+        """_walk's entries, a batch at a time from a file thread."""
+        walk = self._walk(prefix, temporary)
+        while batch := await self._run(partial(_take, walk, _LIST_BATCH)):
+            for entry in batch:
+                yield entry
 
     async def list(self, prefix: str) -> AsyncIterator[StoredObject]:
-        for key, stat in await self._run(partial(self._walk, prefix, False)):
+        async for key, stat in self._listed(prefix, False):
             yield StoredObject(key, stat.st_size, stat.st_mtime)
 
     async def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
         # As S3 lists them: the key the upload was for, and the upload's own id (here
         # its temp file's name, `<name>.<token>.tmp`, beside where the object goes).
-        for temp, stat in await self._run(partial(self._walk, prefix, True)):
+        async for temp, stat in self._listed(prefix, True):
             directory, _, name = temp.rpartition("/")
             key = f"{directory}/{name.rsplit('.', 2)[0]}" if directory else name.rsplit(".", 2)[0]
             yield IncompleteUpload(key, name, stat.st_mtime)
@@ -484,3 +512,7 @@ def _pwrite_all(fd: int, data: Chunk, position: int) -> None:
         written = os.pwrite(fd, view, position)
         view = view[written:]
         position += written
+
+
+def _take(items: Iterator[T], count: int) -> list[T]:
+    return list(itertools.islice(items, count))
