@@ -11,6 +11,7 @@ import pytest
 from remotelog.core.deadline import current_deadline, stream_within
 from remotelog.core.tasks import (
     BatchedCalls,
+    bounded_gather,
     cancel_and_wait,
     in_thread_until_cancelled,
     read_ahead,
@@ -147,3 +148,44 @@ async def test_a_thread_call_returns_what_the_function_returns():
         return topic, partitions
 
     assert await in_thread_until_cancelled(describe, "t", partitions=3) == ("t", 3)
+
+
+async def test_bounded_gather_runs_every_call_at_most_limit_at_a_time():
+    running, most, done = 0, 0, []
+
+    def call(number: int):
+        async def run() -> None:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.001 * (number % 3))
+            running -= 1
+            done.append(number)
+
+        return run
+
+    await bounded_gather((call(n) for n in range(50)), 4)
+    assert sorted(done) == list(range(50))
+    assert most == 4
+
+
+async def test_bounded_gather_raises_the_first_failure_as_it_is_and_stops_the_rest():
+    started, cancelled = [], []
+
+    def call(number: int):
+        async def run() -> None:
+            started.append(number)
+            if number == 2:
+                raise ValueError("segment 2")
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled.append(number)
+                raise
+
+        return run
+
+    with pytest.raises(ValueError, match="segment 2"):
+        await bounded_gather((call(n) for n in range(10)), 3)
+    assert started == [0, 1, 2]
+    assert sorted(cancelled) == [0, 1]

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -29,6 +29,23 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, recancel_s: f
         for task in done:
             if not task.cancelled():
                 task.exception()  # retrieved: an error while stopping is not news
+
+
+async def bounded_gather(calls: Iterable[Callable[[], Awaitable[object]]], limit: int) -> None:
+    """Await each call, at most `limit` at a time, taking them from `calls` as they are
+    needed. The first failure stops the others and is raised as it is."""
+    pending = iter(calls)
+
+    async def worker() -> None:
+        for call in pending:  # shared: each worker takes the next call
+            await call()
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, limit))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        await cancel_and_wait(workers)
+        raise
 
 
 async def in_thread_until_cancelled(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:

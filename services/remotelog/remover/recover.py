@@ -18,6 +18,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.core.model import (
@@ -27,11 +28,13 @@ from remotelog.core.model import (
 )
 from remotelog.core.ports import RemoteLogMetadataManager
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.core.tasks import bounded_gather, cancel_and_wait
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.layout import (
     Manifest,
     SegmentKeys,
     parse_segment_key,
+    partition_prefix,
     segment_custom_metadata,
 )
 
@@ -121,6 +124,9 @@ class Recovery:
     timeout_s: float = 30.0
     # Manifests read at a time; the listing itself is streamed.
     reads_in_flight: int = 16
+    # Partitions, and segments of each, being written at a time.
+    partitions_in_flight: int = 8
+    writes_in_flight: int = 8
     # The custom metadata written with each segment is what its copy returned:
     # the same fields, under the same bound.
     custom_metadata_max_bytes: int = 128
@@ -134,20 +140,42 @@ class Recovery:
         """Recover every partition under the prefix (of `topic` only, if set);
         `on_partition` hears of each once it is done (a progress line)."""
         report = RecoveryReport(dry_run=dry_run)
+        # Partitions recovered side by side: the manager confirms one metadata
+        # partition's writes one after another, and a recovered partition's records
+        # all go to one metadata partition.
+        recovering: set[asyncio.Task[None]] = set()
+
+        async def recover(tip: TopicIdPartition, manifests: list[Manifest]) -> None:
+            while len(recovering) >= self.partitions_in_flight:
+                done, _ = await asyncio.wait(recovering, return_when=asyncio.FIRST_COMPLETED)
+                recovering.difference_update(done)
+                for task in done:
+                    task.result()  # the first failure stops the run
+            recovering.add(
+                asyncio.create_task(self._partition(tip, manifests, report, dry_run, on_partition))
+            )
+
         current: TopicIdPartition | None = None
         manifests: list[Manifest] = []
-        async for found in self._manifests(report):
-            if isinstance(found, Skipped):
-                report.skipped.append(found)
-                continue
-            tip = found.metadata.topic_id_partition
-            if tip != current:
-                if current is not None:
-                    await self._partition(current, manifests, report, dry_run, on_partition)
-                current, manifests = tip, []
-            manifests.append(found)
-        if current is not None:
-            await self._partition(current, manifests, report, dry_run, on_partition)
+        try:
+            async for found in self._manifests(report):
+                if isinstance(found, Skipped):
+                    report.skipped.append(found)
+                    continue
+                tip = found.metadata.topic_id_partition
+                if tip != current:
+                    if current is not None:
+                        await recover(current, manifests)
+                    current, manifests = tip, []
+                manifests.append(found)
+            if current is not None:
+                await recover(current, manifests)
+            if recovering:
+                await asyncio.gather(*recovering)
+        except BaseException:
+            await cancel_and_wait(recovering)
+            raise
+        report.partitions.sort(key=lambda p: _listing_order(p.topic_id_partition))
         return report
 
     async def _partition(
@@ -170,8 +198,15 @@ class Recovery:
         ]
         if not dry_run:
             sizes = {m.metadata.remote_log_segment_id.id: m.remote_size for m in manifests}
-            for segment in recovered.missing:
-                await self._write(segment, sizes[segment.remote_log_segment_id.id])
+            # Each write returns once the manager has read it back (a round trip through
+            # Kafka): segments are written side by side, each one's two records in order.
+            await bounded_gather(
+                (
+                    partial(self._write, segment, sizes[segment.remote_log_segment_id.id])
+                    for segment in recovered.missing
+                ),
+                self.writes_in_flight,
+            )
         report.partitions.append(recovered)
         on_partition(recovered)
 
@@ -246,3 +281,8 @@ class Recovery:
                 f"from offset {metadata.start_offset}, which is not the one its key names",
             )
         return manifest
+
+
+def _listing_order(tip: TopicIdPartition) -> str:
+    """Where a partition's keys come in a listing (partition 10 after partition 1/)."""
+    return partition_prefix("", tip)
