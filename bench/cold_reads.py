@@ -59,6 +59,7 @@ from typing import Any
 from cold_spark import SparkReads
 from common import (
     Report,
+    create_bucket,
     kept_on_failure,
     process_cpu_seconds,
     s3_server_command,
@@ -172,11 +173,6 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
         fetch_address=f"127.0.0.1:{fetch_port}",
         metadata_address=addresses["metadata.manager.address"],
     )
-
-
-def create_bucket(endpoint: str, bucket: str) -> None:
-    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
-    urllib.request.urlopen(request, timeout=10).read()
 
 
 def tiered_topic(contender: Contender, topic: str) -> int:

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -370,6 +371,12 @@ def s3_server_command(link_by_default: bool = False) -> list[str]:
         flags.append(f"--{name.strip().replace('_', '-')}={value.strip()}")
     print(f"S3 over a link: {link} ({S3_LINK_ENV})", flush=True)
     return [*command, "--link", *flags]
+
+
+def create_bucket(endpoint: str, bucket: str) -> None:
+    """A bucket on the S3 server at `endpoint` (moto takes an unsigned PUT)."""
+    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    urllib.request.urlopen(request, timeout=10).read()
 
 
 def start(command: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
