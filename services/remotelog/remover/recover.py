@@ -262,16 +262,23 @@ class Recovery:
             await listing  # its error, if it failed
         finally:
             listing.cancel()
+            # Room for the lister's last put, then it has ended; reads not taken stop.
+            left = []
             while not reads.empty():
-                if (left := reads.get_nowait()) is not None:
-                    left.cancel()
+                if (read := reads.get_nowait()) is not None:
+                    left.append(read)
+            await cancel_and_wait([listing, *left])
 
     async def _read(self, key: str) -> Manifest | Skipped:
+        """The manifest at `key`, or why it is skipped. A store that fails to answer
+        fails the run: its segments are not to be reported as skipped."""
         try:
-            manifest = Manifest.from_json(await self.store.get(key), key)
+            raw = await self.store.get(key)
         except RemoteResourceNotFoundError:
             return Skipped(key, "deleted while listed (a segment being deleted)")
-        except RemoteStorageError as exc:
+        try:
+            manifest = Manifest.from_json(raw, key)
+        except RemoteStorageError as exc:  # damaged, or of a newer version
             return Skipped(key, str(exc))
         metadata = manifest.metadata
         if SegmentKeys.of(self.key_prefix, metadata).manifest != key:
