@@ -30,13 +30,18 @@ def name(request) -> str:
 
 async def test_one_holder_at_a_time_and_tokens_grow(leases, request):
     lease_name = name(request)
-    first = await leases.acquire(lease_name, "a", 5000)
+    assert await leases.holder(lease_name) is None
+    first = await leases.acquire(lease_name, "recover on host-a pid 7", 5000)
     assert first is not None
     assert await leases.acquire(lease_name, "b", 5000) is None
+    # Who holds it, spaces and all, for a refusal to name.
+    assert await leases.holder(lease_name) == "recover on host-a pid 7"
     await leases.release(first)
+    assert await leases.holder(lease_name) is None
     second = await leases.acquire(lease_name, "b", 5000)
     assert second is not None
     assert second.fencing_token > first.fencing_token
+    assert await leases.holder(lease_name) == "b"
 
 
 async def test_an_expired_lease_is_taken_over_and_its_holder_learns_it(leases, request):

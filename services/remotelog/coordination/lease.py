@@ -61,6 +61,9 @@ class Leases(Protocol):
     async def release(self, lease: Lease) -> None:
         """Give the lease up, if still held by this owner."""
 
+    async def holder(self, name: str) -> str | None:
+        """Who holds `name` now, or None."""
+
     async def close(self) -> None: ...
 
 
@@ -139,6 +142,10 @@ class InProcessLeases:
         holder = self._current(lease.name)
         if holder is not None and holder[:2] == (lease.owner, lease.fencing_token):
             del self._holders[lease.name]
+
+    async def holder(self, name: str) -> str | None:
+        current = self._current(name)
+        return None if current is None else current[0]
 
     async def close(self) -> None:
         self._holders.clear()

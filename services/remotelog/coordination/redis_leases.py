@@ -73,6 +73,12 @@ class RedisLeases:
         with _unavailable():
             await self._release(keys=[self._key(lease.name)], args=[value])
 
+    async def holder(self, name: str) -> str | None:
+        with _unavailable():
+            value = await self._redis.get(self._key(name))
+        # `<owner> <fencing token>`: owners may hold spaces, tokens do not.
+        return None if value is None else value.decode().rsplit(" ", 1)[0]
+
     async def close(self) -> None:
         await self._redis.aclose()
 
