@@ -1,5 +1,6 @@
 """The metadata manager service on a real broker: KIP-405 scenarios, readiness, refusals."""
 
+import dataclasses
 import uuid
 
 import grpc
@@ -17,6 +18,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
 )
 from remotelog.core.model import RemotePartitionDeleteMetadata
+from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.states import RemotePartitionDeleteState as D
 
 from .scenarios import (
@@ -247,3 +249,41 @@ async def test_wrong_partition_count_is_refused(tmp_path, broker):
         await open_metadata_manager(config, topic=topic)
     assert refused.value.field == "remote.log.metadata.topic.num.partitions"
     assert "has 5 partitions" in str(refused.value)
+
+
+def finished(tip, name: str, start: int, **changes):
+    segment = metadata_of(tip, Seg(name, start, start + 9, size=100, epochs=((0, start),)))
+    return dataclasses.replace(segment, **{"state": COPIED, **changes})
+
+
+async def test_recovery_refuses_bad_segments_whole_and_writes_nothing(metadata):
+    client = metadata.client
+    tip, other = new_partition("recovered"), new_partition("elsewhere")
+    good = finished(tip, "good", 0)
+    refusals = [
+        ([good, finished(other, "other", 10)], "remote_log_segment_metadata", "is not of"),
+        (
+            [good, finished(tip, "started", 10, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED)],
+            "remote_log_segment_metadata.state",
+            "is COPY_SEGMENT_FINISHED, not COPY_SEGMENT_STARTED",
+        ),
+        (
+            [good, finished(tip, "big", 10, custom_metadata=b"x" * 129)],
+            "custom_metadata",
+            "129 bytes exceed the maximum of 128",
+        ),
+    ]
+    for segments, field, why in refusals:
+        with pytest.raises(InvalidArgumentError) as refused:
+            await client.recover_remote_log_segments(tip, segments, recovery="a test")
+        assert refused.value.field == field
+        assert why in str(refused.value)
+    with pytest.raises(InvalidArgumentError) as unnamed:
+        await client.recover_remote_log_segments(tip, [good], recovery=" ")
+    assert unnamed.value.field == "recovery"
+    assert [m async for m in client.list_remote_log_segments(tip)] == []
+    # The same segment twice is written once; a second run writes nothing.
+    done = await client.recover_remote_log_segments(tip, [good, good], recovery="a test")
+    assert done.written == (good.remote_log_segment_id,)
+    again = await client.recover_remote_log_segments(tip, [good], recovery="a test")
+    assert (again.written, again.completed) == ((), ())

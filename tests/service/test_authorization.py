@@ -35,6 +35,7 @@ from remotelog.client import (
     SegmentStoreClient,
 )
 from remotelog.core.errors import PermissionDeniedError, UnauthenticatedError
+from remotelog.core.states import RemoteLogSegmentState
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.authorization import Policy
@@ -191,6 +192,27 @@ async def test_an_operator_removes_and_a_reader_may_not_ask_how_it_goes(secured)
         assert status.topic_id_partition == tip
         with pytest.raises(PermissionDeniedError):
             await reader.deletion_status(tip)
+    finally:
+        await operator.close()
+        await reader.close()
+
+
+async def test_an_operator_recovers_segments_and_a_reader_may_not(secured):
+    operator = secured.client(MetadataClient, "metadata", "operator")
+    reader = secured.client(MetadataClient, "metadata", "reader")
+    try:
+        segment = dataclasses.replace(
+            segment_metadata(topic="recovered"), state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        )
+        tip = segment.topic_id_partition
+        with pytest.raises(PermissionDeniedError):
+            await reader.recover_remote_log_segments(tip, [segment], recovery="a reader")
+        recovered = await operator.recover_remote_log_segments(
+            tip, [segment], recovery="an operator"
+        )
+        assert recovered.written == (segment.remote_log_segment_id,)
+        (found,) = [s async for s in reader.list_remote_log_segments(tip)]
+        assert found.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
     finally:
         await operator.close()
         await reader.close()

@@ -64,6 +64,7 @@ RETRY_RULE = {
     "UNAUTHENTICATED": ("UNAUTHENTICATED", False, False),
     "METADATA_READ_ONLY": ("FAILED_PRECONDITION", False, False),
     "KAFKA_UNAVAILABLE": ("UNAVAILABLE", True, True),
+    "RECOVERY_IN_PROGRESS": ("FAILED_PRECONDITION", False, True),
 }
 RULE_REASONS = sorted(RETRY_RULE)
 # Every package whose modules may define an error a service raises.

@@ -8,13 +8,14 @@ the client retries within the call's deadline; metadata writes are idempotent
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.client.base import ServiceClient
 from remotelog.core.model import (
+    RecoveredSegments,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
@@ -26,11 +27,15 @@ from remotelog.protocol.convert import (
     partition_delete_state_from_proto,
     partition_delete_to_proto,
     remote_partition_from_proto,
+    segment_id_from_proto,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
     segment_update_to_proto,
     topic_id_partition_to_proto,
 )
+
+# Segments per RecoverRemoteLogSegments message: far below the 4 MiB message limit.
+RECOVER_BATCH = 500
 
 
 class MetadataClient(ServiceClient):
@@ -221,3 +226,43 @@ class MetadataClient(ServiceClient):
         request = pb.IsReadyRequest(topic_id_partition=topic_id_partition_to_proto(partition))
         response = await self.call_unary(self._stub.IsReady, request, timeout_s=timeout_s)
         return bool(response.ready)
+
+    async def recover_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        segments: Sequence[RemoteLogSegmentMetadata],
+        *,
+        recovery: str,
+        dry_run: bool = False,
+        timeout_s: float | None = None,
+    ) -> RecoveredSegments:
+        """The partition's segments (as their copies finished) written where the manager
+        does not know them, RECOVER_BATCH a message; each message gets the call's timeout.
+        Retried whole while the manager is unavailable: known segments are left alone."""
+        tip = topic_id_partition_to_proto(partition)
+
+        async def requests() -> AsyncIterator[pb.RecoverRemoteLogSegmentsRequest]:
+            yield pb.RecoverRemoteLogSegmentsRequest(
+                topic_id_partition=tip,
+                recovery=recovery,
+                dry_run=dry_run,
+                remote_log_segment_metadata=[
+                    segment_metadata_to_proto(s) for s in segments[:RECOVER_BATCH]
+                ],
+            )
+            for start in range(RECOVER_BATCH, len(segments), RECOVER_BATCH):
+                yield pb.RecoverRemoteLogSegmentsRequest(
+                    remote_log_segment_metadata=[
+                        segment_metadata_to_proto(s)
+                        for s in segments[start : start + RECOVER_BATCH]
+                    ]
+                )
+
+        timeout = (timeout_s or self.options.timeout_s) * (1 + len(segments) // RECOVER_BATCH)
+        response = await self.call_client_stream(
+            self._stub.RecoverRemoteLogSegments, requests, timeout_s=timeout
+        )
+        return RecoveredSegments(
+            tuple(segment_id_from_proto(i, "written") for i in response.written),
+            tuple(segment_id_from_proto(i, "completed") for i in response.completed),
+        )

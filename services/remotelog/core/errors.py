@@ -20,8 +20,11 @@ RETRY_CALL_CODES = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED", "DEADLINE_EXC
 # Retriable in Kafka's sense (its RetriableException), yet final for the call:
 # what the caller knows of the partition must change first (a later poll after a
 # metadata refresh, as Kafka's consumer does), so repeating the call at once
-# would only hold it until its deadline.
-RETRY_LATER_REASONS = frozenset({"UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_LEADER_EPOCH"})
+# would only hold it until its deadline. A recovery of a partition another run holds
+# is asked again once that run has ended.
+RETRY_LATER_REASONS = frozenset(
+    {"UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_LEADER_EPOCH", "RECOVERY_IN_PROGRESS"}
+)
 
 
 class RemoteLogError(Exception):
@@ -204,6 +207,13 @@ class KafkaUnavailableError(RemoteLogError):
 
     reason = "KAFKA_UNAVAILABLE"
     code = "UNAVAILABLE"
+
+
+class RecoveryInProgressError(RemoteLogError):
+    """Another `remotelog recover` run holds the partition; its metadata names it."""
+
+    reason = "RECOVERY_IN_PROGRESS"
+    code = "FAILED_PRECONDITION"
 
 
 class ServiceUnavailableError(RemoteLogError):

@@ -219,6 +219,17 @@ class RemotePartitionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class RecoveredSegments:
+    """What recovering one partition's segments did (not part of Kafka's RLMM)."""
+
+    # Not known to the metadata manager, now written (in a dry run, to be written).
+    written: tuple[RemoteLogSegmentId, ...] = ()
+    # Known only as COPY_SEGMENT_STARTED, their copy complete in the store: now (in a
+    # dry run, to be) COPY_SEGMENT_FINISHED.
+    completed: tuple[RemoteLogSegmentId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentByteRange:
     """Where one segment's share of an offset range lies in its log: bytes
     `start_position` up to `end_position` (exclusive, batch boundaries) of the object

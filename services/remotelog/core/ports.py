@@ -11,12 +11,13 @@ over the services or in-process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from typing import Protocol
 
 from remotelog.core.model import (
     IndexType,
     LogSegmentData,
+    RecoveredSegments,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
@@ -186,3 +187,18 @@ class RemotePartitionLister(Protocol):
     async def list_remote_partitions(
         self, topic: str | None = None, *, timeout_s: float | None = None
     ) -> list[RemotePartitionSummary]: ...
+
+
+class SegmentRecoverer(Protocol):
+    """Not Kafka's: a partition's segments written back from a store's manifests
+    (RecoverRemoteLogSegments), the partition not ready meanwhile."""
+
+    async def recover_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        segments: Sequence[RemoteLogSegmentMetadata],
+        *,
+        recovery: str,
+        dry_run: bool = False,
+        timeout_s: float | None = None,
+    ) -> RecoveredSegments: ...

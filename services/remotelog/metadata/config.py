@@ -8,13 +8,16 @@ from remotelog.core.config import setting
 from remotelog.core.settings import (
     CustomMetadataSettings,
     MetadataTopicSettings,
+    RedisSettings,
     ServerSettings,
     listen_address_setting,
 )
 
 
 @dataclass(frozen=True)
-class MetadataManagerConfig(ServerSettings, MetadataTopicSettings, CustomMetadataSettings):
+class MetadataManagerConfig(
+    ServerSettings, MetadataTopicSettings, CustomMetadataSettings, RedisSettings
+):
     listen_address: str = listen_address_setting("127.0.0.1:7302")
     read_only: bool = setting(
         "remote.log.metadata.read.only",

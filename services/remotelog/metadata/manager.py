@@ -21,23 +21,38 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from opentelemetry.metrics import Observation
 
+from remotelog.coordination.factory import open_leases
+from remotelog.coordination.lease import InProcessLeases, Lease, Leases, held
 from remotelog.core.errors import (
     InvalidArgumentError,
     InvalidStateTransitionError,
+    MetadataNotReadyError,
     ReadOnlyMetadataError,
+    RecoveryInProgressError,
+    RemoteLogError,
     RemoteResourceNotFoundError,
 )
 from remotelog.core.gauges import InstanceGauges
 from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.metrics import METADATA_READ_LATENCY, METADATA_SEGMENTS, histogram
 from remotelog.core.model import (
+    RecoveredSegments,
+    RemoteLogMetadata,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
@@ -90,6 +105,10 @@ class Producer(Publisher, KafkaClient, Protocol):
 
 
 READ_ONLY = "remote.log.metadata.read.only"
+# A partition's recovery lease lives this long past its holder's last renewal (every
+# third of it while the recovery's stream is open): a recovery whose manager died
+# leaves the partition ready again within it.
+RECOVERY_LEASE_MS = 30_000
 
 
 def refuse_write(what: str) -> ReadOnlyMetadataError:
@@ -132,8 +151,12 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         *,
         topic_name: str = METADATA_TOPIC,
         snapshot: LoadedSnapshot | None = None,
+        recoveries: Leases | None = None,
     ) -> None:
         self.config = config
+        # Who recovers which partition (leases in Redis, shared by every instance, when
+        # `redis.url` is set): a partition being recovered is not ready.
+        self._recoveries = recoveries or InProcessLeases()
         self.topic = topic
         self.topic_name = topic_name
         self._producer_client = producer
@@ -188,6 +211,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         await asyncio.to_thread(self._producer_client.close)
         await self.write_snapshot()
         self.store.close("the metadata manager is shutting down")
+        await self._recoveries.close()
 
     def _count_applied(self, applied: int) -> None:
         self.events_applied += applied
@@ -215,7 +239,26 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def is_ready(
         self, partition: TopicIdPartition, *, timeout_s: float | None = None
     ) -> bool:
-        return self.store.is_ready(partition)
+        return self.store.is_ready(partition) and await self.recovered_by(partition) is None
+
+    async def recovered_by(self, partition: TopicIdPartition) -> str | None:
+        """Who is recovering the partition, if anyone. Unanswered (Redis down), nobody:
+        the brokers' copies go on rather than stall on a lock only a recovery needs."""
+        try:
+            return await self._recoveries.holder(_recovery_lease(partition))
+        except RemoteLogError as exc:
+            log.warning("could not ask whether %s is being recovered: %s", partition, exc)
+            return None
+
+    async def _refuse_if_recovering(self, partition: TopicIdPartition) -> None:
+        """A write of a partition being recovered is refused as not ready: Kafka's plugin
+        then asks IsReady again, which says no until the recovery ends."""
+        holder = await self.recovered_by(partition)
+        if holder is not None:
+            raise MetadataNotReadyError(
+                f"{partition} is being recovered by {holder}: not ready until it ends",
+                metadata={"partition": str(partition), "recovery": holder},
+            )
 
     def registered_partitions(self) -> frozenset[TopicIdPartition]:
         return frozenset(self.store.registered)
@@ -239,14 +282,8 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         check_custom_metadata_size(metadata.custom_metadata, self.config.custom_metadata_max_bytes)
         tip = metadata.topic_id_partition
         state = self.store.ready(tip, register=True)
-        refuse_deleted(state, tip)
-        being_deleted = state.deletes.get(tip)
-        if being_deleted is not None:
-            # The remover lists the segments to delete after the marker; a copy
-            # that starts now would outlive the partition as an orphan.
-            raise InvalidStateTransitionError(
-                f"partition {tip} is {being_deleted.state.name}: no new segments"
-            )
+        _refuse_new_segments(state, tip)
+        await self._refuse_if_recovering(tip)
         cache = state.cache(tip)
         current = (
             None if cache is None else cache.segment_state(metadata.remote_log_segment_id.id.bytes)
@@ -267,6 +304,9 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         tip = update.topic_id_partition
         state = self.store.ready(tip, register=True)
         refuse_deleted(state, tip)
+        if update.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+            # A copy under way finishes during a recovery; a deletion waits for its end.
+            await self._refuse_if_recovering(tip)
         cache = state.cache(tip)
         current = (
             None if cache is None else cache.segment_state(update.remote_log_segment_id.id.bytes)
@@ -284,6 +324,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._refuse_if_read_only("PutRemotePartitionDeleteMetadata")
         tip = delete.topic_id_partition
         state = self.store.ready(tip, register=True)
+        await self._refuse_if_recovering(tip)
         if tip in state.deleted:
             if delete.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
                 return  # already finished: idempotent
@@ -298,6 +339,122 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
                 f"move to {delete.state.name}"
             )
         await self.producer.publish(state.partition, delete)
+
+    # -- recovery (not Kafka's): a partition's segments written back from manifests -----
+
+    async def recover_remote_log_segments(
+        self,
+        partition: TopicIdPartition,
+        segments: Sequence[RemoteLogSegmentMetadata],
+        *,
+        recovery: str,
+        dry_run: bool = False,
+        timeout_s: float | None = None,
+    ) -> RecoveredSegments:
+        async def whole() -> AsyncIterator[Sequence[RemoteLogSegmentMetadata]]:
+            yield segments
+
+        return await self.recover_batches(partition, whole(), recovery=recovery, dry_run=dry_run)
+
+    async def recover_batches(
+        self,
+        partition: TopicIdPartition,
+        batches: AsyncIterable[Sequence[RemoteLogSegmentMetadata]],
+        *,
+        recovery: str,
+        dry_run: bool = False,
+    ) -> RecoveredSegments:
+        """Each segment of `batches` (as its copy finished) this manager does not know,
+        written as Kafka's copy writes it: COPY_SEGMENT_STARTED, then FINISHED with its
+        custom metadata; each it knows only as STARTED, its FINISHED (the store holds its
+        copy whole: a copy whose last record was lost, or a recovery cut off). `recovery`
+        names the run; while it runs, the partition is not ready and a second run of it
+        is refused, naming this one. A dry run takes no lease and writes nothing."""
+        if not dry_run:
+            self._refuse_if_read_only("RecoverRemoteLogSegments")
+        written: list[RemoteLogSegmentId] = []
+        completed: list[RemoteLogSegmentId] = []
+        lease: Lease | None = None
+        async with contextlib.AsyncExitStack() as stack:
+            if not dry_run:
+                name = _recovery_lease(partition)
+                lease = await stack.enter_async_context(
+                    held(self._recoveries, name, recovery, RECOVERY_LEASE_MS)
+                )
+                if lease is None:
+                    holder = await self._recoveries.holder(name) or "another recovery"
+                    raise RecoveryInProgressError(
+                        f"{partition} is being recovered by {holder}; run again once it has ended",
+                        metadata={"partition": str(partition), "recovery": holder},
+                    )
+            async for batch in batches:
+                if lease is not None:
+                    lease.check()
+                missing, started = self._unfinished(partition, batch, register=not dry_run)
+                if not dry_run:
+                    await self._write_recovered(partition, missing, started)
+                written += (s.remote_log_segment_id for s in missing)
+                completed += (s.remote_log_segment_id for s in started)
+        return RecoveredSegments(tuple(written), tuple(completed))
+
+    def _unfinished(
+        self,
+        partition: TopicIdPartition,
+        batch: Sequence[RemoteLogSegmentMetadata],
+        *,
+        register: bool,
+    ) -> tuple[list[RemoteLogSegmentMetadata], list[RemoteLogSegmentMetadata]]:
+        """Of the batch, checked whole first, the segments not known, and those known
+        only as COPY_SEGMENT_STARTED."""
+        field = "remote_log_segment_metadata"
+        for segment in batch:
+            if segment.topic_id_partition != partition:
+                raise InvalidArgumentError(
+                    field, f"segment {segment.remote_log_segment_id} is not of {partition}"
+                )
+            if segment.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                raise InvalidArgumentError(
+                    f"{field}.state",
+                    f"a recovered segment is COPY_SEGMENT_FINISHED, not {segment.state.name}",
+                )
+            check_custom_metadata_size(
+                segment.custom_metadata, self.config.custom_metadata_max_bytes
+            )
+        state = self.store.ready(partition, register=register)
+        _refuse_new_segments(state, partition)
+        cache = state.cache(partition)
+        missing: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
+        started: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
+        for segment in batch:
+            segment_id = segment.remote_log_segment_id
+            known = None if cache is None else cache.segment_state(segment_id.id.bytes)
+            if known is None:
+                missing.setdefault(segment_id, segment)
+            elif known is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+                started.setdefault(segment_id, segment)
+        return list(missing.values()), list(started.values())
+
+    async def _write_recovered(
+        self,
+        partition: TopicIdPartition,
+        missing: list[RemoteLogSegmentMetadata],
+        started: list[RemoteLogSegmentMetadata],
+    ) -> None:
+        """The missing segments' two records each, and the started ones' FINISHED, all
+        sent before any is awaited (the producer keeps their order on the one metadata
+        partition) and confirmed together."""
+        events: list[RemoteLogMetadata] = []
+        for segment in missing:
+            events.append(
+                replace(
+                    segment, state=RemoteLogSegmentState.COPY_SEGMENT_STARTED, custom_metadata=None
+                )
+            )
+            events.append(_finished(segment))
+        events += (_finished(segment) for segment in started)
+        metadata_part = self.store.metadata_partition(partition)
+        # Tasks start in order, and each sends its record before its first wait.
+        await asyncio.gather(*(self.producer.publish(metadata_part, e) for e in events))
 
     # -- reads: answered from the store at once (`timeout_s` is the port's) -------------
 
@@ -447,7 +604,13 @@ async def open_metadata_manager(
         fetch_wait_ms=config.consumer_fetch_wait_ms,
     )
     manager = TopicBasedRemoteLogMetadataManager(
-        config, info, producer, consumer, topic_name=topic, snapshot=snapshot
+        config,
+        info,
+        producer,
+        consumer,
+        topic_name=topic,
+        snapshot=snapshot,
+        recoveries=open_leases(config.redis_url),
     )
     try:
         await manager.start()
@@ -498,3 +661,30 @@ def _check_segment_transition(
             f"segment {segment}: {current.name if current else 'no state'} can not move to "
             f"{target.name}"
         )
+
+
+def _recovery_lease(partition: TopicIdPartition) -> str:
+    return f"recover:{partition.topic_id}:{partition.partition}"
+
+
+def _refuse_new_segments(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
+    """No new segment of a partition deleted or being deleted: the remover lists the
+    segments to delete after its marker, and one added later would outlive the partition
+    as an orphan."""
+    refuse_deleted(state, tip)
+    being_deleted = state.deletes.get(tip)
+    if being_deleted is not None:
+        raise InvalidStateTransitionError(
+            f"partition {tip} is {being_deleted.state.name}: no new segments"
+        )
+
+
+def _finished(segment: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadataUpdate:
+    """The COPY_SEGMENT_FINISHED of a segment's copy, by its broker at its time."""
+    return RemoteLogSegmentMetadataUpdate(
+        remote_log_segment_id=segment.remote_log_segment_id,
+        event_timestamp_ms=segment.event_timestamp_ms,
+        custom_metadata=segment.custom_metadata,
+        state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+        broker_id=segment.broker_id,
+    )

@@ -5,13 +5,15 @@ Errors are domain exceptions; the server's interceptor maps them to statuses.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.core.deadline import deadline_after
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.model import RemoteLogSegmentMetadata
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 from remotelog.protocol.convert import (
     non_negative,
@@ -19,6 +21,7 @@ from remotelog.protocol.convert import (
     partition_delete_state_to_proto,
     remote_partition_to_proto,
     require,
+    segment_id_to_proto,
     segment_metadata_from_proto,
     segment_metadata_to_proto,
     segment_update_from_proto,
@@ -171,3 +174,40 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
                     remote_partition_to_proto(p) for p in partitions[start : start + LIST_BATCH]
                 ]
             )
+
+    async def RecoverRemoteLogSegments(
+        self,
+        request_iterator: AsyncIterator[pb.RecoverRemoteLogSegmentsRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> pb.RecoverRemoteLogSegmentsResponse:
+        first = await anext(request_iterator, None)
+        if first is None:
+            raise InvalidArgumentError("topic_id_partition", "is required")
+        partition = topic_id_partition_field(first)
+        if not first.recovery.strip():
+            raise InvalidArgumentError("recovery", "is required: it names the run")
+        field = "remote_log_segment_metadata"
+
+        def segments(request: pb.RecoverRemoteLogSegmentsRequest) -> list[RemoteLogSegmentMetadata]:
+            if request.HasField("topic_id_partition") and (
+                topic_id_partition_field(request) != partition
+            ):
+                raise InvalidArgumentError("topic_id_partition", f"must stay {partition}")
+            return [
+                segment_metadata_from_proto(m, f"{field}[{i}]")
+                for i, m in enumerate(request.remote_log_segment_metadata)
+            ]
+
+        async def batches() -> AsyncIterator[Sequence[RemoteLogSegmentMetadata]]:
+            yield segments(first)
+            async for request in request_iterator:
+                yield segments(request)
+
+        with deadline_after(context.time_remaining()):
+            recovered = await self.manager.recover_batches(
+                partition, batches(), recovery=first.recovery, dry_run=first.dry_run
+            )
+        return pb.RecoverRemoteLogSegmentsResponse(
+            written=[segment_id_to_proto(i) for i in recovered.written],
+            completed=[segment_id_to_proto(i) for i in recovered.completed],
+        )

@@ -4,7 +4,8 @@ certificate, checked against the methods that role may call.
 Roles: `broker` may call everything (what a broker and the services acting for
 it call); `reader` what reading the remote tier needs (fetch, list offsets,
 metadata reads and listings: a Spark job, a consumer); `operator` that plus the
-partition remover and partition status (and so the scrub). The health check
+partition remover, partition status (and so the scrub) and the metadata manager's
+recovery (`remotelog recover`). The health check
 answers anyone: probes and load balancers show no identity.
 """
 
@@ -65,6 +66,7 @@ OPERATOR_METHODS = (
     READER_METHODS
     | _methods(partition_remover_pb2, "PartitionRemoverService")
     | _methods(copy_scheduler_pb2, "CopySchedulerService", ("GetPartitionState",))
+    | _methods(metadata_pb2, "RemoteLogMetadataService", ("RecoverRemoteLogSegments",))
 )
 
 

@@ -182,3 +182,23 @@ class RemotePartition(_message.Message):
     remote_bytes: int
     segment_count: int
     def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., earliest_offset: _Optional[int] = ..., latest_tiered_offset: _Optional[int] = ..., remote_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ...) -> None: ...
+
+class RecoverRemoteLogSegmentsRequest(_message.Message):
+    __slots__ = ("topic_id_partition", "recovery", "dry_run", "remote_log_segment_metadata")
+    TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    topic_id_partition: _segment_pb2.TopicIdPartition
+    recovery: str
+    dry_run: bool
+    remote_log_segment_metadata: _containers.RepeatedCompositeFieldContainer[_segment_pb2.RemoteLogSegmentMetadata]
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., recovery: _Optional[str] = ..., dry_run: _Optional[bool] = ..., remote_log_segment_metadata: _Optional[_Iterable[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]]] = ...) -> None: ...
+
+class RecoverRemoteLogSegmentsResponse(_message.Message):
+    __slots__ = ("written", "completed")
+    WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    written: _containers.RepeatedCompositeFieldContainer[_segment_pb2.RemoteLogSegmentId]
+    completed: _containers.RepeatedCompositeFieldContainer[_segment_pb2.RemoteLogSegmentId]
+    def __init__(self, written: _Optional[_Iterable[_Union[_segment_pb2.RemoteLogSegmentId, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[_segment_pb2.RemoteLogSegmentId, _Mapping]]] = ...) -> None: ...

@@ -103,6 +103,11 @@ class RemoteLogMetadataServiceStub:
                 request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.FromString,
                 _registered_method=True)
+        self.RecoverRemoteLogSegments = channel.stream_unary(
+                '/remotelog.api.metadata.v1.RemoteLogMetadataService/RecoverRemoteLogSegments',
+                request_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsResponse.FromString,
+                _registered_method=True)
 
 
 class RemoteLogMetadataServiceServicer:
@@ -225,6 +230,23 @@ class RemoteLogMetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecoverRemoteLogSegments(self, request_iterator, context):
+        """Not Kafka's: one partition's segments rebuilt from a segment store's
+        manifests (`remotelog recover`). The stream's messages carry the
+        partition's live segments as their copies finished; each this manager
+        does not know is written as Kafka's copy writes it, COPY_SEGMENT_STARTED
+        then COPY_SEGMENT_FINISHED; each it knows only as COPY_SEGMENT_STARTED
+        gets its COPY_SEGMENT_FINISHED; the others are left as they are. While
+        the stream is open the partition is not ready: IsReady answers false, and
+        writes for it answer UNAVAILABLE / METADATA_NOT_READY but the
+        COPY_SEGMENT_FINISHED of a copy under way. A second
+        recovery of the partition is refused with FAILED_PRECONDITION /
+        RECOVERY_IN_PROGRESS, its metadata "recovery" naming the first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RemoteLogMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -292,6 +314,11 @@ def add_RemoteLogMetadataServiceServicer_to_server(servicer, server):
                     servicer.ListRemotePartitions,
                     request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.SerializeToString,
+            ),
+            'RecoverRemoteLogSegments': grpc.stream_unary_rpc_method_handler(
+                    servicer.RecoverRemoteLogSegments,
+                    request_deserializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -649,6 +676,33 @@ class RemoteLogMetadataService:
             '/remotelog.api.metadata.v1.RemoteLogMetadataService/ListRemotePartitions',
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsRequest.SerializeToString,
             remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.ListRemotePartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecoverRemoteLogSegments(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/remotelog.api.metadata.v1.RemoteLogMetadataService/RecoverRemoteLogSegments',
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsRequest.SerializeToString,
+            remotelog_dot_api_dot_metadata_dot_v1_dot_metadata__pb2.RecoverRemoteLogSegmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
