@@ -4,16 +4,27 @@ import asyncio
 import io
 import json
 import uuid
+from dataclasses import replace
 
+import pytest
 import pytest_asyncio
 from support.services import new_partition, started
 from support.tiering import batch
+from support.waiting import eventually
 
+from remotelog.api.metadata.v1 import metadata_pb2 as pb
+from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.cli.main import main
 from remotelog.cli.recover import Progress
 from remotelog.client import LogSegmentData
-from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from remotelog.core.errors import MetadataNotReadyError
+from remotelog.core.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+)
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.protocol.convert import segment_metadata_to_proto, topic_id_partition_to_proto
 from remotelog.remover.recover import Gap, lineage
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import SegmentKeys
@@ -176,17 +187,98 @@ async def test_gaps_and_overlaps_are_reported_and_bad_manifests_skipped_by_key(s
     assert "1 gaps, 1 overlaps, 3 manifests skipped" in out
 
 
-async def test_a_segment_known_only_as_started_is_reported_and_left_as_it_is(stack, capsys):
+async def test_a_segment_known_only_as_started_is_completed_from_its_manifest(stack, capsys):
     tip = new_partition("in-flight")
-    started_only, _ = await copied_only(stack, tip, 0)
+    # Its copy is whole in the store, but its COPY_SEGMENT_FINISHED was never written
+    # (lost with the topic's tail, or a recovery cut off between the two records).
+    started_only, custom = await copied_only(stack, tip, 0)
     await stack.metadata.client.add_remote_log_segment_metadata(started_only)
-    assert await recover(stack, "--topic", "in-flight") == 0
+    assert await recover(stack, "--topic", "in-flight", "--dry-run") == 0
     out = capsys.readouterr().out
-    (unfinished,) = lines(out, "unfinished")
-    assert str(started_only.remote_log_segment_id.id) in unfinished
-    assert "1 already known, 0 written" in out
+    (would,) = lines(out, "would complete")
+    assert str(started_only.remote_log_segment_id.id) in would
+    assert "0 already known, 0 to write, 1 to complete" in out
     (segment,) = await listed(stack, tip)
     assert segment.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+
+    assert await recover(stack, "--topic", "in-flight") == 0
+    out = capsys.readouterr().out
+    (completed,) = lines(out, "completed")
+    assert str(started_only.remote_log_segment_id.id) in completed
+    assert "0 already known, 0 written, 1 completed" in out
+    (segment,) = await listed(stack, tip)
+    assert segment.state is FINISHED
+    assert segment.custom_metadata == custom
+    assert await recover(stack, "--topic", "in-flight") == 0
+    assert "1 already known, 0 written, 0 completed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_a_partition_being_recovered_is_not_ready_and_a_second_run_is_refused(stack, capsys):
+    tip = new_partition("held")
+    first, custom = await copied_only(stack, tip, 0)
+    second, _ = await copied_only(stack, tip, 10)
+    client = stack.metadata.client
+    more = asyncio.Event()
+
+    async def run_a():
+        """A recovery that sends its first segment, then stalls (a large partition)."""
+        yield pb.RecoverRemoteLogSegmentsRequest(
+            topic_id_partition=topic_id_partition_to_proto(tip),
+            recovery="run A on host-a",
+            remote_log_segment_metadata=[
+                segment_metadata_to_proto(replace(first, state=FINISHED, custom_metadata=custom))
+            ],
+        )
+        await more.wait()
+
+    async def ready() -> bool:
+        return await client.is_ready(tip)
+
+    await eventually(ready, timeout_s=10)  # its metadata partition loaded
+    # A broker's copy under way when the recovery begins.
+    under_way = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(tip, uuid.uuid4()), 20, 29, 0, 1, 0, 100, ((0, 20),)
+    )
+    await client.add_remote_log_segment_metadata(under_way)
+    stub = pb_grpc.RemoteLogMetadataServiceStub(client.channel)
+    call = stub.RecoverRemoteLogSegments(run_a(), timeout=60)
+
+    async def first_written() -> bool:
+        return len(await listed(stack, tip)) == 2
+
+    await eventually(first_written, timeout_s=10)
+    # Nothing tiers the partition meanwhile: Kafka's copy and expiration tasks ask
+    # IsReady first, and a copy already under way is told "not ready" at its write.
+    assert await client.is_ready(tip) is False
+    next_copy = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId(tip, uuid.uuid4()), 30, 39, 0, 1, 0, 100, ((0, 30),)
+    )
+    with pytest.raises(MetadataNotReadyError, match="being recovered by run A on host-a"):
+        await client.add_remote_log_segment_metadata(next_copy, timeout_s=0.5)
+    # The copy under way finishes all the same: its segment is whole, and Kafka would
+    # copy it again under a new id if its last record were refused.
+    await client.update_remote_log_segment_metadata(
+        RemoteLogSegmentMetadataUpdate(under_way.remote_log_segment_id, 1, None, FINISHED, 1)
+    )
+    # A second run is refused, naming the first; its dry run still reports.
+    assert await recover(stack, "--topic", "held") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("remotelog: recover: ")
+    assert f"{tip} is being recovered by run A on host-a; run again once it has ended" in err
+    assert await recover(stack, "--topic", "held", "--dry-run") == 0
+    (would,) = lines(capsys.readouterr().out, "would write")
+    assert str(second.remote_log_segment_id.id) in would
+
+    # Run A dies: its lease goes with its stream, and the partition is ready again.
+    call.cancel()
+    await eventually(ready, timeout_s=10)
+    assert await recover(stack, "--topic", "held") == 0
+    (wrote,) = lines(capsys.readouterr().out, "wrote")
+    assert str(second.remote_log_segment_id.id) in wrote
+    assert [s.state for s in await listed(stack, tip)] == [FINISHED] * 3
+    assert await client.is_ready(tip)
+    await client.add_remote_log_segment_metadata(next_copy)
 
 
 async def test_only_the_named_topic_is_recovered(stack, capsys):

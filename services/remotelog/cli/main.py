@@ -208,8 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "List the segment manifests under key.prefix and write each segment "
             "the metadata manager does not know, as Kafka's copy would have: "
-            "COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED. Segments it knows are left "
-            "as they are, so a second run writes nothing. Objects without a manifest are "
+            "COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED (one it knows only as "
+            "STARTED gets its FINISHED). Other segments it knows are left as they are, so "
+            "a second run writes nothing. A partition being recovered is not ready to "
+            "Kafka, and a second run on it is refused. Objects without a manifest are "
             "not segments (see scrub). Gaps and overlaps of offsets are reported; "
             "manifests of a newer version, damaged or misplaced ones are reported and "
             "skipped. See docs/disaster-recovery.md."

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -33,10 +36,11 @@ def render_partition(recovered: PartitionRecovery, dry_run: bool) -> list[str]:
     name = _partition(recovered.topic_id_partition)
     verb = "would write" if dry_run else "wrote"
     lines = [f"{verb}  {name}  {_segment(s)}" for s in recovered.missing]
+    verb = "would complete" if dry_run else "completed"
     lines += [
-        f"unfinished  {name}  {_segment(s)}  is COPY_SEGMENT_STARTED: a copy in flight, "
-        "or a recovery cut off; left as it is"
-        for s in recovered.unfinished
+        f"{verb}  {name}  {_segment(s)}  was COPY_SEGMENT_STARTED, its copy whole in the "
+        "store: COPY_SEGMENT_FINISHED"
+        for s in recovered.completed
     ]
     lines += [
         f"gap  {name}  offsets {g.first_missing}-{g.last_missing} are in no segment"
@@ -53,12 +57,14 @@ def render_partition(recovered: PartitionRecovery, dry_run: bool) -> list[str]:
 
 def summary(report: RecoveryReport, where: str) -> str:
     missing, found = report.segments_missing, report.segments_found
+    completed = sum(len(p.completed) for p in report.partitions)
     gaps = sum(len(p.gaps) for p in report.partitions)
     overlaps = sum(len(p.overlaps) for p in report.partitions)
     line = (
         f"recover {where}: {found} segments in {len(report.partitions)} partitions "
-        f"({report.objects_scanned} objects listed); {found - missing} already known, "
-        f"{missing} {'to write' if report.dry_run else 'written'}; {gaps} gaps, "
+        f"({report.objects_scanned} objects listed); {found - missing - completed} already "
+        f"known, {missing} {'to write' if report.dry_run else 'written'}, {completed} "
+        f"{'to complete' if report.dry_run else 'completed'}; {gaps} gaps, "
         f"{overlaps} overlaps, {len(report.skipped)} manifests skipped"
     )
     if report.dry_run:
@@ -92,6 +98,12 @@ class Progress:
             self.stream.flush()
 
 
+def recovery_name() -> str:
+    """What a second run, refused, is told of this one."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return f"remotelog recover on {socket.gethostname()} (pid {os.getpid()}, since {started})"
+
+
 async def run_recover(
     config: RecoverConfig,
     *,
@@ -122,6 +134,7 @@ async def run_recover(
         recovery = Recovery(
             backend,
             metadata,
+            recovery_name(),
             key_prefix=config.key_prefix,
             topic=topic,
             timeout_s=options.timeout_s,

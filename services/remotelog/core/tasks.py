@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -31,13 +31,29 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, recancel_s: f
                 task.exception()  # retrieved: an error while stopping is not news
 
 
-async def bounded_gather(calls: Iterable[Callable[[], Awaitable[object]]], limit: int) -> None:
-    """Await each call, at most `limit` at a time, taking them from `calls` as they are
-    needed. The first failure stops the others and is raised as it is."""
-    pending = iter(calls)
+async def bounded_gather(
+    calls: Iterable[Callable[[], Awaitable[object]]]
+    | AsyncIterable[Callable[[], Awaitable[object]]],
+    limit: int,
+) -> None:
+    """Await each call, at most `limit` at a time, taking them from `calls` (an iterable,
+    or an async one, which may wait for the next) as they are needed. The first failure
+    stops the others and is raised as it is."""
+    if isinstance(calls, AsyncIterable):
+        taking = asyncio.Lock()  # an async iterator is advanced by one worker at a time
+        pending = aiter(calls)
+
+        async def next_call() -> Callable[[], Awaitable[object]] | None:
+            async with taking:
+                return await anext(pending, None)
+    else:
+        remaining = iter(calls)
+
+        async def next_call() -> Callable[[], Awaitable[object]] | None:
+            return next(remaining, None)
 
     async def worker() -> None:
-        for call in pending:  # shared: each worker takes the next call
+        while (call := await next_call()) is not None:  # shared: each takes the next
             await call()
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, limit))]

@@ -3,10 +3,12 @@
 The store writes a segment's manifest last on copy and deletes it first on delete,
 so a manifest names a complete segment and holds its full RemoteLogSegmentMetadata.
 Recovery lists the manifests (a partition's keys are contiguous and ascending by
-start offset in a listing, S3's and the filesystem store's alike), and for each
-segment the metadata manager does not know writes what Kafka's RLMM would have
-written for it: COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED. A segment it
-knows in any state is left as it is, so a second run writes nothing. Objects
+start offset in a listing, S3's and the filesystem store's alike) and hands each
+partition's segments to the metadata manager (RecoverRemoteLogSegments), which holds
+the partition not ready meanwhile and writes, for each segment it does not know, what
+Kafka's RLMM would have written: COPY_SEGMENT_STARTED, then COPY_SEGMENT_FINISHED (for
+one it knows only as STARTED, the FINISHED). Other segments it knows are left as they
+are, so a second run writes nothing. Objects
 without a manifest are not segments (the scrub's); a manifest of a newer version,
 or one that cannot be read or disagrees with its key, is reported and skipped.
 """
@@ -15,20 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
-from remotelog.core.model import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    TopicIdPartition,
-)
-from remotelog.core.ports import RemoteLogMetadataManager
+from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
+from remotelog.core.ports import SegmentRecoverer
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.core.tasks import bounded_gather, cancel_and_wait
+from remotelog.core.tasks import bounded_gather, cancel_and_wait, read_ahead
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.layout import (
     Manifest,
@@ -76,9 +73,9 @@ class PartitionRecovery:
     # Of those, the ones the metadata manager did not know (written, or in a dry run
     # to be written).
     missing: list[RemoteLogSegmentMetadata] = field(default_factory=list)
-    # Known only as COPY_SEGMENT_STARTED: a copy in flight, or a run cut off between
-    # its two records. Left as they are (nothing tells the two apart), and reported.
-    unfinished: list[RemoteLogSegmentMetadata] = field(default_factory=list)
+    # Known only as COPY_SEGMENT_STARTED (a copy whose last record was lost, a run cut
+    # off between a segment's two records): completed, as their manifest shows them.
+    completed: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
 
@@ -118,15 +115,17 @@ def lineage(tip: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]) -> 
 @dataclass
 class Recovery:
     store: ObjectStore
-    metadata: RemoteLogMetadataManager
+    metadata: SegmentRecoverer
+    # Names the run to the metadata manager, which names it to a second run it refuses.
+    recovery: str
     key_prefix: str = ""
     topic: str | None = None
     timeout_s: float = 30.0
     # Manifests read at a time; the listing itself is streamed.
     reads_in_flight: int = 16
-    # Partitions, and segments of each, being written at a time.
+    # Partitions recovered at a time: each is one call, and the manager confirms each
+    # metadata partition's writes in turn.
     partitions_in_flight: int = 8
-    writes_in_flight: int = 8
     # The custom metadata written with each segment is what its copy returned:
     # the same fields, under the same bound.
     custom_metadata_max_bytes: int = 128
@@ -140,41 +139,28 @@ class Recovery:
         """Recover every partition under the prefix (of `topic` only, if set);
         `on_partition` hears of each once it is done (a progress line)."""
         report = RecoveryReport(dry_run=dry_run)
-        # Partitions recovered side by side: the manager confirms one metadata
-        # partition's writes one after another, and a recovered partition's records
-        # all go to one metadata partition.
-        recovering: set[asyncio.Task[None]] = set()
 
-        async def recover(tip: TopicIdPartition, manifests: list[Manifest]) -> None:
-            while len(recovering) >= self.partitions_in_flight:
-                done, _ = await asyncio.wait(recovering, return_when=asyncio.FIRST_COMPLETED)
-                recovering.difference_update(done)
-                for task in done:
-                    task.result()  # the first failure stops the run
-            recovering.add(
-                asyncio.create_task(self._partition(tip, manifests, report, dry_run, on_partition))
-            )
-
-        current: TopicIdPartition | None = None
-        manifests: list[Manifest] = []
-        try:
-            async for found in self._manifests(report):
-                if isinstance(found, Skipped):
-                    report.skipped.append(found)
-                    continue
-                tip = found.metadata.topic_id_partition
-                if tip != current:
-                    if current is not None:
-                        await recover(current, manifests)
-                    current, manifests = tip, []
-                manifests.append(found)
+        async def partitions() -> AsyncIterator[Callable[[], Awaitable[None]]]:
+            """The listing's manifests grouped by partition (contiguous in a listing)."""
+            current: TopicIdPartition | None = None
+            manifests: list[Manifest] = []
+            async with contextlib.aclosing(self._manifests(report)) as found_all:
+                async for found in found_all:
+                    if isinstance(found, Skipped):
+                        report.skipped.append(found)
+                        continue
+                    tip = found.metadata.topic_id_partition
+                    if tip != current:
+                        if current is not None:
+                            yield partial(
+                                self._partition, current, manifests, report, dry_run, on_partition
+                            )
+                        current, manifests = tip, []
+                    manifests.append(found)
             if current is not None:
-                await recover(current, manifests)
-            if recovering:
-                await asyncio.gather(*recovering)
-        except BaseException:
-            await cancel_and_wait(recovering)
-            raise
+                yield partial(self._partition, current, manifests, report, dry_run, on_partition)
+
+        await bounded_gather(partitions(), self.partitions_in_flight)
         report.partitions.sort(key=lambda p: _listing_order(p.topic_id_partition))
         return report
 
@@ -187,87 +173,57 @@ class Recovery:
         on_partition: Callable[[PartitionRecovery], None],
     ) -> None:
         recovered = lineage(tip, [m.metadata for m in manifests])
-        known = await self._known(tip)
-        recovered.missing = [
-            s for s in recovered.segments if s.remote_log_segment_id.id not in known
+        finished = [self._finished(m) for m in manifests]
+        done = await self.metadata.recover_remote_log_segments(
+            tip, finished, recovery=self.recovery, dry_run=dry_run, timeout_s=self.timeout_s
+        )
+        written = {segment_id.id for segment_id in done.written}
+        completed = {segment_id.id for segment_id in done.completed}
+        recovered.missing = [s for s in recovered.segments if s.remote_log_segment_id.id in written]
+        recovered.completed = [
+            s for s in recovered.segments if s.remote_log_segment_id.id in completed
         ]
-        recovered.unfinished = [
-            s
-            for s in recovered.segments
-            if known.get(s.remote_log_segment_id.id) is RemoteLogSegmentState.COPY_SEGMENT_STARTED
-        ]
-        if not dry_run:
-            sizes = {m.metadata.remote_log_segment_id.id: m.remote_size for m in manifests}
-            # Each write returns once the manager has read it back (a round trip through
-            # Kafka): segments are written side by side, each one's two records in order.
-            await bounded_gather(
-                (
-                    partial(self._write, segment, sizes[segment.remote_log_segment_id.id])
-                    for segment in recovered.missing
-                ),
-                self.writes_in_flight,
-            )
         report.partitions.append(recovered)
         on_partition(recovered)
 
-    async def _known(self, tip: TopicIdPartition) -> dict[uuid.UUID, RemoteLogSegmentState]:
-        """The state of each of the partition's segments the metadata manager knows."""
-        try:
-            listed = self.metadata.list_remote_log_segments(tip, timeout_s=self.timeout_s)
-            async with contextlib.aclosing(listed):
-                return {s.remote_log_segment_id.id: s.state async for s in listed}
-        except RemoteResourceNotFoundError:
-            return {}
-
-    async def _write(self, segment: RemoteLogSegmentMetadata, remote_size: int) -> None:
-        """As Kafka's copy would have: the segment STARTED, then FINISHED with what the
-        store's copy returned, by its broker at its time."""
-        await self.metadata.add_remote_log_segment_metadata(segment, timeout_s=self.timeout_s)
+    def _finished(self, manifest: Manifest) -> RemoteLogSegmentMetadata:
+        """The segment as Kafka's copy left it: COPY_SEGMENT_FINISHED, with the custom
+        metadata the store's copy returned, by its broker at its time."""
+        segment = manifest.metadata
         keys = SegmentKeys.of(self.key_prefix, segment)
-        finished = RemoteLogSegmentMetadataUpdate(
-            remote_log_segment_id=segment.remote_log_segment_id,
-            event_timestamp_ms=segment.event_timestamp_ms,
-            custom_metadata=segment_custom_metadata(
-                remote_size, keys, self.custom_metadata_max_bytes
-            ),
+        return replace(
+            segment,
             state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-            broker_id=segment.broker_id,
+            custom_metadata=segment_custom_metadata(
+                manifest.remote_size, keys, self.custom_metadata_max_bytes
+            ),
         )
-        await self.metadata.update_remote_log_segment_metadata(finished, timeout_s=self.timeout_s)
 
-    async def _manifests(self, report: RecoveryReport) -> AsyncIterator[Manifest | Skipped]:
+    async def _manifests(self, report: RecoveryReport) -> AsyncGenerator[Manifest | Skipped, None]:
         """Each manifest's segment (or why it was skipped), in listing order, with up to
         `reads_in_flight` manifests being read at a time."""
         prefix = self.key_prefix + (f"{self.topic}-" if self.topic else "")
-        reads: asyncio.Queue[asyncio.Task[Manifest | Skipped] | None]
-        reads = asyncio.Queue(self.reads_in_flight)
+        reading: set[asyncio.Task[Manifest | Skipped]] = set()
 
-        async def lister() -> None:
-            try:
-                async for stored in self.store.list(prefix):
-                    report.objects_scanned += 1
-                    parsed = parse_segment_key(self.key_prefix, stored.key)
-                    if parsed is None or parsed.suffix != MANIFEST_SUFFIX:
-                        continue
-                    if self.topic and parsed.topic_id_partition.topic != self.topic:
-                        continue
-                    await reads.put(asyncio.create_task(self._read(stored.key)))
-            finally:
-                await reads.put(None)
+        async def reads() -> AsyncGenerator[asyncio.Task[Manifest | Skipped], None]:
+            async for stored in self.store.list(prefix):
+                report.objects_scanned += 1
+                parsed = parse_segment_key(self.key_prefix, stored.key)
+                if parsed is None or parsed.suffix != MANIFEST_SUFFIX:
+                    continue
+                if self.topic and parsed.topic_id_partition.topic != self.topic:
+                    continue
+                read = asyncio.create_task(self._read(stored.key))
+                reading.add(read)
+                yield read
 
-        listing = asyncio.create_task(lister())
         try:
-            while (read := await reads.get()) is not None:
-                yield await read
-            await listing  # its error, if it failed
+            async with contextlib.aclosing(read_ahead(reads(), self.reads_in_flight)) as ahead:
+                async for read in ahead:
+                    reading.discard(read)
+                    yield await read
         finally:
-            listing.cancel()
-            # Room for the lister's last put, then it has ended; reads not taken stop.
-            left = []
-            while not reads.empty():
-                if (read := reads.get_nowait()) is not None:
-                    left.append(read)
-            await cancel_and_wait([listing, *left])
+            await cancel_and_wait(reading)  # read ahead, never taken
 
     async def _read(self, key: str) -> Manifest | Skipped:
         """The manifest at `key`, or why it is skipped. A store that fails to answer
