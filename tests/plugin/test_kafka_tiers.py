@@ -140,6 +140,30 @@ def wait_until_tiered(broker, topic: str, past: int = 0) -> dict[int, int]:
         time.sleep(1)
 
 
+async def agreed_tiered_ends(broker, stack, topic_id: uuid.UUID, topic: str) -> dict[int, int]:
+    """The last tiered offset of each partition once Kafka's ListOffsets -5 (latest
+    tiered) and the metadata manager's listing agree: Kafka goes on copying segments
+    rolled before the last write. Each partition's tiered range starts at 0."""
+
+    async def tiered_ends() -> dict[int, int]:
+        ends = {}
+        for partition in range(PARTITIONS):
+            tip = TopicIdPartition(topic_id, topic, partition)
+            copied = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
+            assert copied, f"{topic}-{partition}: nothing tiered"
+            assert copied[0].start_offset == 0
+            ends[partition] = max(s.end_offset for s in copied)
+            assert stack.objects_of(tip)
+        return ends
+
+    async def agreed() -> dict[int, int] | None:
+        ours = await tiered_ends()
+        kafkas = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
+        return ours if kafkas == ours and ours == await tiered_ends() else None
+
+    return await eventually(agreed, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+
+
 def as_read(messages) -> list[tuple]:
     return [(m.key(), m.value(), tuple(m.headers() or ())) for m in messages]
 
@@ -169,26 +193,7 @@ async def test_kafka_tiers_through_remotelog_and_serves_the_whole_history(kafka_
     produced = await asyncio.to_thread(produce_every_kind, broker.bootstrap_servers, topic)
     local = await asyncio.to_thread(wait_until_tiered, broker, topic)
 
-    async def tiered_ends() -> dict[int, int]:
-        """The last tiered offset of each partition, as the metadata manager lists it."""
-        ends = {}
-        for partition in range(PARTITIONS):
-            tip = TopicIdPartition(topic_id, topic, partition)
-            copied = await stack.segments(tip, {RemoteLogSegmentState.COPY_SEGMENT_FINISHED})
-            assert copied, f"{topic}-{partition}: nothing tiered"
-            assert copied[0].start_offset == 0
-            ends[partition] = max(s.end_offset for s in copied)
-            assert stack.objects_of(tip)
-        return ends
-
-    async def agreed() -> dict[int, int] | None:
-        """Kafka's ListOffsets -5 (latest tiered) and the metadata manager's listing, once
-        they agree: Kafka goes on copying segments rolled before the last write."""
-        ours = await tiered_ends()
-        kafkas = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
-        return ours if kafkas == ours and ours == await tiered_ends() else None
-
-    ends = await eventually(agreed, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+    ends = await agreed_tiered_ends(broker, stack, topic_id, topic)
     for partition in range(PARTITIONS):
         # Local retention deleted only what was tiered.
         assert local[partition] <= ends[partition] + 1
