@@ -12,19 +12,17 @@ enough for remotelog's readers to read the topic from the bucket by name.
 """
 
 import asyncio
-import contextlib
-import io
 import itertools
 import shutil
 import uuid
 from dataclasses import replace
 
 import pytest_asyncio
-from support.kafka_admin import delete_topic, describe, set_topic_config
+from support.kafka_admin import delete_topic_until_gone, set_topic_config
+from support.recovery import run_recover
 from support.topics import read_to_end
 from support.waiting import eventually
 
-from remotelog.cli.main import main
 from remotelog.client import TieredConsumer
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata.topic import METADATA_TOPIC
@@ -63,31 +61,9 @@ async def lose_the_metadata_topic(broker, stack) -> None:
     """The manager stopped, its topic deleted through the Admin API (the controller, in
     KRaft), its snapshots gone; then started again, on a new empty topic."""
     await stack.stop_metadata()
-    await asyncio.to_thread(delete_topic, broker.bootstrap_servers, METADATA_TOPIC)
-
-    def gone() -> bool:
-        return describe(broker.bootstrap_servers, METADATA_TOPIC) is None
-
-    await eventually(lambda: asyncio.to_thread(gone), timeout_s=60, interval_s=0.5)
+    await asyncio.to_thread(delete_topic_until_gone, broker.bootstrap_servers, METADATA_TOPIC)
     shutil.rmtree(stack.tmp / "metadata" / "snapshots", ignore_errors=True)
     await stack.start_metadata()
-
-
-async def recover(stack, *args: str) -> list[str]:
-    """`remotelog recover` of the stack's store through its manager: its output lines."""
-    stack.recover_config()
-    config = str(stack.tmp / "recover.properties")
-    lines: list[str] = []
-
-    def run() -> int:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = main(["recover", "--config", config, *args])
-        lines.extend(out.getvalue().splitlines())
-        return code
-
-    assert await asyncio.to_thread(run) == 0, lines
-    return lines
 
 
 async def test_kafka_serves_and_tiers_on_after_its_metadata_topic_is_lost_and_recovered(
@@ -105,7 +81,7 @@ async def test_kafka_serves_and_tiers_on_after_its_metadata_topic_is_lost_and_re
     await lose_the_metadata_topic(broker, stack)
     assert await live_segments(stack, topic_id, topic) == {p: [] for p in range(PARTITIONS)}
 
-    lines = await recover(stack)
+    lines = await run_recover(stack)
     written = [line for line in lines if line.startswith("wrote  ")]
     assert len(written) == sum(len(s) for s in tiered.values())
     assert [line for line in lines if line.startswith(("gap  ", "overlap  ", "skipped  "))] == []
@@ -211,7 +187,7 @@ async def test_an_archive_is_read_by_name_with_its_cluster_gone(kafka_recovering
     shutil.rmtree(stack.tmp / "metadata" / "snapshots", ignore_errors=True)
     stack.bootstrap = broker.bootstrap_servers
     await stack.start_metadata()
-    lines = await recover(stack, "--topic", topic)
+    lines = await run_recover(stack, "--topic", topic)
     assert sum(line.startswith("wrote  ") for line in lines) >= PARTITIONS
     fetch = await stack.start_fetch()
 

@@ -21,7 +21,9 @@ import pytest_asyncio
 from confluent_kafka.admin import AdminClient
 from fetch.conftest import FetchStack, fetch_config
 from metadata.scenarios import COPIED, Seg, metadata_of, update_of
+from support.kafka_admin import delete_topic_until_gone
 from support.kafka_cluster import kafka_libs_of, pinned_kafka, with_kafka_rlmm
+from support.recovery import run_recover
 from support.services import metadata_config, start_metadata, started
 from support.waiting import eventually
 
@@ -34,6 +36,7 @@ from remotelog.dev.broker import BrokerError, free_port
 from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.manager import open_metadata_manager
+from remotelog.metadata.topic import METADATA_TOPIC
 
 from .conftest import BY_URL, FILE_URLS, stop_brokers, tiering_broker
 from .test_kafka_tiers import (
@@ -415,5 +418,56 @@ async def test_switching_metadata_managers_both_ways_loses_and_repeats_nothing(
         assert {p: s[-1].end_offset for p, s in tiered.items()} == dict.fromkeys(
             range(PARTITIONS), 3 * round_offsets - 1
         )
+    finally:
+        await stop_brokers(broker)
+
+
+async def test_kafkas_own_metadata_manager_reads_the_topic_recover_rebuilt(
+    shared_services, tmp_path
+):
+    """Kafka's RLMM tiers, and its `__remote_log_metadata` is lost. Kafka's RLMM keeps
+    what it knew in memory, so the broker, kept running, serves and tiers on meanwhile.
+    A writable remotelog manager creates the topic again with the brokers' partition
+    count, and `recover` fills it. Restarted, Kafka's RLMM knows only that topic: it
+    serves the whole history from it and tiers on after it, with no gap."""
+    stack = shared_services
+    version = MATRIX[-1]
+    broker = with_kafkas_rlmm(version_broker(tmp_path / "lost", stack, version))
+    await asyncio.to_thread(broker.start)
+    try:
+        topic, topic_id = await tiered_topic(broker, version)
+        produced = await produce_and_tier(broker, topic, past=0)
+        tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
+        read = await served_through_kafka(broker, topic, produced)
+        async with remotelog_reader(tmp_path, stack, broker) as (manager, _):
+            tiered = await wait_until_all_tiered(manager, tips, read)
+
+        await asyncio.to_thread(delete_topic_until_gone, broker.bootstrap_servers, METADATA_TOPIC)
+        writable = {"remote.log.metadata.read.only": "false"}
+        async with remotelog_reader(tmp_path, stack, broker, **writable) as (manager, _):
+            address = f"127.0.0.1:{manager.service.port}"
+            lines = await run_recover(
+                stack, "--topic", topic, **{"metadata.manager.address": address}
+            )
+        assert sum(line.startswith("wrote  ") for line in lines) == sum(
+            len(s) for s in tiered.values()
+        )
+
+        await asyncio.to_thread(broker.stop)
+        await asyncio.to_thread(broker.start)
+        # Its log start offset is still 0: Kafka's RLMM found the first recovered
+        # segment when the broker led again.
+        await served_through_kafka(broker, topic, produced)
+        round_offsets = HEAD_RECORDS + 2 * (TXN_RECORDS + 1) + TAIL_RECORDS
+        produced.extend(await produce_and_tier(broker, topic, past=round_offsets))
+        read = await served_through_kafka(broker, topic, produced)
+        async with remotelog_reader(tmp_path, stack, broker) as (manager, _):
+            after = await wait_until_all_tiered(manager, tips, read)  # no gap, none twice
+        for partition, segments in after.items():
+            recovered = segments[: len(tiered[partition])]
+            assert [s.remote_log_segment_id for s in recovered] == [
+                s.remote_log_segment_id for s in tiered[partition]
+            ]
+            assert segments[-1].end_offset == 2 * round_offsets - 1
     finally:
         await stop_brokers(broker)

@@ -66,6 +66,16 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(30)
 
 
+def delete_topic_until_gone(bootstrap: str, topic: str, timeout_s: float = 60) -> None:
+    """Delete the topic (through the controller, in KRaft) and wait until no broker
+    describes it: a topic of the same name created next is a new one."""
+    delete_topic(bootstrap, topic)
+    deadline = time.monotonic() + timeout_s
+    while describe(bootstrap, topic) is not None:
+        assert time.monotonic() < deadline, f"{topic} is still described after its deletion"
+        time.sleep(0.5)
+
+
 def describe(bootstrap: str, topic: str):
     """The topic's description, or None when the asked broker could not give it."""
     admin = admin_of(bootstrap)
