@@ -73,18 +73,25 @@ def _spans_of_this_test_only(pytestconfig):
 
 @pytest.fixture(scope="session")
 def s3_faults(s3_server) -> Callable[..., None]:
-    """s3_faults(mode, count, method=None, delay_ms=0): the next `count` matching requests fail.
+    """s3_faults(mode, count, method=None, delay_ms=0, suffix=""): the next `count`
+    matching requests (of `method`, to keys ending in `suffix`) fail.
 
     Mode "slow" answers them normally after `delay_ms` instead; mode None clears them.
     """
 
     def inject(
-        mode: str | None, count: int = 1, method: str | None = None, delay_ms: int = 0
+        mode: str | None,
+        count: int = 1,
+        method: str | None = None,
+        delay_ms: int = 0,
+        suffix: str = "",
     ) -> None:
         if mode is None:
             s3_server.clear_faults()
         else:
-            s3_server.inject(mode=mode, count=count, method=method, delay_ms=delay_ms)
+            s3_server.inject(
+                mode=mode, count=count, method=method, delay_ms=delay_ms, suffix=suffix
+            )
 
     return inject
 

@@ -281,6 +281,28 @@ async def test_a_partition_being_recovered_is_not_ready_and_a_second_run_is_refu
     await client.add_remote_log_segment_metadata(next_copy)
 
 
+@pytest.mark.parametrize("stack", ["s3"], indirect=True)
+async def test_a_manifest_the_store_fails_to_read_fails_the_run_and_is_not_skipped(
+    stack, s3_faults, capsys
+):
+    tip = new_partition("unanswered")
+    await copied_only(stack, tip, 0)
+    s3_faults("500", count=10_000, method="GET", suffix=".rsm-manifest")
+    try:
+        assert await recover(stack, "--topic", "unanswered") == 2
+    finally:
+        s3_faults(None)
+    captured = capsys.readouterr()
+    assert captured.err.startswith("remotelog: recover: s3://")
+    assert ".rsm-manifest: " in captured.err  # the manifest, and S3's answer
+    assert "InternalError" in captured.err
+    assert "Traceback" not in captured.err
+    assert lines(captured.out, "skipped") == []  # not a damaged manifest: unanswered
+    assert await listed(stack, tip) == []
+    assert await recover(stack, "--topic", "unanswered") == 0
+    assert len(await listed(stack, tip)) == 1
+
+
 async def test_only_the_named_topic_is_recovered(stack, capsys):
     wanted, other = new_partition("wanted"), new_partition("wanted-not")
     await copied_only(stack, wanted, 0)

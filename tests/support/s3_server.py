@@ -167,6 +167,8 @@ class FaultInjector:
             for fault in self.faults:
                 if fault.get("presigned") and not presigned:
                     continue
+                if not environ.get("PATH_INFO", "").endswith(fault.get("suffix", "")):
+                    continue
                 if fault.get("method") in (None, method) and fault["count"] > 0:
                     fault["count"] -= 1
                     self.faults = [f for f in self.faults if f["count"] > 0]

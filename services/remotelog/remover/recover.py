@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from remotelog.core.deadline import deadline_after
 from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentRecoverer
@@ -229,7 +230,8 @@ class Recovery:
         """The manifest at `key`, or why it is skipped. A store that fails to answer
         fails the run: its segments are not to be reported as skipped."""
         try:
-            raw = await self.store.get(key)
+            with deadline_after(self.timeout_s):  # retried within the run's call timeout
+                raw = await self.store.get(key)
         except RemoteResourceNotFoundError:
             return Skipped(key, "deleted while listed (a segment being deleted)")
         try:
