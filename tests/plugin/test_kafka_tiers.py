@@ -338,6 +338,20 @@ async def live_segments(stack, topic_id, topic: str) -> dict[int, list]:
     }
 
 
+async def retention_settled(broker, stack, topic_id, topic: str) -> tuple[dict, dict]:
+    """Once retention moved every partition's log start past 0 and deleted the remote
+    segments below it (Kafka moves the log start first): the earliest offsets, and the
+    finished segments, by partition."""
+
+    async def settled():
+        earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
+        live = await live_segments(stack, topic_id, topic)
+        starts = {p: min(s.start_offset for s in live[p]) for p in range(PARTITIONS)}
+        return (earliest, live) if starts == earliest and min(earliest.values()) > 0 else None
+
+    return await eventually(settled, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+
+
 async def test_retention_and_topic_deletion_delete_remote_segments_through_the_plugin(
     kafka_tiering,
 ):
@@ -355,14 +369,7 @@ async def test_retention_and_topic_deletion_delete_remote_segments_through_the_p
         wait_for_offsets, broker, topic, "earliest", lambda o: min(o.values()) > 0, "size"
     )
 
-    async def settled():
-        """Kafka moves the log start first, then deletes the segments below it."""
-        earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
-        live = await live_segments(stack, topic_id, topic)
-        starts = {p: min(s.start_offset for s in live[p]) for p in range(PARTITIONS)}
-        return (earliest, live) if starts == earliest else None
-
-    earliest, live = await eventually(settled, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+    earliest, live = await retention_settled(broker, stack, topic_id, topic)
     for partition in range(PARTITIONS):
         messages = await asyncio.to_thread(
             read_to_end, bootstrap, topic, partition, start=earliest[partition]

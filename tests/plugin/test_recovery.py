@@ -21,7 +21,6 @@ import pytest_asyncio
 from support.kafka_admin import delete_topic_until_gone, set_topic_config
 from support.recovery import run_recover
 from support.topics import read_to_end
-from support.waiting import eventually
 
 from remotelog.client import TieredConsumer
 from remotelog.core.model import TopicIdPartition
@@ -31,11 +30,11 @@ from remotelog.segmentstore.layout import SegmentKeys
 from .conftest import BY_PATH, FILE_URLS, SEGMENT_BYTES, stop_brokers, tiering_stack
 from .test_kafka_tiers import (
     PARTITIONS,
-    TIERING_TIMEOUT_S,
     agreed_tiered_ends,
     create_tiered_topic,
     live_segments,
     produce_every_kind,
+    retention_settled,
     served_through_kafka,
     wait_for_offsets,
     wait_until_tiered,
@@ -137,14 +136,7 @@ async def test_kafka_serves_and_tiers_on_after_its_metadata_topic_is_lost_and_re
         set_topic_config, bootstrap, topic, "retention.bytes", str(2 * SEGMENT_BYTES)
     )
 
-    async def settled():
-        """Kafka moves the log start first, then deletes the segments below it."""
-        earliest = await asyncio.to_thread(broker.list_offsets, topic, "earliest")
-        live = await live_segments(stack, topic_id, topic)
-        starts = {p: min(s.start_offset for s in live[p]) for p in range(PARTITIONS)}
-        return (earliest, live) if starts == earliest and min(earliest.values()) > 0 else None
-
-    earliest, live = await eventually(settled, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
+    earliest, live = await retention_settled(broker, stack, topic_id, topic)
     for partition in range(PARTITIONS):
         kept = {s.remote_log_segment_id for s in live[partition]}
         deleted = [s for s in recovered[partition] if s.remote_log_segment_id not in kept]
