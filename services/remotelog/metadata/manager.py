@@ -390,14 +390,14 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             async for batch in batches:
                 if lease is not None:
                     lease.check()
-                missing, started = self._unfinished(partition, batch, register=not dry_run)
+                missing, started = self._to_write(partition, batch, register=not dry_run)
                 if not dry_run:
                     await self._write_recovered(partition, missing, started)
                 written += (s.remote_log_segment_id for s in missing)
                 completed += (s.remote_log_segment_id for s in started)
         return RecoveredSegments(tuple(written), tuple(completed))
 
-    def _unfinished(
+    def _to_write(
         self,
         partition: TopicIdPartition,
         batch: Sequence[RemoteLogSegmentMetadata],
