@@ -18,7 +18,7 @@ from kafka.record.memory_records import MemoryRecords as KpRecords
 
 from remotelog.kafka.records import HEADER_SIZE, decode_records, iter_batches
 
-DEFAULT_LOGS = Path(__file__).resolve().parents[1].parent / "shared" / "kafka-logs"
+DEFAULT_LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "kafka-logs"
 
 
 def load(logs: Path) -> list[bytes]:

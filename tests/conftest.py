@@ -11,6 +11,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.data import KAFKA_LOGS
 from support.kafka_security import PLAIN_USERS, SCRAM_USERS, SecuredBroker
 from support.servers import RedisServer, S3Server
 from support.tls import make_certificates
@@ -18,16 +19,13 @@ from support.tls import make_certificates
 from remotelog.dev.broker import BrokerError
 from remotelog.dev.kafka_broker import BrokerTls, KafkaBroker, SaslUsers
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
 
 @pytest.fixture(scope="session")
 def kafka_logs() -> Path:
-    """Real broker-written partition directories (read-only; see shared/kafka-logs/README.md)."""
-    path = SHARED / "kafka-logs"
-    if not path.is_dir():
-        pytest.fail(f"shared test data missing: {path}")
-    return path
+    """Real broker-written partition directories (read-only; see tests/data/kafka-logs)."""
+    if not KAFKA_LOGS.is_dir():
+        pytest.fail(f"test data missing: {KAFKA_LOGS}")
+    return KAFKA_LOGS
 
 
 @pytest.fixture(scope="session")

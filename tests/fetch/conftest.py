@@ -1,7 +1,7 @@
 """Remote fetch fixtures: real store (each backend), real metadata manager, tiered real logs.
 
 The shared stack is module-scoped: tiering the broker-written logs of
-../shared/kafka-logs once per backend keeps the suite fast; tests that change
+tests/data/kafka-logs once per backend keeps the suite fast; tests that change
 the stack (outages, restarts) build their own with `FetchStack`.
 """
 

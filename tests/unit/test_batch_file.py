@@ -10,9 +10,9 @@ import itertools
 import os
 import random
 import struct
-from pathlib import Path
 
 import pytest
+from support.data import KAFKA_LOGS
 
 from remotelog.api.fetch.v1 import remote_fetch_pb2 as pb
 from remotelog.core.errors import CorruptRecordError, RemoteStorageError
@@ -23,7 +23,7 @@ from remotelog.kafka.records import Record, build_batch
 READERS = [pytest.param(batch_file._read_batches_python, id="python")]
 if batch_file.COMPILED:
     READERS.append(pytest.param(batch_file.read_batches, id="compiled"))
-SHARED = sorted((Path(__file__).resolve().parents[3] / "shared" / "kafka-logs").glob("*/*.log"))
+BROKER_WRITTEN = sorted(KAFKA_LOGS.glob("*/*.log"))
 KIB = 1024
 
 
@@ -141,7 +141,7 @@ def test_the_compiled_reader_answers_as_the_reference(segment_fd, max_bytes, sta
 
 
 @pytest.mark.parametrize("read", READERS)
-@pytest.mark.parametrize("path", SHARED, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", BROKER_WRITTEN, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_broker_written_segments_read_back_whole(read, path):
     data = path.read_bytes()
     fd = os.open(path, os.O_RDONLY)

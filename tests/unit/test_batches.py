@@ -2,16 +2,16 @@
 
 import struct
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.data import KAFKA_LOGS
 
 from remotelog.core.errors import CorruptRecordError
 from remotelog.kafka.batches import BatchCutter
 
-SEGMENTS = sorted((Path(__file__).resolve().parents[3] / "shared" / "kafka-logs").glob("*/*.log"))
+SEGMENTS = sorted(KAFKA_LOGS.glob("*/*.log"))
 
 
 def batches_of(log: bytes) -> list[tuple[int, int, int, int]]:
@@ -34,7 +34,7 @@ def chunks(data: bytes, cuts: list[int]) -> list[bytes]:
 def segment(request) -> bytes:
     matches = [p for p in SEGMENTS if p.name == request.param]
     if not matches:
-        pytest.fail("shared kafka-logs segments missing")
+        pytest.fail("tests/data/kafka-logs segments missing")
     data = matches[0].read_bytes()
     assert data, "an empty segment proves nothing"
     return data

@@ -1,0 +1,6 @@
+"""Test data kept in the repository, so a clone alone runs the suite."""
+
+from pathlib import Path
+
+# Real broker-written partition directories (read-only; see its README.md).
+KAFKA_LOGS = Path(__file__).resolve().parents[1] / "data" / "kafka-logs"
