@@ -1,5 +1,6 @@
 import asyncio
 import gc
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,14 @@ from support.servers import RedisServer, S3Server
 from support.tls import make_certificates
 
 from remotelog.dev.broker import BrokerError
-from remotelog.dev.kafka_broker import BrokerTls, KafkaBroker, SaslUsers
+from remotelog.dev.kafka_broker import OPTS_ENV, BrokerTls, KafkaBroker, SaslUsers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The suite starts a hundred-odd short-lived JVMs (brokers, Kafka's tools), most of
+    # whose CPU goes to the optimising JIT compiler; C1 alone starts them in half the
+    # CPU, and they never run long enough for C2 to pay. Set KAFKA_OPTS to override.
+    os.environ.setdefault(OPTS_ENV, "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from support.topics import broker_records, produce
 
 from remotelog.dev import kafka_broker
 from remotelog.dev.broker import BrokerError, free_port, free_ports
-from remotelog.dev.kafka_broker import LIBS_ENV, KafkaBroker, random_cluster_id
+from remotelog.dev.kafka_broker import LIBS_ENV, OPTS_ENV, KafkaBroker, random_cluster_id
 
 
 def test_cluster_ids_are_random_uuids_no_command_line_mistakes_for_a_flag():
@@ -46,6 +46,16 @@ def test_a_configuration_kafka_refuses_is_reported_with_kafkas_reason(tmp_path):
     with pytest.raises(BrokerError, match=r"formatting .* failed") as failed:
         broker.start()
     assert "Invalid value 1000 for configuration log.segment.bytes" in str(failed.value)
+    assert broker.pid is None
+
+
+def test_kafka_opts_reach_the_brokers_jvm(tmp_path, monkeypatch):
+    """As Kafka's own scripts take it: here an option the JVM refuses, so the format fails."""
+    monkeypatch.setenv(OPTS_ENV, "-Dremotelog.test=1 -XX:+NoSuchOption")
+    broker = KafkaBroker(tmp_path / "kafka")
+    with pytest.raises(BrokerError, match=r"formatting .* failed") as failed:
+        broker.start()
+    assert "Unrecognized VM option 'NoSuchOption'" in str(failed.value)
     assert broker.pid is None
 
 

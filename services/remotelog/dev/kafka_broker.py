@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import time
@@ -34,6 +35,8 @@ from remotelog.dev.kafka_jars import (
 )
 
 LIBS_ENV = "KAFKA_JARS_DIR"
+# More JVM options for the broker and Kafka's tools, read as Kafka's own scripts read it.
+OPTS_ENV = "KAFKA_OPTS"
 PLUGIN_ENV = "KAFKA_PLUGIN_JAR"
 PLUGIN_PACKAGE = "dev.remotelog.kafka"
 # The checkout this module may sit in (services/remotelog/dev/kafka_broker.py): its
@@ -168,6 +171,11 @@ QUICK_RETENTION = {
 }
 
 
+def kafka_opts() -> list[str]:
+    """The JVM options KAFKA_OPTS adds (kafka-run-class.sh appends it to every command)."""
+    return shlex.split(os.environ.get(OPTS_ENV, ""))
+
+
 def java_binary() -> str:
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
@@ -280,6 +288,7 @@ class KafkaBroker(BrokerProcess):
         jvm = [java, f"-Xmx{self.heap}", "-Xss1m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
         jvm += [
             f"-Dlog4j2.configurationFile={log4j}",
+            *kafka_opts(),
             *self._jvm_options(),
             "-cp",
             self._class_path(libs),
@@ -438,7 +447,7 @@ class KafkaBroker(BrokerProcess):
 
     def _tool(self, main_class: str) -> list[str]:
         """The command line of one of Kafka's tools from the broker's jars."""
-        return [java_binary(), "-Xmx128m", "-cp", str(self.jars / "*"), main_class]
+        return [java_binary(), "-Xmx128m", *kafka_opts(), "-cp", str(self.jars / "*"), main_class]
 
     def list_offsets(self, topic: str, time: str) -> dict[int, int]:
         """Each partition's offset for ListOffsets `time` (earliest, latest, earliest-local
