@@ -30,6 +30,8 @@ SYSTEM_TOOLS := .tools/.system-packages
 KAFKA_POM := jvm/kafka-broker/pom.xml
 KAFKA_LIBS := .tools/kafka/libs
 MVN := mvn -q -B -Dstyle.color=never
+# Maven's own JVM, bounded like every other the checks start (its default is a quarter of RAM).
+export MAVEN_OPTS ?= -Xmx1g
 
 define apt_install_missing
 	@command -v $(1) >/dev/null || { \
@@ -156,8 +158,12 @@ plugin-docs: setup
 	$(MVN) -f $(PLUGIN)/pom.xml test -Dtest=SettingsDocsTest -Dsurefire.failIfNoSpecifiedTests=false \
 		-Dremotelog.writeDocs=true
 
+# Two workers (pytest-xdist): most of the suite waits on servers, not the CPU. Each
+# group (tests/support/scheduling.py: a module, as a rule) runs whole on one worker,
+# the slowest handed out first; PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 pytest: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 test: lint typecheck buf-check drift plugin-test pytest
 

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.data import KAFKA_LOGS
 from support.kafka_security import PLAIN_USERS, SCRAM_USERS, SecuredBroker
+from support.scheduling import GroupScheduling, slowest_first
 from support.servers import RedisServer, S3Server
 from support.tls import make_certificates
 
@@ -26,6 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # whose CPU goes to the optimising JIT compiler; C1 alone starts them in half the
     # CPU, and they never run long enough for C2 to pay. Set KAFKA_OPTS to override.
     os.environ.setdefault(OPTS_ENV, "-XX:TieredStopAtLevel=1")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(GroupScheduling())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slowest_first(items)
 
 
 @pytest.fixture(scope="session")
