@@ -50,10 +50,6 @@ async def over_s3(tmp_path_factory):
         "rsm.config.fetch.urls.enabled": "true",
         "rsm.config.fetch.read.ahead.chunk.bytes": str(128 << 10),
         "rsm.config.copy.method": "url",
-        # The metadata manager runs in this test's process, beside S3's link and a broker
-        # restart: on a loaded 2-core CI machine a lookup can outlast the default 250 ms,
-        # and Kafka would fail that fetch (what test_hung_services tests on purpose).
-        "rlmm.config.client.lookup.timeout.ms": "5000",
     }
     broker = tiering_broker(tmp, store, metadata, {"jmx_port": free_port()}, **urls).start()
     stack = FetchStack(
