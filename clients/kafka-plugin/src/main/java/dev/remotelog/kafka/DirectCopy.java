@@ -65,10 +65,14 @@ final class DirectCopy {
     private static final long FIRST_BACKOFF_MS = 100;
     private static final long ABORT_TIMEOUT_MS = 5_000;
 
-    /** The store answered that it does not do this copy method (UNIMPLEMENTED). */
+    /** This copy takes the stream: the store does not do the method (UNIMPLEMENTED, and
+     * then copies take the stream for a while), or cannot read this segment's files. */
     static final class Unsupported extends Exception {
-        Unsupported(String message) {
+        final boolean paused;
+
+        Unsupported(String message, boolean paused) {
             super(message);
+            this.paused = paused;
         }
     }
 
@@ -101,10 +105,22 @@ final class DirectCopy {
         } catch (StatusRuntimeException e) {
             if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED) {
                 offUntil.set(System.nanoTime() + UNSUPPORTED_PAUSE_NANOS);
-                throw new Unsupported(e.getStatus().getDescription());
+                throw new Unsupported(e.getStatus().getDescription(), true);
+            }
+            if (unreadableByTheStore(e)) {
+                // The store's host does not see this file as the broker does (another
+                // mount, copy.paths.allowed, a file rolled away): the broker can still send it.
+                throw new Unsupported(e.getStatus().getDescription(), false);
             }
             throw e;
         }
+    }
+
+    /** A path copy refused because the store cannot open or fully read a file it was named. */
+    private boolean unreadableByTheStore(StatusRuntimeException failure) {
+        return settings.copyMethod().equals("path")
+                && failure.getStatus().getCode() == Status.Code.INVALID_ARGUMENT
+                && Failures.field(failure).startsWith("files.");
     }
 
     private SegmentStoreServiceBlockingStub copyCall() {

@@ -29,23 +29,33 @@ final class Failures {
 
     /** The ErrorInfo reason of a remotelog service's error, or "" where it has none. */
     static String reason(Throwable failure) {
+        return info(failure).getReason();
+    }
+
+    /** The request field a remotelog service's INVALID_ARGUMENT names, or "". */
+    static String field(Throwable failure) {
+        return info(failure).getMetadataOrDefault("field", "");
+    }
+
+    /** The remotelog ErrorInfo of a service's error; an empty one where it has none. */
+    private static ErrorInfo info(Throwable failure) {
         com.google.rpc.Status status = StatusProto.fromThrowable(failure);
         if (status == null) {
-            return "";
+            return ErrorInfo.getDefaultInstance();
         }
         for (Any detail : status.getDetailsList()) {
             if (detail.is(ErrorInfo.class)) {
                 try {
                     ErrorInfo info = detail.unpack(ErrorInfo.class);
                     if (DOMAIN.equals(info.getDomain())) {
-                        return info.getReason();
+                        return info;
                     }
                 } catch (InvalidProtocolBufferException e) {
-                    return "";
+                    return ErrorInfo.getDefaultInstance();
                 }
             }
         }
-        return "";
+        return ErrorInfo.getDefaultInstance();
     }
 
     /** One blocking call, its failure translated. */

@@ -197,28 +197,32 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             copyBytes.record(metadata.segmentSizeInBytes());
             return response;
         } catch (DirectCopy.Unsupported e) {
+            String then = e.paused ? "copies take CopyLogSegmentData for 5 minutes" : "this copy takes CopyLogSegmentData";
             unsupportedCopies.warn(
                     "The segment store does not copy by copy.method=" + settings.copyMethod() + " ("
-                            + e.getMessage() + "): copies take CopyLogSegmentData for 5 minutes");
+                            + e.getMessage() + "): " + then);
             return null;
         }
     }
 
-    private RuntimeException refusedOrFailed(String what, StatusRuntimeException failure)
-            throws RemoteStorageException {
-        RuntimeException unchecked = Failures.unchecked(what, failure);
-        if (unchecked != null) {
-            return unchecked; // the store refused the copy itself: bad input, a clash
-        }
-        throw failed(what, "failed (" + failure.getStatus().getCode() + ")", failure);
+    /** A copy the store refused (bad input, a clash) fails as any other: Kafka deletes its
+     * attempt only after a RemoteStorageException, and an unchecked exception would leave
+     * the attempt COPY_SEGMENT_STARTED for good and a new one at each run of the task. */
+    private static RemoteStorageException refusedOrFailed(String what, StatusRuntimeException failure) {
+        String reason = Failures.reason(failure);
+        return failed(
+                what,
+                (Failures.unchecked(what, failure) != null ? "was refused (" : "failed (")
+                        + failure.getStatus().getCode()
+                        + (reason.isEmpty() ? "" : " " + reason)
+                        + ")",
+                failure);
     }
 
     /**
      * One rule for every failed copy: a RemoteStorageException that is not retriable.
-     * Kafka deletes the attempt (its metadata and what reached the store) only after a
-     * copy that failed for good; after a retriable failure it copies again under a new id
-     * and leaves the attempt in COPY_SEGMENT_STARTED, where it stops the expiration task's
-     * walk of the partition's segments.
+     * Kafka deletes the attempt (its metadata and what reached the store) after any
+     * RemoteStorageException; a retriable one would only make the task log less.
      */
     private static RemoteStorageException failed(String what, String how, Throwable cause) {
         return new RemoteStorageException(

@@ -12,6 +12,7 @@ import com.google.rpc.ErrorInfo;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;
+import java.util.Map;
 import org.apache.kafka.common.errors.ReplicaNotAvailableException;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
 import org.apache.kafka.server.log.remote.storage.RemoteStorageException;
@@ -20,6 +21,11 @@ import org.junit.jupiter.api.Test;
 class FailuresTest {
     /** An error as a remotelog service sends it: its code and an ErrorInfo reason. */
     static StatusRuntimeException remotelog(Code code, String reason) {
+        return remotelog(code, reason, Map.of());
+    }
+
+    /** The same, with the ErrorInfo's metadata (the field an INVALID_ARGUMENT names). */
+    static StatusRuntimeException remotelog(Code code, String reason, Map<String, String> metadata) {
         com.google.rpc.Status status =
                 com.google.rpc.Status.newBuilder()
                         .setCode(code.getNumber())
@@ -29,6 +35,7 @@ class FailuresTest {
                                         ErrorInfo.newBuilder()
                                                 .setDomain("remotelog")
                                                 .setReason(reason)
+                                                .putAllMetadata(metadata)
                                                 .build()))
                         .build();
         return StatusProto.toStatusRuntimeException(status);

@@ -80,6 +80,9 @@ class StorageManagerTest {
     final List<CopyLogSegmentDataRequest> copied = new ArrayList<>();
     // The copy breaks (UNAVAILABLE, as from a killed store) on this message; 0: never.
     int copyBreaksAt;
+    // The store refuses the copy, as a path outside copy.paths.allowed; null: it takes it.
+    volatile io.grpc.StatusRuntimeException copyRefusal;
+    volatile io.grpc.StatusRuntimeException pathRefusal;
     // The store takes the copy but never answers, as a hung (SIGSTOPped) one.
     volatile boolean copyHangs;
     final CountDownLatch copyCancelled = new CountDownLatch(1);
@@ -141,6 +144,10 @@ class StorageManagerTest {
                     if (copyHangs) {
                         return;
                     }
+                    if (copyRefusal != null) {
+                        response.onError(copyRefusal);
+                        return;
+                    }
                     response.onNext(
                             CopyLogSegmentDataResponse.newBuilder()
                                     .setCustomMetadata(ByteString.copyFromUtf8("m"))
@@ -156,6 +163,10 @@ class StorageManagerTest {
             directAsked.incrementAndGet();
             if (!directCopies) {
                 response.onError(Status.UNIMPLEMENTED.withDescription("no paths").asRuntimeException());
+                return;
+            }
+            if (pathRefusal != null) {
+                response.onError(pathRefusal);
                 return;
             }
             copiedByPath.add(request);
@@ -365,6 +376,48 @@ class StorageManagerTest {
         assertTrue(
                 failure.getMessage().contains("could not read or send the segment's files"), failure.getMessage());
         assertTrue(copied.size() >= 3, "sent " + copied.size());
+    }
+
+    @Test
+    void aCopyTheStoreRefusesIsARemoteStorageExceptionSoKafkaDeletesTheAttempt(@TempDir Path dir)
+            throws Exception {
+        // Anything unchecked would leave Kafka's attempt COPY_SEGMENT_STARTED, and the copy
+        // task would add another at each run.
+        for (com.google.rpc.Code code : List.of(com.google.rpc.Code.INVALID_ARGUMENT, com.google.rpc.Code.FAILED_PRECONDITION)) {
+            copyRefusal = FailuresTest.remotelog(code, code.name());
+            RemoteStorageException failure =
+                    assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
+            assertFalse(KafkaApi.isRetriable(failure), failure.toString());
+            assertTrue(failure.getMessage().contains("was refused (" + code + " " + code + ")"), failure.getMessage());
+            assertTrue(failure.getMessage().endsWith("Kafka deletes the attempt and copies again"), failure.getMessage());
+        }
+    }
+
+    @Test
+    void aPathCopyOfFilesTheStoreCannotReadTakesTheStreamAndTheNextAsksAgain(@TempDir Path dir)
+            throws Exception {
+        copyMethod = "path";
+        directCopies = true;
+        connect(serverName);
+        pathRefusal =
+                FailuresTest.remotelog(
+                        com.google.rpc.Code.INVALID_ARGUMENT, "INVALID_ARGUMENT", Map.of("field", "files.path"));
+        for (int copy = 1; copy <= 2; copy++) {
+            copied.clear();
+            var custom = manager.copyLogSegmentData(segment(), segmentData(dir));
+            assertEquals("m", new String(custom.orElseThrow().value(), StandardCharsets.UTF_8));
+            assertTrue(copied.size() >= 3, "sent " + copied.size());
+            assertEquals(copy, directAsked.get()); // not paused: another file may be readable
+        }
+        // Other bad input is the copy's own: it fails, and is not sent again by the stream.
+        pathRefusal =
+                FailuresTest.remotelog(
+                        com.google.rpc.Code.INVALID_ARGUMENT, "INVALID_ARGUMENT", Map.of("field", "inline_files"));
+        copied.clear();
+        RemoteStorageException failure =
+                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
+        assertTrue(failure.getMessage().contains("was refused (INVALID_ARGUMENT"), failure.getMessage());
+        assertEquals(List.of(), copied);
     }
 
     @Test
