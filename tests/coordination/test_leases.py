@@ -8,7 +8,9 @@ import time
 import pytest
 import pytest_asyncio
 from support.servers import RedisServer
+from support.waiting import eventually
 
+from remotelog.coordination.held_names import HeldNames
 from remotelog.coordination.lease import InProcessLeases, LeaseLostError, held
 from remotelog.coordination.redis_leases import RedisLeases
 from remotelog.core.errors import ServiceUnavailableError
@@ -161,5 +163,43 @@ async def test_redis_that_hangs_is_a_retriable_error_after_the_timeout(tmp_path)
         assert await leases.acquire("p-0", "broker-2", 60_000) is None
         assert await leases.renew(owner) is True
     finally:
+        await leases.close()
+        server.stop()
+
+
+async def test_holders_lists_the_names_held_under_a_prefix(leases, request):
+    prefix = f"{name(request)}:"
+    first = await leases.acquire(f"{prefix}a", "run A on host-a", 5000)
+    await leases.acquire(f"{prefix}b", "run B", 5000)
+    await leases.acquire(f"other-{prefix}c", "run C", 5000)
+    assert await leases.holders(prefix) == {f"{prefix}a": "run A on host-a", f"{prefix}b": "run B"}
+    await leases.release(first)
+    assert await leases.holders(prefix) == {f"{prefix}b": "run B"}
+
+
+async def test_held_names_answer_at_once_while_redis_hangs_and_forget_after_the_ttl(tmp_path):
+    server = RedisServer(tmp_path).start()
+    leases = RedisLeases(server.url, timeout_s=0.5)
+    names = HeldNames(leases, "recover:", interval_s=0.05, forget_after_s=1.5)
+    names.start()
+    try:
+        assert await leases.acquire("recover:p-0", "run A", 60_000) is not None
+        await eventually(lambda: names.holder("recover:p-0") == "run A", timeout_s=5)
+        names.hold("recover:p-1", "run B")  # this process's own grant: known at once
+        assert names.holder("recover:p-1") == "run B"
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            # Answered from the last reading, without a call that waits on Redis.
+            assert names.holder("recover:p-0") == "run A"
+            # Unread for longer than any lease lives unrenewed: nobody holds it any more.
+            await eventually(lambda: names.holder("recover:p-0") is None, timeout_s=10)
+            assert names.holder("recover:p-1") == "run B"
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        await eventually(lambda: names.holder("recover:p-0") == "run A", timeout_s=5)
+        names.release("recover:p-1")
+        assert names.holder("recover:p-1") is None
+    finally:
+        await names.close()
         await leases.close()
         server.stop()

@@ -89,10 +89,20 @@ async def stop_brokers(*brokers: KafkaBroker) -> None:
 
 
 @contextlib.asynccontextmanager
-async def tiering_stack(tmp, s3_endpoint, node=None, *, isolated=True, **broker_properties: str):
+async def tiering_stack(
+    tmp,
+    s3_endpoint,
+    node=None,
+    *,
+    isolated=True,
+    store_settings: Mapping[str, str] = {},
+    metadata_settings: Mapping[str, str] = {},
+    **broker_properties: str,
+):
     """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
-    default properties, `isolated` as tiering_broker's) and the services it calls, in
-    `tmp`; the broker stopped before the services however the test ends."""
+    default properties, `isolated` as tiering_broker's) and the services it calls (their
+    settings over the defaults), in `tmp`; the broker stopped before the services
+    however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     broker = tiering_broker(
         tmp, store, metadata, node, isolated=isolated, **broker_properties
@@ -108,7 +118,9 @@ async def tiering_stack(tmp, s3_endpoint, node=None, *, isolated=True, **broker_
             "storage.filesystem.fetch.urls.enabled": "true",
             # The broker's log directories, for a plugin that copies by path.
             "copy.paths.allowed": str(tmp / "kafka"),
+            **store_settings,
         },
+        metadata_settings=dict(metadata_settings),
     )
     try:
         async with started(stack):

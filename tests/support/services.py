@@ -216,8 +216,10 @@ class BackendStack:
     # Where the store and the manager listen: fixed for a broker told before they start.
     store_listen: str = "127.0.0.1:0"
     metadata_listen: str = "127.0.0.1:0"
-    # The store's own settings over the defaults below, kept across restarts.
+    # The store's and the manager's own settings over the defaults below, kept across
+    # restarts.
     store_settings: dict[str, str] = field(default_factory=dict)
+    metadata_settings: dict[str, str] = field(default_factory=dict)
 
     async def start(self):
         self.bucket = new_bucket(self.s3_endpoint)
@@ -249,7 +251,9 @@ class BackendStack:
 
     async def start_metadata(self):
         listen = {"listen.address": self.metadata_listen}
-        config = metadata_config(self.tmp, self.bootstrap, **listen, **self.kafka_settings)
+        config = metadata_config(
+            self.tmp, self.bootstrap, **listen, **self.kafka_settings, **self.metadata_settings
+        )
         self.metadata = await start_metadata(config)
 
     async def stop_metadata(self):

@@ -52,6 +52,10 @@ class Lease:
 
 
 class Leases(Protocol):
+    # Whether other processes take these leases too (and so learn of a grant only by
+    # reading the lease store).
+    shared: bool
+
     async def acquire(self, name: str, owner: str, ttl_ms: int) -> Lease | None:
         """Take `name` for `ttl_ms` if nobody holds it; None when someone else does."""
 
@@ -63,6 +67,9 @@ class Leases(Protocol):
 
     async def holder(self, name: str) -> str | None:
         """Who holds `name` now, or None."""
+
+    async def holders(self, prefix: str) -> dict[str, str]:
+        """Every name held now that begins with `prefix`, and who holds it."""
 
     async def close(self) -> None: ...
 
@@ -109,6 +116,8 @@ async def held(leases: Leases, name: str, owner: str, ttl_ms: int) -> AsyncItera
 class InProcessLeases:
     """Leases among the tasks of one process, with the same semantics as RedisLeases."""
 
+    shared = False
+
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
         self._holders: dict[str, tuple[str, int, float]] = {}  # name -> owner, token, expiry
@@ -146,6 +155,10 @@ class InProcessLeases:
     async def holder(self, name: str) -> str | None:
         current = self._current(name)
         return None if current is None else current[0]
+
+    async def holders(self, prefix: str) -> dict[str, str]:
+        names = [name for name in self._holders if name.startswith(prefix)]
+        return {name: current[0] for name in names if (current := self._current(name))}
 
     async def close(self) -> None:
         self._holders.clear()

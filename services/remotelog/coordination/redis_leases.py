@@ -36,6 +36,8 @@ return 0
 
 
 class RedisLeases:
+    shared = True
+
     def __init__(
         self, url: str, *, prefix: str = "remotelog:lease:", timeout_s: float = 5.0
     ) -> None:
@@ -79,8 +81,30 @@ class RedisLeases:
         # `<owner> <fencing token>`: owners may hold spaces, tokens do not.
         return None if value is None else value.decode().rsplit(" ", 1)[0]
 
+    async def holders(self, prefix: str) -> dict[str, str]:
+        with _unavailable():
+            keys = [
+                key
+                async for key in self._redis.scan_iter(
+                    match=_glob(self._key(prefix)) + "*", count=1000
+                )
+                if not key.endswith(b":fence")
+            ]
+            values = await self._redis.mget(keys) if keys else []
+        start = len(self._prefix)
+        return {
+            key.decode()[start:]: value.decode().rsplit(" ", 1)[0]
+            for key, value in zip(keys, values, strict=True)
+            if value is not None  # expired between the scan and the read
+        }
+
     async def close(self) -> None:
         await self._redis.aclose()
+
+
+def _glob(literal: str) -> str:
+    """`literal` as a SCAN pattern that matches only itself."""
+    return "".join("\\" + c if c in "*?[]\\^" else c for c in literal)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from typing import Protocol
 from opentelemetry.metrics import Observation
 
 from remotelog.coordination.factory import open_leases
+from remotelog.coordination.held_names import HeldNames
 from remotelog.coordination.lease import InProcessLeases, Lease, Leases, held
 from remotelog.core.errors import (
     InvalidArgumentError,
@@ -43,7 +44,6 @@ from remotelog.core.errors import (
     MetadataNotReadyError,
     ReadOnlyMetadataError,
     RecoveryInProgressError,
-    RemoteLogError,
     RemoteResourceNotFoundError,
 )
 from remotelog.core.gauges import InstanceGauges
@@ -109,6 +109,9 @@ READ_ONLY = "remote.log.metadata.read.only"
 # third of it while the recovery's stream is open): a recovery whose manager died
 # leaves the partition ready again within it.
 RECOVERY_LEASE_MS = 30_000
+# How often a manager reads who is recovering which partition: IsReady and the writes
+# answer from that reading, never waiting on Redis.
+RECOVERY_WATCH_S = 0.5
 
 
 def refuse_write(what: str) -> ReadOnlyMetadataError:
@@ -157,6 +160,12 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         # Who recovers which partition (leases in Redis, shared by every instance, when
         # `redis.url` is set): a partition being recovered is not ready.
         self._recoveries = recoveries or InProcessLeases()
+        self._recovering = HeldNames(
+            self._recoveries,
+            _RECOVERY_LEASES,
+            interval_s=RECOVERY_WATCH_S,
+            forget_after_s=RECOVERY_LEASE_MS / 1000,
+        )
         self.topic = topic
         self.topic_name = topic_name
         self._producer_client = producer
@@ -190,6 +199,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         for tip in self._registered_at_start:
             self.store.register(tip)
         self._snapshot_task = asyncio.create_task(self._snapshot_loop())
+        self._recovering.start()
         # Live segments materialised by this manager.
         self._gauges = InstanceGauges(
             SCOPE,
@@ -211,6 +221,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         await asyncio.to_thread(self._producer_client.close)
         await self.write_snapshot()
         self.store.close("the metadata manager is shutting down")
+        await self._recovering.close()
         await self._recoveries.close()
 
     def _count_applied(self, applied: int) -> None:
@@ -239,21 +250,17 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def is_ready(
         self, partition: TopicIdPartition, *, timeout_s: float | None = None
     ) -> bool:
-        return self.store.is_ready(partition) and await self.recovered_by(partition) is None
+        return self.store.is_ready(partition) and self.recovered_by(partition) is None
 
-    async def recovered_by(self, partition: TopicIdPartition) -> str | None:
-        """Who is recovering the partition, if anyone. Unanswered (Redis down), nobody:
-        the brokers' copies go on rather than stall on a lock only a recovery needs."""
-        try:
-            return await self._recoveries.holder(_recovery_lease(partition))
-        except RemoteLogError as exc:
-            log.warning("could not ask whether %s is being recovered: %s", partition, exc)
-            return None
+    def recovered_by(self, partition: TopicIdPartition) -> str | None:
+        """Who is recovering the partition, as last read (Redis is never waited on: a
+        Redis that hangs must not stop tiering, which only a recovery needs it for)."""
+        return self._recovering.holder(_recovery_lease(partition))
 
     async def _refuse_if_recovering(self, partition: TopicIdPartition) -> None:
         """A write of a partition being recovered is refused as not ready: Kafka's plugin
         then asks IsReady again, which says no until the recovery ends."""
-        holder = await self.recovered_by(partition)
+        holder = self.recovered_by(partition)
         if holder is not None:
             raise MetadataNotReadyError(
                 f"{partition} is being recovered by {holder}: not ready until it ends",
@@ -387,6 +394,11 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
                         f"{partition} is being recovered by {holder}; run again once it has ended",
                         metadata={"partition": str(partition), "recovery": holder},
                     )
+                self._recovering.hold(name, recovery)
+                stack.callback(self._recovering.release, name)
+                # Every manager's next reading shows this recovery before it writes: from
+                # then on they refuse the partition's writes as this one does.
+                await asyncio.sleep(self._recovering.notice_s)
             async for batch in batches:
                 if lease is not None:
                     lease.check()
@@ -663,8 +675,11 @@ def _check_segment_transition(
         )
 
 
+_RECOVERY_LEASES = "recover:"
+
+
 def _recovery_lease(partition: TopicIdPartition) -> str:
-    return f"recover:{partition.topic_id}:{partition.partition}"
+    return f"{_RECOVERY_LEASES}{partition.topic_id}:{partition.partition}"
 
 
 def _refuse_new_segments(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
