@@ -4,7 +4,9 @@ and reads them back from S3 itself, and a plain consumer reads the whole history
 through Kafka while the link answers some requests SlowDown and cuts some GETs off
 midway. The plugin reads the logs ahead in chunks, and asks again, from the byte where a
 cut read stopped, rather than falling back to the store's stream; it PUTs a part again
-after a SlowDown. A store killed mid-copy loses nothing."""
+after a SlowDown. A GET that stops sending mid-body is asked again from the byte where it
+stopped before its read's deadline, and holds none of Kafka's reader threads for good. A
+store killed mid-copy loses nothing."""
 
 import asyncio
 import uuid
@@ -15,8 +17,9 @@ from support.s3 import s3_client
 from support.servers import S3Server
 from support.services import started
 from support.topics import read_to_end
+from support.waiting import eventually
 
-from remotelog.dev.broker import free_port
+from remotelog.dev.broker import BrokerError, free_port
 
 from .conftest import NOT_BY_URL, stop_brokers, tiering_broker
 from .test_kafka_tiers import (
@@ -34,6 +37,12 @@ BY_HTTP = "Reading segment logs from the http: URLs the segment store hands out"
 # 5% of GETs cut off midway.
 LINK = {"first_byte_ms": 20, "bandwidth_mb_s": 100}
 FAULTS = {"slow_down_fraction": 0.05, "cut_fraction": 0.05, "seed": 405}
+# Each read's deadline (the plugin's client.timeout.ms); a body silent for a third of it
+# is asked again. A stalled GET stays silent past it.
+READ_DEADLINE_MS = 10_000
+STALL = {"mode": "stall", "method": "GET", "presigned": True, "delay_ms": 60_000}
+READER_POOL = "org.apache.kafka.storage.internals.log:type=RemoteStorageThreadPool,name={}"
+FETCH_ERRORS = "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchErrorsPerSec,topic={}"
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -50,6 +59,7 @@ async def over_s3(tmp_path_factory):
         "rsm.config.fetch.urls.enabled": "true",
         "rsm.config.fetch.read.ahead.chunk.bytes": str(128 << 10),
         "rsm.config.copy.method": "url",
+        "rsm.config.client.timeout.ms": str(READ_DEADLINE_MS),
     }
     broker = tiering_broker(tmp, store, metadata, {"jmx_port": free_port()}, **urls).start()
     stack = FetchStack(
@@ -111,6 +121,53 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     # held up by a SlowDown's pause was asked a second time; segments were got ready
     # (looked up, their URLs and first chunks asked for) before Kafka crossed into them.
     assert all(count > 0 for count in read_ahead.values()), read_ahead
+
+
+def fetch_errors(broker, topic: str) -> float:
+    """Kafka's count of the topic's failed remote fetches: 0 before its first, when Kafka
+    has not made the meter yet."""
+    try:
+        return sum(broker.jmx(FETCH_ERRORS.format(topic)).values())
+    except BrokerError as exc:
+        if "No matched attributes" in str(exc):
+            return 0
+        raise
+
+
+async def test_reads_that_stall_mid_body_go_on_and_hold_no_reader_thread(over_s3):
+    """S3 stops sending halfway through a GET of each partition's history, its connection
+    open. Each is asked again from where it stopped, within its read's deadline: Kafka's
+    consumer gets every record, no remote fetch fails, nothing falls back to the stream,
+    and Kafka's reader pool is idle again afterwards."""
+    broker, s3, _ = over_s3
+    bootstrap = broker.bootstrap_servers
+    topic = f"stall-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
+    s3.link("POST", **LINK)
+    values = await asyncio.to_thread(produce_plain, bootstrap, topic, RECORDS // 2)
+    await copied_past(broker, topic, RECORDS // 4)
+    for partition in range(PARTITIONS):
+        s3.inject(count=1, **STALL)
+        # A poll may wait out a stall and the GET asked again after it.
+        messages = await asyncio.to_thread(
+            read_to_end, bootstrap, topic, partition, poll_s=READ_DEADLINE_MS / 1000
+        )
+        assert [m.value() for m in messages] == values[partition]
+        assert s3.pending_faults() == []  # the stall was met
+    assert await asyncio.to_thread(fetch_errors, broker, topic) == 0
+    log = broker.run_log()
+    assert not [line for line in log if any(n in line for n in NOT_BY_URL)]
+
+    async def reader_pool_idle() -> bool:
+        def gauge(name: str) -> dict[str, float]:
+            return broker.jmx(READER_POOL.format(name), attribute="Value")
+
+        queued = await asyncio.to_thread(gauge, "RemoteLogReaderTaskQueueSize")
+        idle = await asyncio.to_thread(gauge, "RemoteLogReaderAvgIdlePercent")
+        return sum(queued.values()) == 0 and min(idle.values()) == 1.0
+
+    # No reader thread is still held by a stalled GET (each stays silent for a minute).
+    await eventually(reader_pool_idle, timeout_s=30, interval_s=1)
 
 
 def s3_uploads_of(stack, topic: str):

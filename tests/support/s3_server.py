@@ -1,12 +1,14 @@
 """moto's S3 server with a fault-injection hook, on a free loopback port.
 
 Run as a script: prints `PORT <n>` once listening. POST /__faults__ with JSON
-{"mode": "503" | "500" | "403" | "drop" | "truncate" | "slow", "count": N,
+{"mode": "503" | "500" | "403" | "drop" | "truncate" | "stall" | "slow", "count": N,
 "method": "GET"|"PUT"|..., "presigned": true, "delay_ms": D} makes the next N matching
 requests (with "presigned", only those by a presigned URL)
 fail: a 503 SlowDown, 500 InternalError or 403 AccessDenied (an expired
-presigned URL) S3 error, a connection closed before any response, or a GET
-whose body is cut off halfway; "slow" answers them normally after D ms.
+presigned URL) S3 error, a connection closed before any response, a GET
+whose body is cut off halfway, or one that sends half its body and then nothing
+for D ms (its connection open) before it is cut off; "slow" answers them
+normally after D ms.
 DELETE /__faults__ clears pending faults; GET returns what is left.
 Used by the segment store's tests and benchmark as a real S3 endpoint.
 
@@ -238,10 +240,13 @@ class FaultInjector:
             return []
         if mode == "truncate":
             return self._truncated(environ, start_response)
+        if mode == "stall":
+            return self._truncated(environ, start_response, int(fault.get("delay_ms", 60_000)))
         return self.app(environ, start_response)
 
-    def _truncated(self, environ: dict[str, Any], start_response: Any) -> Any:
-        """Send the headers and half the body, then close the connection."""
+    def _truncated(self, environ: dict[str, Any], start_response: Any, stall_ms: int = 0) -> Any:
+        """Send the headers and half the body, then (after `stall_ms` of silence) close
+        the connection."""
         captured: dict[str, Any] = {}
 
         def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -253,6 +258,7 @@ class FaultInjector:
 
         def half() -> Any:
             yield body[: len(body) // 2]
+            time.sleep(stall_ms / 1000)
             _close(environ)
 
         return half()

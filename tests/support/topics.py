@@ -53,9 +53,10 @@ def read_to_end(
     partition: int = 0,
     isolation: str = "read_uncommitted",
     start: int = 0,
+    poll_s: float = 10,
 ) -> list:
     """Every message of the partition from `start`, read by a group-less consumer up to
-    its end."""
+    its end, each poll waiting `poll_s` at most."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -69,7 +70,7 @@ def read_to_end(
     found = []
     try:
         while True:
-            message = consumer.poll(10)
+            message = consumer.poll(poll_s)
             assert message is not None, f"{topic}-{partition}: the broker did not answer"
             if message.error() is not None:
                 assert message.error().code() == KafkaError._PARTITION_EOF, message.error()

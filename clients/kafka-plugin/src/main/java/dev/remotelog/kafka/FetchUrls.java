@@ -62,6 +62,9 @@ final class FetchUrls {
 
     private final long timeoutMs;
     private final Runnable retried;
+    // A third of a read's deadline: a body stalled that long is asked again from the byte
+    // where it stopped, with time left for the new GET to answer.
+    private final StalledReads stalls;
     private final Map<RemoteLogSegmentId, Kept> urls = BoundedMaps.keepingNewest(MAX_ENTRIES, true);
     private volatile boolean offered = true;
     private volatile long pausedUntilNanos = System.nanoTime();
@@ -75,6 +78,7 @@ final class FetchUrls {
     FetchUrls(long timeoutMs, Runnable retried) {
         this.timeoutMs = timeoutMs;
         this.retried = retried;
+        this.stalls = new StalledReads(Math.max(50, timeoutMs / 3));
     }
 
     /**
@@ -370,7 +374,7 @@ final class FetchUrls {
                     if (end == null || (covered != null && covered < end)) {
                         end = covered; // an object that ends before the range asked for
                     }
-                    in = response.body();
+                    in = stalls.watch(response.body());
                     return;
                 } catch (Unavailable e) {
                     failure = e;
@@ -508,6 +512,7 @@ final class FetchUrls {
         if (hedging != null) {
             hedging.close();
         }
+        stalls.close();
         http = null;
         if (httpThreads != null) {
             httpThreads.shutdownNow();

@@ -33,7 +33,11 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
     private final double percentile;
     private final long timeoutMs;
     private final Runnable hedged;
-    private final ExecutorService threads = DaemonThreads.cached("remotelog-hedged-gets");
+    // GETs under way at once on the plugin's threads; past that, a GET runs on its
+    // reader's thread (and is not hedged), so a stalled store cannot grow the pool.
+    static final int MAX_THREADS = 32;
+
+    private final ExecutorService threads = DaemonThreads.bounded("remotelog-hedged-gets", MAX_THREADS);
     // The last KEPT GETs' times, a ring; guarded by this.
     private final long[] nanos = new long[KEPT];
     private int samples;

@@ -89,6 +89,7 @@ class StorageManagerTest {
     // GetLogSegmentUrl fails UNAVAILABLE, as from a store that is down.
     volatile boolean urlsUnavailable;
     long copyTimeoutMs = 10_000;
+    long timeoutMs = 10_000;
     // copy.method, and whether the store does path and url copies (else UNIMPLEMENTED).
     String copyMethod = "stream";
     volatile boolean directCopies;
@@ -291,7 +292,7 @@ class StorageManagerTest {
         Settings settings =
                 SettingsTest.inProcess(
                         Settings.Role.STORAGE,
-                        Settings.TIMEOUT, 10_000,
+                        Settings.TIMEOUT, timeoutMs,
                         Settings.COPY_TIMEOUT, copyTimeoutMs,
                         Settings.CHUNK_BYTES, CHUNK,
                         Settings.COPY_METHOD, copyMethod,
@@ -741,6 +742,8 @@ class StorageManagerTest {
         com.sun.net.httpserver.HttpServer http =
                 com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
         http.createContext("/", handler);
+        // A thread per exchange, so one a test holds (a stalled body) delays no other.
+        http.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
         http.start();
         return http;
     }
@@ -848,6 +851,85 @@ class StorageManagerTest {
             assertEquals(2, Jmx.read(Jmx.STORAGE, "url-read-retries-total"));
             assertEquals(0, fetchCalls.get()); // never the stream
         } finally {
+            http.stop(0);
+        }
+    }
+
+    /** A server of `log` whose GETs numbered in `stalling` send `sent` bytes, then nothing
+     * until `released` (as an S3 connection that stops sending mid-body); the ranges asked. */
+    com.sun.net.httpserver.HttpServer stallingServer(
+            byte[] log,
+            java.util.function.IntPredicate stalling,
+            int sent,
+            CountDownLatch released,
+            List<String> ranges)
+            throws Exception {
+        AtomicInteger answers = new AtomicInteger();
+        return httpServer(exchange -> {
+            String range = exchange.getRequestHeaders().getFirst("Range");
+            ranges.add(range);
+            int first = Integer.parseInt(range.substring("bytes=".length(), range.indexOf('-')));
+            int last = log.length - 1;
+            exchange.getResponseHeaders().add("Content-Range", "bytes " + first + "-" + last + "/" + log.length);
+            exchange.sendResponseHeaders(206, last - first + 1);
+            OutputStream body = exchange.getResponseBody();
+            if (stalling.test(answers.getAndIncrement())) {
+                body.write(log, first, Math.min(sent, last - first + 1));
+                body.flush();
+                try {
+                    released.await(60, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                exchange.close();
+                return;
+            }
+            body.write(log, first, last - first + 1);
+            body.close();
+        });
+    }
+
+    @Test
+    void anS3ReadThatStopsSendingMidBodyGoesOnFromTheByteWhereItStopped() throws Exception {
+        timeoutMs = 1_500; // a body silent for 500 ms is asked again
+        connect(serverName);
+        byte[] log = new byte[300_000];
+        new java.util.Random(7).nextBytes(log);
+        List<String> ranges = java.util.Collections.synchronizedList(new ArrayList<>());
+        CountDownLatch released = new CountDownLatch(1);
+        com.sun.net.httpserver.HttpServer http = stallingServer(log, answer -> answer == 0, 100_000, released, ranges);
+        try {
+            urlsToGive.add("http://127.0.0.1:" + http.getAddress().getPort() + "/log");
+            assertArrayEquals(
+                    java.util.Arrays.copyOfRange(log, 10, log.length),
+                    readAll(manager.fetchLogSegment(segment(), 10)));
+            assertEquals(2, ranges.size(), ranges.toString());
+            assertEquals("bytes=10-", ranges.get(0));
+            assertEquals("bytes=100010-" + (log.length - 1), ranges.get(1));
+            assertEquals(0, fetchCalls.get()); // never the stream
+        } finally {
+            released.countDown();
+            http.stop(0);
+        }
+    }
+
+    @Test
+    void anS3ReadThatNeverSendsAgainFailsAtItsDeadlineAndHoldsNoThread() throws Exception {
+        timeoutMs = 1_500;
+        connect(serverName);
+        byte[] log = new byte[300_000];
+        List<String> ranges = java.util.Collections.synchronizedList(new ArrayList<>());
+        CountDownLatch released = new CountDownLatch(1);
+        com.sun.net.httpserver.HttpServer http = stallingServer(log, answer -> true, 1_000, released, ranges);
+        try {
+            urlsToGive.add("http://127.0.0.1:" + http.getAddress().getPort() + "/log");
+            InputStream in = manager.fetchLogSegment(segment(), 0);
+            java.io.IOException failure = assertThrows(java.io.IOException.class, () -> readAll(in));
+            assertTrue(failure.getMessage().contains("sent nothing for 500 ms"), failure.toString());
+            // Asked again from where each stall stopped, until the read's deadline.
+            assertTrue(ranges.size() >= 2, ranges.toString());
+        } finally {
+            released.countDown();
             http.stop(0);
         }
     }
