@@ -6,12 +6,13 @@ import random
 import uuid
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 from confluent_kafka.admin import AdminClient
 from support.services import metadata_config, new_partition
 from support.waiting import eventually
 
-from remotelog.core.errors import InvalidStateTransitionError
+from remotelog.core.errors import InvalidStateTransitionError, MetadataNotReadyError
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata import topic as topic_module
@@ -185,7 +186,9 @@ async def test_corrupt_snapshot_is_discarded_and_the_topic_replayed(started):
     assert await answers(restarted, tips) == expected
 
 
-async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, broker):
+async def recreated(started, broker) -> TopicBasedRemoteLogMetadataManager:
+    """A manager restarted on its topic deleted and created again, its snapshot (of the
+    old topic id, with segments of one partition) discarded."""
     topic = fresh_topic()
     tips = partitions(1)
     writer = await started("recreated", topic)
@@ -201,6 +204,51 @@ async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, b
     assert restarted.snapshot_status.startswith("discarded: it is of topic id")
     await until_ready(restarted, tips)
     assert restarted.remote_log_segments(tips[0]) == []
+    return restarted
+
+
+async def test_snapshot_of_a_deleted_and_recreated_topic_is_discarded(started, broker):
+    assert (await recreated(started, broker)).snapshot_status.startswith("discarded")
+
+
+async def test_partitions_a_lost_topic_held_are_not_ready_until_recovered(started, broker):
+    restarted = await recreated(started, broker)
+    tip = next(iter(restarted.registered_partitions()))
+    # Served as empty and ready, a leader would move Kafka's log start offset past the
+    # whole tiered history: neither ready nor written until a recovery has run.
+    assert await restarted.is_ready(tip) is False
+    with pytest.raises(
+        MetadataNotReadyError, match=r"remote\.log\.metadata\.await\.recovery=false"
+    ):
+        await restarted.add_remote_log_segment_metadata(
+            metadata_of(tip, Seg("new", 100, 109, {0: 100}))
+        )
+    await restarted.close()
+    again = await started("recreated", restarted.topic_name)  # held across restarts
+    await until_ready(again, [tip])
+    assert await again.is_ready(tip) is False
+    assert again.recovery_awaited == {tip: 1}
+
+    async def nothing_missing():
+        yield []
+
+    await again.recover_batches(tip, nothing_missing(), recovery="a test's")
+    assert await again.is_ready(tip)
+    await again.close()
+    third = await started("recreated", again.topic_name)
+    await until_ready(third, [tip])
+    assert await third.is_ready(tip)
+
+
+async def test_await_recovery_false_serves_what_a_lost_topic_held_at_once(started, broker):
+    restarted = await recreated(started, broker)
+    tip = next(iter(restarted.registered_partitions()))
+    await restarted.close()
+    going_on = await started(
+        "recreated", restarted.topic_name, **{"remote.log.metadata.await.recovery": "false"}
+    )
+    await until_ready(going_on, [tip])
+    assert await going_on.is_ready(tip)
 
 
 async def snapshot_appears(manager) -> bool:

@@ -1,14 +1,16 @@
 """The bucket outlives the cluster: the metadata topic rebuilt by `remotelog recover`.
 
 Apache Kafka tiers a topic through the plugin and local retention frees its disk.
-Then `__remote_log_metadata` is deleted through the Admin API, with the metadata
-manager's snapshots, as a lost topic leaves things, and the manager restarts on a
-fresh, empty topic. `remotelog recover` writes the segments back from the
-manifests beside them, and Kafka serves the whole history again, tiers on after
-it, and applies its retention to the recovered segments. Its broker is restarted
-after the recovery: what it then serves comes from the recovered topic alone. Last
-the cluster goes, data directory and all, and another Kafka's metadata topic is
-enough for remotelog's readers to read the topic from the bucket by name.
+Then `__remote_log_metadata` is deleted through the Admin API, as a lost topic leaves
+things, and the manager restarts on a fresh, empty topic: it holds the partitions
+its snapshot had segments of not ready, so the broker, restarted before the
+recovery, leaves their log start offsets at 0. `remotelog recover` writes the
+segments back from the manifests beside them, and Kafka serves the whole history
+again, tiers on after it, and applies its retention to the recovered segments. Its
+broker is restarted after the recovery: what it then serves comes from the recovered
+topic alone. Last the cluster goes, data directory and all, and another Kafka's
+metadata topic is enough for remotelog's readers to read the topic from the bucket by
+name.
 """
 
 import asyncio
@@ -21,6 +23,7 @@ import pytest_asyncio
 from support.kafka_admin import delete_topic_until_gone, set_topic_config
 from support.recovery import run_recover
 from support.topics import read_to_end
+from support.waiting import eventually
 
 from remotelog.client import TieredConsumer
 from remotelog.core.model import TopicIdPartition
@@ -58,11 +61,23 @@ def lineage(segments) -> list[tuple[int, int]]:
 
 async def lose_the_metadata_topic(broker, stack) -> None:
     """The manager stopped, its topic deleted through the Admin API (the controller, in
-    KRaft), its snapshots gone; then started again, on a new empty topic."""
+    KRaft); then started again, on a new empty topic, its snapshots (of the old topic id)
+    still on its disk."""
     await stack.stop_metadata()
     await asyncio.to_thread(delete_topic_until_gone, broker.bootstrap_servers, METADATA_TOPIC)
-    shutil.rmtree(stack.tmp / "metadata" / "snapshots", ignore_errors=True)
     await stack.start_metadata()
+
+
+async def led_again_before_the_recovery(broker, stack, topic_id, topic: str) -> None:
+    """The broker restarted (each partition's leader elected again), and Kafka's tasks
+    told twice per partition that it is not ready: by the first answer a ready partition
+    would have had its log start offset moved past the tiered history."""
+    await asyncio.to_thread(broker.stop)
+    stack.metadata.manager.recovery_awaited.clear()
+    await asyncio.to_thread(broker.start)
+    tips = [TopicIdPartition(topic_id, topic, p) for p in range(PARTITIONS)]
+    awaited = stack.metadata.manager.recovery_awaited
+    await eventually(lambda: all(awaited.get(tip, 0) >= 2 for tip in tips), timeout_s=60)
 
 
 async def test_kafka_serves_and_tiers_on_after_its_metadata_topic_is_lost_and_recovered(
@@ -79,6 +94,11 @@ async def test_kafka_serves_and_tiers_on_after_its_metadata_topic_is_lost_and_re
 
     await lose_the_metadata_topic(broker, stack)
     assert await live_segments(stack, topic_id, topic) == {p: [] for p in range(PARTITIONS)}
+    # The manager holds the partitions its snapshot had segments of: a leader elected
+    # before the recovery leaves Kafka's log start offset where it was.
+    await led_again_before_the_recovery(broker, stack, topic_id, topic)
+    earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
+    assert earliest == dict.fromkeys(range(PARTITIONS), 0)
 
     lines = await run_recover(stack)
     written = [line for line in lines if line.startswith("wrote  ")]

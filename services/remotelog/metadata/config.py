@@ -56,6 +56,14 @@ class MetadataManagerConfig(
         "Give up initialising the metadata topic after this long",
         min=1,
     )
+    await_recovery: bool = setting(
+        "remote.log.metadata.await.recovery",
+        True,
+        "Hold not ready the partitions whose segments a lost metadata topic held (the "
+        "snapshot of its old topic id says which) until `remotelog recover` has written "
+        "them back: served at once as empty, a leader election would move Kafka's log "
+        "start offset past their whole tiered history. false: serve them at once",
+    )
     snapshot_dir: str = setting(
         "remote.log.metadata.snapshot.dir",
         "~/.local/share/remotelog/metadata",

@@ -68,6 +68,7 @@ from remotelog.core.states import (
     is_valid_segment_transition,
 )
 from remotelog.core.tasks import in_thread_until_cancelled
+from remotelog.metadata import awaiting_recovery
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.partition_state import MetadataPartitionState
@@ -140,6 +141,8 @@ class LoadedSnapshot:
     states: dict[int, MetadataPartitionState] = field(default_factory=dict)
     registered: frozenset[TopicIdPartition] = frozenset()
     status: str = "none"
+    # Partitions with segments in a snapshot of another topic id: the topic lost them.
+    lost: frozenset[TopicIdPartition] = frozenset()
 
 
 class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
@@ -173,6 +176,9 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         snapshot = snapshot or LoadedSnapshot()
         self.snapshot_status = snapshot.status
         self._registered_at_start = snapshot.registered
+        self._awaiting_recovery = self._partitions_awaiting_recovery(snapshot.lost)
+        # How often each of them was answered not ready (tests wait on a broker asking).
+        self.recovery_awaited: dict[TopicIdPartition, int] = {}
         self.store = RemotePartitionMetadataStore(
             topic_name,
             config.metadata_topic_num_partitions,
@@ -250,7 +256,39 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def is_ready(
         self, partition: TopicIdPartition, *, timeout_s: float | None = None
     ) -> bool:
+        if partition in self._awaiting_recovery:
+            self.recovery_awaited[partition] = self.recovery_awaited.get(partition, 0) + 1
+            return False
         return self.store.is_ready(partition) and self.recovered_by(partition) is None
+
+    def _partitions_awaiting_recovery(
+        self, lost: frozenset[TopicIdPartition]
+    ) -> set[TopicIdPartition]:
+        """Those the topic lost now and at earlier starts, unless the operator said to go
+        on without a recovery; said in one line."""
+        directory = Path(self.config.snapshot_dir).expanduser()
+        if not self.config.await_recovery:
+            if lost or awaiting_recovery.load(directory):
+                log.warning(
+                    "serving the partitions the lost metadata topic held as empty "
+                    "(remote.log.metadata.await.recovery=false)"
+                )
+            awaiting_recovery.write(directory, ())
+            return set()
+        awaiting = awaiting_recovery.load(directory) | lost
+        if lost:
+            awaiting_recovery.write(directory, awaiting)
+        if awaiting:
+            named = ", ".join(sorted(str(p) for p in awaiting)[:5])
+            log.warning(
+                "%d partitions' tiered segments were in a lost metadata topic (%s%s): they are "
+                "not ready until `remotelog recover` writes them back, or until "
+                "remote.log.metadata.await.recovery=false",
+                len(awaiting),
+                named,
+                ", ..." if len(awaiting) > 5 else "",
+            )
+        return awaiting
 
     def recovered_by(self, partition: TopicIdPartition) -> str | None:
         """Who is recovering the partition, as last read (Redis is never waited on: a
@@ -260,6 +298,13 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
     async def _refuse_if_recovering(self, partition: TopicIdPartition) -> None:
         """A write of a partition being recovered is refused as not ready: Kafka's plugin
         then asks IsReady again, which says no until the recovery ends."""
+        if partition in self._awaiting_recovery:
+            raise MetadataNotReadyError(
+                f"{partition}'s tiered segments were in a lost metadata topic: not ready "
+                "until `remotelog recover` writes them back (or "
+                "remote.log.metadata.await.recovery=false)",
+                metadata={"partition": str(partition)},
+            )
         holder = self.recovered_by(partition)
         if holder is not None:
             raise MetadataNotReadyError(
@@ -407,6 +452,11 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
                     await self._write_recovered(partition, missing, started)
                 written += (s.remote_log_segment_id for s in missing)
                 completed += (s.remote_log_segment_id for s in started)
+        if not dry_run and partition in self._awaiting_recovery:
+            self._awaiting_recovery.discard(partition)
+            directory = Path(self.config.snapshot_dir).expanduser()
+            await asyncio.to_thread(awaiting_recovery.write, directory, self._awaiting_recovery)
+            log.info("%s recovered: ready again", partition)
         return RecoveredSegments(tuple(written), tuple(completed))
 
     def _to_write(
@@ -648,10 +698,12 @@ def load_snapshot(config: MetadataManagerConfig, topic: TopicInfo, name: str) ->
     if loaded is None:
         return LoadedSnapshot()
     if loaded.topic_id != topic.topic_id:
-        return discard(
+        discarded = discard(
             f"it is of topic id {loaded.topic_id}, the topic now has {topic.topic_id} "
             "(deleted and recreated)"
         )
+        lost = awaiting_recovery.lost_partitions(loaded.states.values())
+        return replace(discarded, lost=frozenset(lost))
     if loaded.num_partitions != topic.partitions:
         return discard(
             f"it has {loaded.num_partitions} metadata partitions, the topic {topic.partitions}"
