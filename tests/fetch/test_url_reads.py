@@ -65,6 +65,10 @@ async def test_located_ranges_are_the_batches_of_the_range_and_no_more(tiered):
     (only,) = await client.locate_offset_range(tip, 0, None, max_segments=1)
     assert (only.segment.start_offset, only.end_position) == (0, len(first_log))
     assert [r.segment.start_offset for r in await client.locate_offset_range(tip, 0, 8)] == [0]
+    # One request fans out to 64 segments at most (their index GETs and URL signatures).
+    for refused in (65, -1):
+        with pytest.raises(InvalidArgumentError, match=r"max_segments: must be from 0 to 64"):
+            await client.locate_offset_range(tip, 0, None, max_segments=refused)
 
 
 @pytest_asyncio.fixture(scope="module")

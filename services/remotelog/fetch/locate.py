@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from remotelog.core.errors import UnsupportedOperationError
+from remotelog.core.errors import InvalidArgumentError, UnsupportedOperationError
 from remotelog.core.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -29,6 +29,9 @@ from remotelog.fileio.url_cache import FetchUrls
 # Segments one answer names when the caller does not say: a task of 128 MiB of
 # 1 GiB segments needs one, of 1 MiB segments (tests, small topics) 128.
 DEFAULT_LOCATED_SEGMENTS = 16
+# Each located segment may cost index GETs and URL signatures, and its URLs are a few
+# KiB of the answer: one request may not fan out past this many.
+MAX_LOCATED_SEGMENTS = 64
 
 
 class SegmentLocator:
@@ -52,6 +55,10 @@ class SegmentLocator:
             raise UnsupportedOperationError(
                 "this fetch service hands out no URLs (segment.store.fetch.urls.enabled "
                 "is false); use ReadOffsetRange"
+            )
+        if not 0 <= max_segments <= MAX_LOCATED_SEGMENTS:
+            raise InvalidArgumentError(
+                "max_segments", f"must be from 0 to {MAX_LOCATED_SEGMENTS}, got {max_segments}"
             )
         if end_offset is not None and end_offset <= start_offset:
             return []

@@ -144,7 +144,7 @@ class RemoteFetchServicer:
             tip,
             start,
             end,
-            max_segments=at_least(request.max_segments, 0, "max_segments"),
+            max_segments=request.max_segments,
             timeout_s=context.time_remaining(),
         )
         return pb.LocateOffsetRangeResponse(segments=[byte_range_to_proto(r) for r in located])
