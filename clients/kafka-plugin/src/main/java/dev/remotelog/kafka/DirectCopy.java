@@ -81,7 +81,6 @@ final class DirectCopy {
     private final AtomicLong offUntil = new AtomicLong(System.nanoTime());
     private HttpClient http;
     private ExecutorService httpThreads;
-    private Semaphore partsInFlight;
 
     DirectCopy(Settings settings, Supplier<SegmentStoreServiceBlockingStub> calls) {
         this.settings = settings;
@@ -269,16 +268,20 @@ final class DirectCopy {
         return out.toByteArray();
     }
 
-    /** Every part of the log PUT, copy.url.parallel.parts at a time (and no more across the
-     * broker's copies); what each was, for the store to check. */
+    /** Every part of the log PUT, copy.url.parallel.parts of this segment at a time (the
+     * broker's copies at once are Kafka's copier threads); what each was, for the store to
+     * check. A part that finds no free slot before the copy's deadline fails the copy. */
     private List<UploadedPart> putLog(Path log, StartSegmentUploadResponse upload, long deadline)
             throws IOException, InterruptedException {
         List<CompletableFuture<UploadedPart>> puts = new ArrayList<>();
         try (FileChannel channel = FileChannel.open(log, StandardOpenOption.READ)) {
             ExecutorService threads = threads();
-            Semaphore slots = slots();
+            Semaphore slots = new Semaphore(settings.copyParallelParts());
             for (UploadPart part : upload.getLogPartsList()) {
-                slots.acquire();
+                if (!slots.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                    throw new IOException(
+                            "part " + part.getPartNumber() + " found no free PUT before the copy's timeout");
+                }
                 CompletableFuture<UploadedPart> put = new CompletableFuture<>();
                 puts.add(put);
                 threads.execute(
@@ -425,13 +428,6 @@ final class DirectCopy {
             httpThreads = DaemonThreads.cached("remotelog-copy-urls");
         }
         return httpThreads;
-    }
-
-    private synchronized Semaphore slots() {
-        if (partsInFlight == null) {
-            partsInFlight = new Semaphore(settings.copyParallelParts());
-        }
-        return partsInFlight;
     }
 
     private synchronized HttpClient client() {

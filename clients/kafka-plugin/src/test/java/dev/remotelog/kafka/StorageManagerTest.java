@@ -442,13 +442,31 @@ class StorageManagerTest {
         assertEquals("0\n1\n0 0\n", request.getInlineFiles(0).getData().toStringUtf8());
     }
 
+    // Each PUT, once its body is in, waits for this many to be in flight together (5 s
+    // at most); null: none waits.
+    volatile CountDownLatch putsTogether;
+    final AtomicInteger putsInFlight = new AtomicInteger();
+    final AtomicInteger mostPutsInFlight = new AtomicInteger();
+
     /** The stand-in for S3 started, and the manager copying by URL. */
     void objectStore() throws Exception {
         objects = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        objects.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
         objects.createContext(
                 "/",
                 exchange -> {
                     byte[] body = exchange.getRequestBody().readAllBytes();
+                    mostPutsInFlight.accumulateAndGet(putsInFlight.incrementAndGet(), Math::max);
+                    CountDownLatch together = putsTogether;
+                    if (together != null) {
+                        together.countDown();
+                        try {
+                            together.await(5, TimeUnit.SECONDS);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                    putsInFlight.decrementAndGet();
                     putObjects.put(exchange.getRequestURI().getPath(), body);
                     exchange.getResponseHeaders().add("ETag", "\"" + md5(body) + "\"");
                     exchange.sendResponseHeaders(200, -1);
@@ -493,6 +511,25 @@ class StorageManagerTest {
         }
         assertEquals(md5(putObjects.get("/indexes")), sent.getIndexesMd5());
         assertEquals(0, abortedUploads.get());
+    }
+
+    @Test
+    void copyUrlParallelPartsBoundsEachSegmentsPutsNotTheBrokers(@TempDir Path dir) throws Exception {
+        objectStore();
+        putsTogether = new CountDownLatch(6); // two segments' three parts each
+        Path first = Files.createDirectory(dir.resolve("first"));
+        Path second = Files.createDirectory(dir.resolve("second"));
+        var other = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+            try {
+                return manager.copyLogSegmentData(segment(), segmentData(second));
+            } catch (Exception e) {
+                throw new java.util.concurrent.CompletionException(e);
+            }
+        });
+        manager.copyLogSegmentData(segment(), segmentData(first));
+        other.get(30, TimeUnit.SECONDS);
+        // Four at a time a segment: both segments' parts were PUT at once.
+        assertEquals(6, mostPutsInFlight.get());
     }
 
     @Test
