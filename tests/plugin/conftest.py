@@ -30,11 +30,6 @@ SEGMENT_BYTES = 1024 * 1024
 FILE_URLS = {"rsm.config.fetch.urls.enabled": "true"}
 # The store beside the broker reads its segment files by path.
 BY_PATH = {"rsm.config.copy.method": "path"}
-# The metadata manager runs in the test's process, on its event loop, beside the other
-# worker's tests: on a loaded 2-core machine a lookup can outlast the plugin's default
-# 250 ms, and Kafka then fails that fetch with UNKNOWN_SERVER_ERROR (seen in a two-worker
-# run of test_recovery.py). test_hung_services.py keeps the default, which it tests.
-PATIENT_LOOKUPS = {"rlmm.config.client.lookup.timeout.ms": "5000"}
 # What the plugin logs on its first read by URL, and where a read cannot go by one.
 BY_URL = "Reading segment logs from the file: URLs the segment store hands out"
 NOT_BY_URL = ("through FetchLogSegment instead of its URL", "hands out no fetch URLs")
@@ -73,7 +68,6 @@ def tiering_broker(
             jar, store_address, metadata_address, task_interval_ms=500, isolated=isolated
         ),
         **QUICK_RETENTION,
-        **PATIENT_LOOKUPS,
         "log.segment.bytes": str(SEGMENT_BYTES),
         **broker,
     }

@@ -25,9 +25,8 @@ from .test_kafka_tiers import (
     produce_plain,
 )
 
-# Well past the plugin's IsReady deadline (client.lookup.timeout.ms, 250 ms), which a
-# loaded test machine can outlast, and well short of a Redis call's 5 s timeout, which
-# every IsReady waited out while Redis hung.
+# The plugin's IsReady deadline (client.lookup.timeout.ms, 1 s) twice over, and well short
+# of a Redis call's 5 s timeout, which every IsReady waited out while Redis hung.
 READY_DEADLINE_S = 2.0
 
 

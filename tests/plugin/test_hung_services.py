@@ -41,7 +41,6 @@ async def hung(tmp_path_factory, s3_endpoint):
     """A broker whose plugin gives a copy COPY_TIMEOUT_MS, reading through the streams."""
     properties = {
         "rsm.config.client.copy.timeout.ms": str(COPY_TIMEOUT_MS),
-        "rlmm.config.client.lookup.timeout.ms": "250",  # the plugin's default
     }
     async with tiering_stack(tmp_path_factory.mktemp("hung"), s3_endpoint, **properties) as tiering:
         yield tiering

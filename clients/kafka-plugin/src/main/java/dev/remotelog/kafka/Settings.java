@@ -231,13 +231,14 @@ final class Settings {
             def.define(
                     p + LOOKUP_TIMEOUT,
                     Type.LONG,
-                    250L,
+                    1_000L,
                     Range.between(10, MAX_TIMEOUT_MS),
                     Importance.MEDIUM,
                     "Deadline of the lookups a remote fetch makes (the segment of an offset, the"
-                            + " next transaction index) and of isReady: well under Kafka's"
-                            + " remote.fetch.max.wait.ms, so a hung metadata manager fails the"
-                            + " fetch instead of holding a reader thread.");
+                            + " next transaction index) and of isReady: a hung metadata manager"
+                            + " fails the fetch instead of holding a reader thread for longer."
+                            + " A lookup on a machine whose every core is busy takes 60 ms at"
+                            + " most (bench/lookup_load.py).");
         }
         return def;
     }
