@@ -3,6 +3,7 @@ Compose Specification's JSON schema, every properties file it gives a service pa
 that service's `remotelog config check`, and the services find one another, wait for
 each other's health and sit beside Kafka as deploy/compose's comments say."""
 
+import re
 import shlex
 import subprocess
 import sys
@@ -234,6 +235,16 @@ def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_prot
     assert {"protos", "jvm/pom.xml", "clients/kafka-plugin/src"} <= {w[0] for w in copies}
     ((jar, _),) = copied_from("plugin", kafka)
     assert jar.endswith(f"/target/{plugin_jar_name()}")
+
+
+def test_the_docs_load_the_plugin_from_where_the_image_ships_it(compose):
+    ((_, shipped),) = copied_from("plugin", stage("kafka"))
+    docs = (ROOT / "docs" / "kafka-plugin.md").read_text()
+    paths = re.findall(r"^remote\.log\.\w+\.manager\.class\.path=(\S+)$", docs, re.MULTILINE)
+    assert paths
+    assert set(paths) == {shipped}
+    kafka = compose["services"]["kafka"]["environment"]
+    assert {v for k, v in kafka.items() if k.endswith("_MANAGER_CLASS_PATH")} == {shipped}
 
 
 def test_the_kafka_version_is_a_build_argument_defaulting_to_the_pinned_one(compose):

@@ -24,7 +24,6 @@ import time
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
-    AsyncIterator,
     Iterable,
     Iterator,
     Sequence,
@@ -393,20 +392,6 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         await self.producer.publish(state.partition, delete)
 
     # -- recovery (not Kafka's): a partition's segments written back from manifests -----
-
-    async def recover_remote_log_segments(
-        self,
-        partition: TopicIdPartition,
-        segments: Sequence[RemoteLogSegmentMetadata],
-        *,
-        recovery: str,
-        dry_run: bool = False,
-        timeout_s: float | None = None,
-    ) -> RecoveredSegments:
-        async def whole() -> AsyncIterator[Sequence[RemoteLogSegmentMetadata]]:
-            yield segments
-
-        return await self.recover_batches(partition, whole(), recovery=recovery, dry_run=dry_run)
 
     async def recover_batches(
         self,

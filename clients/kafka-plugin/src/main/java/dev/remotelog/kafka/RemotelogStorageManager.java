@@ -8,6 +8,7 @@ import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.Map;
@@ -194,7 +195,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         }
         try {
             CopyLogSegmentDataResponse response = direct.copy(metadata, data);
-            copyBytes.record(metadata.segmentSizeInBytes());
+            copyBytes.record(filesBytes(data)); // every file, as a stream copy counts them
             return response;
         } catch (DirectCopy.Unsupported e) {
             String then = e.paused ? "copies take CopyLogSegmentData for 5 minutes" : "this copy takes CopyLogSegmentData";
@@ -203,6 +204,17 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                             + e.getMessage() + "): " + then);
             return null;
         }
+    }
+
+    /** Bytes of all the segment's files: its log, indexes, snapshot and checkpoint. */
+    private static long filesBytes(LogSegmentData data) throws IOException {
+        long bytes = Files.size(data.logSegment()) + Files.size(data.offsetIndex())
+                + Files.size(data.timeIndex()) + Files.size(data.producerSnapshotIndex())
+                + data.leaderEpochIndex().remaining();
+        if (data.transactionIndex().isPresent()) {
+            bytes += Files.size(data.transactionIndex().get());
+        }
+        return bytes;
     }
 
     /** A copy the store refused (bad input, a clash) fails as any other: Kafka deletes its

@@ -454,12 +454,12 @@ final class Settings {
         return !caFile().isEmpty();
     }
 
-    /** host:port, the port in 1..65535. */
+    /** host:port or [IPv6 address]:port, the port in 1..65535. */
     private static final class Address implements ConfigDef.Validator {
         @Override
         public void ensureValid(String name, Object value) {
             String address = value == null ? "" : value.toString();
-            if (!address.matches("[^\\s:/]+:\\d{1,5}")
+            if (!address.matches("(\\[[0-9A-Fa-f:.]+\\]|[^\\s:/\\[\\]]+):\\d{1,5}")
                     || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) < 1
                     || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) > 65535) {
                 throw new ConfigException(name, value, "expected host:port");

@@ -55,6 +55,8 @@ class SettingsTest {
     void defaultsNeedOnlyTheAddress() {
         Settings settings = Settings.parse(configs(ADDRESS, "store:7301"), STORAGE);
         assertEquals("store:7301", settings.address());
+        // An IPv6 address, bracketed as in a URI.
+        assertEquals("[::1]:7301", Settings.parse(configs(ADDRESS, "[::1]:7301"), STORAGE).address());
         assertEquals(30_000, settings.timeoutMs());
         assertEquals(600_000, settings.copyTimeoutMs());
         assertEquals(1 << 20, settings.chunkBytes());
@@ -63,7 +65,7 @@ class SettingsTest {
         assertEquals(false, settings.fetchUrls());
         assertTrue(Settings.parse(configs(ADDRESS, "a:1", Settings.FETCH_URLS, "TRUE"), STORAGE).fetchUrls());
         Settings metadata = Settings.parse(configs(METADATA.addressKey, "rlmm:7302"), METADATA);
-        assertEquals(250, metadata.lookupTimeoutMs());
+        assertEquals(1_000, metadata.lookupTimeoutMs());
         // A lookup never waits longer than any call may.
         assertEquals(
                 100,
@@ -77,6 +79,7 @@ class SettingsTest {
         assertTrue(refusal(configs(), METADATA).contains("rlmm.config.metadata.manager.address"));
         assertTrue(refusal(configs(ADDRESS, "store")).contains("expected host:port"));
         assertTrue(refusal(configs(ADDRESS, "store:99999")).contains("rsm.config.segment.store.address"));
+        assertTrue(refusal(configs(ADDRESS, "::1:7301")).contains("expected host:port"));
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.TIMEOUT, "soon")).contains("rsm.config.client.timeout.ms"));
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.TIMEOUT, "0")).contains("at least 1"));
         assertTrue(refusal(configs(ADDRESS, "a:1", Settings.CHUNK_BYTES, "100")).contains("rsm.config.copy.chunk.bytes"));

@@ -440,6 +440,8 @@ class StorageManagerTest {
                 request.getFilesList().stream().map(f -> f.getPath() + " " + f.getSize()).collect(Collectors.toList()));
         assertEquals(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, request.getInlineFiles(0).getFile());
         assertEquals("0\n1\n0 0\n", request.getInlineFiles(0).getData().toStringUtf8());
+        // Every file counts, as in a stream copy: the log, indexes, snapshot, checkpoint.
+        assertEquals(CHUNK * 2 + 100 + 2 + 0 + 1 + 8, Jmx.read(Jmx.STORAGE, "copy-bytes-total"));
     }
 
     // Each PUT, once its body is in, waits for this many to be in flight together (5 s
