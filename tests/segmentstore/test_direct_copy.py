@@ -4,6 +4,7 @@ What is read back is what was sent; what did not arrive as sent is refused and l
 nothing behind."""
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from base64 import b64encode
@@ -15,6 +16,7 @@ import pytest
 import pytest_asyncio
 from support.rpcs import error_info
 from support.services import start_store
+from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
@@ -22,7 +24,12 @@ from remotelog.client import IndexType
 from remotelog.core.model import SegmentFile
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
-from remotelog.segmentstore.direct_copy import UPLOAD_URL_MARGIN_S, part_plan
+from remotelog.segmentstore.direct_copy import (
+    UPLOAD_URL_MARGIN_S,
+    DirectCopies,
+    LocalFile,
+    part_plan,
+)
 
 from .segments import segment_files, segment_metadata
 
@@ -349,3 +356,33 @@ async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_pat
         assert "copy.paths.allowed" in caught.value.details()
     finally:
         await closed.close()
+
+
+def open_descriptors_of(path) -> int:
+    """How many of this process's descriptors are open on `path`."""
+    target = str(path.resolve())
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}") == target
+    return count
+
+
+@pytest.mark.parametrize("by_path", ["filesystem"], indirect=True)
+async def test_a_copy_by_path_cancelled_while_it_opens_closes_what_it_opened(by_path, kafka_logs):
+    """A copy cancelled (its caller gone) while a worker thread opens the broker's files:
+    the thread's descriptors are closed once it is done, not left open."""
+    log = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    metadata = segment_metadata(log, topic="test_topic_a")
+    contents = segment_contents(log)
+    direct = DirectCopies(by_path.running.service.app, allowed_paths=(kafka_logs.resolve(),))
+    files = {SegmentFile.LOG: LocalFile(str(log), len(contents[SegmentFile.LOG]))}
+    inline = {f: data for f, data in contents.items() if f is not SegmentFile.LOG}
+    for turns in range(40):  # cancelled at each point of the open, from before it to after
+        copy = asyncio.create_task(direct.copy_files(metadata, files, inline))
+        for _ in range(turns % 8):
+            await asyncio.sleep(0)
+        copy.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await copy
+    await eventually(lambda: open_descriptors_of(log) == 0, timeout_s=10)

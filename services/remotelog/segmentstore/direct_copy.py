@@ -116,6 +116,17 @@ def sizes_of(files: Iterable[tuple[SegmentFile, T]], field: str) -> dict[Segment
     return sizes
 
 
+def _close_all(opened: dict[SegmentFile, FileSlice | bytes]) -> None:
+    for piece in opened.values():
+        if isinstance(piece, FileSlice):
+            os.close(piece.fd)
+
+
+def _close_when_opened(opening: asyncio.Future[dict[SegmentFile, FileSlice | bytes]]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        _close_all(opening.result())
+
+
 class DirectCopies:
     """Copies by path and by URL into `store`."""
 
@@ -156,7 +167,13 @@ class DirectCopies:
             raise InvalidArgumentError(
                 "files", f"indexes exceed {self.store.options.max_index_bytes} bytes"
             )
-        opened = await asyncio.to_thread(self._open_all, files)
+        opening = asyncio.ensure_future(asyncio.to_thread(self._open_all, files))
+        try:
+            opened = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            # The thread goes on opening: what it opens is closed when it is done.
+            opening.add_done_callback(_close_when_opened)
+            raise
         try:
 
             async def chunks() -> AsyncIterator[SegmentChunk]:
@@ -167,9 +184,7 @@ class DirectCopies:
 
             return await self.store.copy_log_segment_data(metadata, chunks())
         finally:
-            for piece in opened.values():
-                if isinstance(piece, FileSlice):
-                    os.close(piece.fd)
+            _close_all(opened)
 
     def _open_all(
         self, files: dict[SegmentFile, LocalFile]
@@ -188,9 +203,7 @@ class DirectCopies:
                 finally:
                     os.close(fd)
         except BaseException:
-            for piece in opened.values():
-                if isinstance(piece, FileSlice):
-                    os.close(piece.fd)
+            _close_all(opened)
             raise
         return opened
 
