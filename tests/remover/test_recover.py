@@ -15,15 +15,17 @@ from support.waiting import eventually
 from remotelog.api.metadata.v1 import metadata_pb2 as pb
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.cli.main import main
-from remotelog.cli.recover import Progress
+from remotelog.cli.recover import INCOMPLETE, Progress
 from remotelog.client import LogSegmentData
 from remotelog.core.errors import MetadataNotReadyError
 from remotelog.core.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
+    RemotePartitionDeleteMetadata,
+    kafka_uuid_str,
 )
-from remotelog.core.states import RemoteLogSegmentState
+from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
 from remotelog.protocol.convert import segment_metadata_to_proto, topic_id_partition_to_proto
 from remotelog.remover.recover import Gap, lineage
 from remotelog.segmentstore.factory import open_backend
@@ -160,7 +162,7 @@ async def test_gaps_and_overlaps_are_reported_and_bad_manifests_skipped_by_key(s
     finally:
         await backend.close()
 
-    assert await recover(stack, "--topic", "lineage") == 0
+    assert await recover(stack, "--topic", "lineage") == INCOMPLETE
     out = capsys.readouterr().out
     assert lines(out, "gap") == ["gap  lineage-0  offsets 10-19 are in no segment"]
     (overlap,) = lines(out, "overlap")
@@ -311,6 +313,54 @@ async def test_only_the_named_topic_is_recovered(stack, capsys):
     assert "1 segments in 1 partitions" in capsys.readouterr().out
     assert len(await listed(stack, wanted)) == 1
     assert await listed(stack, other) == []
+
+
+async def deleted(stack, tip) -> None:
+    """`tip` deleted as Kafka deletes a partition: marked, started, finished."""
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+        RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+    ):
+        await stack.metadata.client.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tip, state, 1, 0)
+        )
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_a_deleted_partitions_leftovers_are_reported_and_the_rest_recovered(stack, capsys):
+    """A bucket that kept a deleted incarnation's segments (its deletion cut short, the
+    topic recorded it): the manager refuses that partition, the run goes on."""
+    gone, kept = new_partition("gone"), new_partition("kept")
+    await copied_only(stack, gone, 0)
+    await copied_only(stack, kept, 0)
+    await deleted(stack, gone)
+    assert await recover(stack) == INCOMPLETE
+    out = capsys.readouterr().out
+    (refused,) = lines(out, "refused")
+    assert refused.startswith(f"refused  gone-0  topic id {kafka_uuid_str(gone.topic_id)}  1 ")
+    assert "was deleted" in refused
+    assert len(await listed(stack, kept)) == 1
+    assert "1 partitions refused" in out
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_a_topic_of_two_incarnations_is_named_and_topic_id_picks_one(stack, capsys):
+    earlier, live = new_partition("twice"), new_partition("twice")  # same name, two ids
+    await copied_only(stack, earlier, 0)
+    await copied_only(stack, live, 0)
+    live_id = kafka_uuid_str(live.topic_id)
+    assert await recover(stack, "--topic", "twice", "--topic-id", live_id, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "1 segments in 1 partitions" in out
+    assert f"topic ids: twice {live_id}" in out
+    assert await recover(stack, "--topic", "twice") == INCOMPLETE
+    (both,) = lines(capsys.readouterr().out, "topic ids")
+    assert both.startswith("topic ids  twice  ")
+    assert live_id in both
+    assert kafka_uuid_str(earlier.topic_id) in both
+    assert await recover(stack, "--topic-id", live_id) == 2  # an id of no named topic
+    assert "--topic-id: names an incarnation of --topic" in capsys.readouterr().err
 
 
 async def test_recover_without_a_metadata_manager_is_a_one_line_error(stack, capsys):

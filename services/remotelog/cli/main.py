@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from remotelog.cli.dev import add_dev_commands
 from remotelog.cli.errors import CliError
 from remotelog.cli.health import add_health_command
-from remotelog.cli.recover import run_recover
+from remotelog.cli.recover import INCOMPLETE, run_recover
 from remotelog.cli.scrub import parse_duration_s, run_scrub
 from remotelog.cli.services import (
     COMMAND_CONFIGS,
@@ -35,6 +35,7 @@ from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.process.memory import keep_freed_memory, long_lived_objects_frozen
 from remotelog.remover.config import RecoverConfig, ScrubConfig
+from remotelog.remover.recover import RecoveryReport
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
 from remotelog.scheduler.config import DiscoverySettings
@@ -118,9 +119,11 @@ def _operator_command(
     config_class: type[T],
     args: argparse.Namespace,
     run: Callable[[T], Coroutine[Any, Any, object]],
+    status: Callable[[Any], int] = lambda _: 0,
 ) -> int:
     """An operator command over the services' storage and metadata manager: its config
-    file loaded and checked, `run` on it, and any failure one line naming the command."""
+    file loaded and checked, `run` on it, and any failure one line naming the command;
+    `status` makes the exit status of what `run` returned."""
     path = Path(args.config) if args.config else None
     if path is not None and not path.is_file():
         raise CliError(f"{command}: --config {path}: no such file")
@@ -128,12 +131,12 @@ def _operator_command(
         config_class, path, os.environ, service=command, all_known_keys=all_config_keys()
     )
     try:
-        asyncio.run(run(config))
+        result = asyncio.run(run(config))
     except RemoteLogError as exc:
         raise CliError(f"{command}: {exc}") from None
     except OSError as exc:
         raise CliError(f"{command}: {exc}") from None
-    return 0
+    return status(result)
 
 
 def _scrub(args: argparse.Namespace) -> int:
@@ -146,9 +149,14 @@ def _scrub(args: argparse.Namespace) -> int:
 
 def _recover(args: argparse.Namespace) -> int:
     def run(config: RecoverConfig) -> Coroutine[Any, Any, object]:
-        return run_recover(config, topic=args.topic, dry_run=args.dry_run, out=print)
+        return run_recover(
+            config, topic=args.topic, topic_id=args.topic_id, dry_run=args.dry_run, out=print
+        )
 
-    return _operator_command("recover", RecoverConfig, args, run)
+    def status(report: RecoveryReport) -> int:
+        return 0 if report.whole else INCOMPLETE
+
+    return _operator_command("recover", RecoverConfig, args, run, status)
 
 
 def _version(_: argparse.Namespace) -> int:
@@ -214,7 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Kafka, and a second run on it is refused. Objects without a manifest are "
             "not segments (see scrub). Gaps and overlaps of offsets are reported; "
             "manifests of a newer version, damaged or misplaced ones are reported and "
-            "skipped. See docs/disaster-recovery.md."
+            "skipped, and so are partitions the manager refuses as deleted. Exits 0 when "
+            "everything was written, 3 when something was reported (gaps, overlaps, "
+            "skipped manifests, refused partitions, a topic of two ids), 2 on an error. "
+            "See docs/disaster-recovery.md."
         ),
     )
     recover.add_argument(
@@ -222,6 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="properties with storage.* and metadata.manager.address (default: built-in)",
     )
     recover.add_argument("--topic", help="recover only this topic's partitions")
+    recover.add_argument(
+        "--topic-id",
+        help="with --topic: only this incarnation of it (its Kafka topic id, as "
+        "kafka-topics.sh --describe prints it), where the bucket holds an earlier one's too",
+    )
     recover.add_argument(
         "--dry-run",
         action="store_true",

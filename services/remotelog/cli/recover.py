@@ -13,7 +13,13 @@ from typing import TextIO
 from remotelog.client import MetadataClient
 from remotelog.client.service_options import service_client_options
 from remotelog.core.errors import InvalidArgumentError
-from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition, validate_topic_name
+from remotelog.core.model import (
+    RemoteLogSegmentMetadata,
+    TopicIdPartition,
+    kafka_uuid_str,
+    parse_kafka_uuid,
+    validate_topic_name,
+)
 from remotelog.remover.config import RecoverConfig
 from remotelog.remover.recover import PartitionRecovery, Recovery, RecoveryReport
 from remotelog.segmentstore.factory import open_backend
@@ -22,6 +28,30 @@ from remotelog.segmentstore.layout import validate_key_prefix
 
 def _partition(tip: TopicIdPartition) -> str:
     return f"{tip.topic}-{tip.partition}"
+
+
+# Exit status of a run that wrote everything it could read, but not everything: gaps,
+# overlaps, skipped manifests, refused partitions, a topic of two ids.
+INCOMPLETE = 3
+
+
+def report_lines(report: RecoveryReport) -> list[str]:
+    """After the partitions: the refused ones, the skipped manifests, and each topic
+    whose partitions came under more than one topic id."""
+    lines = [
+        f"refused  {_partition(r.topic_id_partition)}  topic id "
+        f"{kafka_uuid_str(r.topic_id_partition.topic_id)}  {r.segments} segments  ({r.why})"
+        for r in report.refused
+    ]
+    lines += [f"skipped  {s.key}  ({s.why})" for s in report.skipped]
+    for topic, ids in sorted(report.topic_ids().items()):
+        if len(ids) > 1:
+            named = ", ".join(sorted(kafka_uuid_str(i) for i in ids))
+            lines.append(
+                f"topic ids  {topic}  {named}: the bucket holds more than one incarnation; "
+                "name the live one with --topic-id"
+            )
+    return lines
 
 
 def _segment(segment: RemoteLogSegmentMetadata) -> str:
@@ -60,12 +90,16 @@ def summary(report: RecoveryReport, where: str) -> str:
     completed = sum(len(p.completed) for p in report.partitions)
     gaps = sum(len(p.gaps) for p in report.partitions)
     overlaps = sum(len(p.overlaps) for p in report.partitions)
+    ids = sorted(
+        f"{topic} {kafka_uuid_str(i)}" for topic, of in report.topic_ids().items() for i in of
+    )
     line = (
         f"recover {where}: {found} segments in {len(report.partitions)} partitions "
         f"({report.objects_scanned} objects listed); {found - missing - completed} already "
         f"known, {missing} {'to write' if report.dry_run else 'written'}, {completed} "
         f"{'to complete' if report.dry_run else 'completed'}; {gaps} gaps, "
-        f"{overlaps} overlaps, {len(report.skipped)} manifests skipped"
+        f"{overlaps} overlaps, {len(report.skipped)} manifests skipped, "
+        f"{len(report.refused)} partitions refused; topic ids: {', '.join(ids) or 'none'}"
     )
     if report.dry_run:
         line += "; dry run, nothing written"
@@ -108,6 +142,7 @@ async def run_recover(
     config: RecoverConfig,
     *,
     topic: str | None,
+    topic_id: str | None = None,
     dry_run: bool,
     out: Callable[[str], None],
     progress: Progress | None = None,
@@ -115,6 +150,9 @@ async def run_recover(
     validate_key_prefix(config.key_prefix)
     if topic is not None:
         validate_topic_name(topic, "--topic")
+    if topic_id is not None and topic is None:
+        raise InvalidArgumentError("--topic-id", "names an incarnation of --topic: give both")
+    incarnation = None if topic_id is None else parse_kafka_uuid(topic_id, "--topic-id")
     if config.storage_backend == "s3" and not config.s3_bucket_name:
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
     progress = progress or Progress(sys.stderr)
@@ -137,6 +175,7 @@ async def run_recover(
             recovery_name(),
             key_prefix=config.key_prefix,
             topic=topic,
+            topic_id=incarnation,
             timeout_s=options.timeout_s,
             custom_metadata_max_bytes=config.custom_metadata_max_bytes,
         )
@@ -145,8 +184,8 @@ async def run_recover(
         progress.end()
         await metadata.close()
         await backend.close()
-    for skipped in report.skipped:
-        out(f"skipped  {skipped.key}  ({skipped.why})")
+    for line in report_lines(report):
+        out(line)
     where = (
         f"s3://{config.s3_bucket_name}/{config.key_prefix}"
         if config.storage_backend == "s3"

@@ -176,6 +176,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self.snapshot_status = snapshot.status
         self._registered_at_start = snapshot.registered
         self._awaiting_recovery = self._partitions_awaiting_recovery(snapshot.lost)
+        self._awaiting_written = asyncio.Lock()  # recoveries of several partitions end at once
         # How often each of them was answered not ready (tests wait on a broker asking).
         self.recovery_awaited: dict[TopicIdPartition, int] = {}
         self.store = RemotePartitionMetadataStore(
@@ -440,7 +441,9 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         if not dry_run and partition in self._awaiting_recovery:
             self._awaiting_recovery.discard(partition)
             directory = Path(self.config.snapshot_dir).expanduser()
-            await asyncio.to_thread(awaiting_recovery.write, directory, self._awaiting_recovery)
+            async with self._awaiting_written:
+                awaiting = set(self._awaiting_recovery)
+                await asyncio.to_thread(awaiting_recovery.write, directory, awaiting)
             log.info("%s recovered: ready again", partition)
         return RecoveredSegments(tuple(written), tuple(completed))
 

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
 from remotelog.core.deadline import deadline_after
-from remotelog.core.errors import RemoteResourceNotFoundError, RemoteStorageError
+from remotelog.core.errors import (
+    InvalidStateTransitionError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
 from remotelog.core.model import RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.ports import SegmentRecoverer
 from remotelog.core.states import RemoteLogSegmentState
@@ -44,6 +49,16 @@ class Skipped:
     """A manifest recovery did not use, and why (its key names it)."""
 
     key: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A partition the metadata manager would not take: deleted, or being deleted (the
+    leftovers of an earlier incarnation of a topic, whose deletion the topic recorded)."""
+
+    topic_id_partition: TopicIdPartition
+    segments: int
     why: str
 
 
@@ -86,6 +101,7 @@ class RecoveryReport:
     objects_scanned: int = 0
     partitions: list[PartitionRecovery] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
     dry_run: bool = False
 
     @property
@@ -95,6 +111,26 @@ class RecoveryReport:
     @property
     def segments_missing(self) -> int:
         return sum(len(p.missing) for p in self.partitions)
+
+    def topic_ids(self) -> dict[str, set[uuid.UUID]]:
+        """Each topic's ids among the partitions recovered or refused."""
+        ids: dict[str, set[uuid.UUID]] = {}
+        for tip in [p.topic_id_partition for p in self.partitions] + [
+            r.topic_id_partition for r in self.refused
+        ]:
+            ids.setdefault(tip.topic, set()).add(tip.topic_id)
+        return ids
+
+    @property
+    def whole(self) -> bool:
+        """Every manifest read and written, with no gap, overlap, refused partition, or
+        topic of two ids (an earlier incarnation's leftovers recovered beside it)."""
+        return not (
+            self.skipped
+            or self.refused
+            or any(p.gaps or p.overlaps for p in self.partitions)
+            or any(len(ids) > 1 for ids in self.topic_ids().values())
+        )
 
 
 def lineage(tip: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]) -> PartitionRecovery:
@@ -121,6 +157,8 @@ class Recovery:
     recovery: str
     key_prefix: str = ""
     topic: str | None = None
+    # Only this incarnation of `topic` (its Kafka topic id), when set.
+    topic_id: uuid.UUID | None = None
     timeout_s: float = 30.0
     # Manifests read at a time; the listing itself is streamed.
     reads_in_flight: int = 16
@@ -175,9 +213,14 @@ class Recovery:
     ) -> None:
         recovered = lineage(tip, [m.metadata for m in manifests])
         finished = [self._finished(m) for m in manifests]
-        done = await self.metadata.recover_remote_log_segments(
-            tip, finished, recovery=self.recovery, dry_run=dry_run, timeout_s=self.timeout_s
-        )
+        try:
+            done = await self.metadata.recover_remote_log_segments(
+                tip, finished, recovery=self.recovery, dry_run=dry_run, timeout_s=self.timeout_s
+            )
+        except (RemoteResourceNotFoundError, InvalidStateTransitionError) as exc:
+            # Deleted, or being deleted: reported, and the other partitions go on.
+            report.refused.append(Refused(tip, len(manifests), str(exc)))
+            return
         written = {segment_id.id for segment_id in done.written}
         completed = {segment_id.id for segment_id in done.completed}
         recovered.missing = [s for s in recovered.segments if s.remote_log_segment_id.id in written]
@@ -213,6 +256,8 @@ class Recovery:
                 if parsed is None or parsed.suffix != MANIFEST_SUFFIX:
                     continue
                 if self.topic and parsed.topic_id_partition.topic != self.topic:
+                    continue
+                if self.topic_id and parsed.topic_id_partition.topic_id != self.topic_id:
                     continue
                 read = asyncio.create_task(self._read(stored.key))
                 reading.add(read)
