@@ -10,17 +10,26 @@ front of it). Then, one after the other:
   segment through a metadata manager (`remotelog serve metadata-manager`, over
   Tansu) that knows none of them: COPY_SEGMENT_STARTED, then FINISHED.
 
+The contender reads as many manifests at a time as recovery does (16). Recovery runs
+in a process of its own, which reports its peak memory: once over a topic of a tenth
+of the segments, once over the rest, so the memory is measured in the process that
+recovers, against the number of segments.
+
 recover_vs_list_and_read (target 0.5): recovery's segments/s over the contender's.
-The bench process's peak memory while recovering is reported beside it: the
-listing is streamed, so it stays bounded whatever the segment count.
+recover_peak_rss_all_vs_tenth (target 1.2 at most): the recovering process's peak
+memory over ten times the segments, against a tenth of them: flat, since the listing
+is streamed and no partition's segments are kept once it is done.
 Run: .venv/bin/python bench/recover.py  (BENCH_FS_SEGMENTS, BENCH_S3_SEGMENTS)
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -39,7 +48,7 @@ from common import (
 from remotelog.client import ClientOptions, MetadataClient
 from remotelog.core.config import load_config
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
-from remotelog.core.tasks import bounded_gather
+from remotelog.core.tasks import bounded_gather, read_ahead
 from remotelog.remover.config import RecoverConfig
 from remotelog.remover.recover import Recovery
 from remotelog.segmentstore.backend import ObjectStore
@@ -54,9 +63,14 @@ LOG = b"\0" * 512
 INDEXES = b"\0" * 64
 
 
-def manifests(segments: int) -> list[Manifest]:
+READS_IN_FLIGHT = Recovery.reads_in_flight
+# The topics recovered one after the other: a tenth of the segments, then the rest.
+TENTH, REST = "tenth", "rest"
+
+
+def manifests(segments: int, topic: str) -> list[Manifest]:
     """`segments` segments of 100 offsets each, spread over PARTITIONS partitions."""
-    tips = [TopicIdPartition(uuid.uuid4(), "recovered", p) for p in range(PARTITIONS)]
+    tips = [TopicIdPartition(uuid.uuid4(), topic, p) for p in range(PARTITIONS)]
     found = []
     for number in range(segments):
         tip, n = tips[number % PARTITIONS], number // PARTITIONS
@@ -89,17 +103,19 @@ async def fill(store: ObjectStore, segments: list[Manifest]) -> None:
 
 
 async def list_and_read(store: ObjectStore) -> int:
-    """The contender: every manifest listed, read and parsed; nothing written."""
+    """The contender: every manifest listed, read (READS_IN_FLIGHT at a time, as recovery
+    reads them) and parsed; nothing written."""
+
+    async def reads():
+        async for stored in store.list(""):
+            if stored.key.endswith(".rsm-manifest"):
+                yield asyncio.create_task(store.get(stored.key)), stored.key
+
     read = 0
-    async for stored in store.list(""):
-        if stored.key.endswith(".rsm-manifest"):
-            Manifest.from_json(await store.get(stored.key), stored.key)
-            read += 1
+    async for fetched, key in read_ahead(reads(), READS_IN_FLIGHT):
+        Manifest.from_json(await fetched, key)
+        read += 1
     return read
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 async def timed(what: Callable[[], Awaitable[object]]) -> float:
@@ -108,43 +124,77 @@ async def timed(what: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - began
 
 
-async def measure(
-    report: Report, name: str, config: RecoverConfig, metadata_address: str, segments: int
-) -> None:
+def recovered_apart(config: Path, metadata_address: str, topic: str) -> dict[str, float]:
+    """Recovery of `topic` in a process of its own: what it wrote, in how long, and its
+    peak memory."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--recover", str(config), metadata_address, topic],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+async def recover_here(config_path: str, metadata_address: str, topic: str) -> None:
+    """The recovering process: one line of JSON, its figures."""
+    config = load_recover_config(Path(config_path))
     store = await open_backend(config, config.backoff())
     metadata = MetadataClient(metadata_address, options=ClientOptions(timeout_s=30))
     try:
-        await fill(store, manifests(segments))
-        listed = await timed(lambda: list_and_read(store))
-        before = peak_rss_mib()
-        recovery = Recovery(store, metadata, "bench")
-        outcome = {}
-
-        async def recover() -> None:
-            outcome["report"] = await recovery.run()
-
-        recovered = await timed(recover)
-        written = outcome["report"].segments_missing
-        assert written == segments, f"{name}: wrote {written} of {segments}"
-        report.ratio(
-            f"recover_vs_list_and_read_{name}",
-            listed / recovered,
-            0.5,
-            segments=segments,
-            recover_segments_per_s=round(segments / recovered),
-            list_and_read_segments_per_s=round(segments / listed),
-            recover_s=round(recovered, 1),
-            peak_rss_mib=round(peak_rss_mib()),
-            peak_rss_before_mib=round(before),
-        )
+        began = time.perf_counter()
+        outcome = await Recovery(store, metadata, "bench", topic=topic).run()
+        seconds = time.perf_counter() - began
     finally:
         await metadata.close()
         await store.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"written": outcome.segments_missing, "s": seconds, "peak_rss_mib": peak}))
 
 
-def recover_config(work: Path, name: str, **storage: str) -> RecoverConfig:
+async def measure(
+    report: Report, name: str, config: Path, metadata_address: str, segments: int
+) -> None:
+    recover = load_recover_config(config)
+    store = await open_backend(recover, recover.backoff())
+    try:
+        tenth = segments // 10
+        await fill(store, manifests(tenth, TENTH) + manifests(segments - tenth, REST))
+        listed = await timed(lambda: list_and_read(store))
+    finally:
+        await store.close()
+    small = await asyncio.to_thread(recovered_apart, config, metadata_address, TENTH)
+    large = await asyncio.to_thread(recovered_apart, config, metadata_address, REST)
+    written = small["written"] + large["written"]
+    assert written == segments, f"{name}: wrote {written} of {segments}"
+    recovered = small["s"] + large["s"]
+    report.ratio(
+        f"recover_vs_list_and_read_{name}",
+        listed / recovered,
+        0.5,
+        segments=segments,
+        recover_segments_per_s=round(segments / recovered),
+        list_and_read_segments_per_s=round(segments / listed),
+        recover_s=round(recovered, 1),
+    )
+    report.ratio(
+        f"recover_peak_rss_all_vs_tenth_{name}",
+        large["peak_rss_mib"] / small["peak_rss_mib"],
+        None,
+        segments=segments - tenth,
+        peak_rss_mib=round(large["peak_rss_mib"]),
+        tenth_segments=tenth,
+        tenth_peak_rss_mib=round(small["peak_rss_mib"]),
+    )
+
+
+def recover_config(work: Path, name: str, **storage: str) -> Path:
     path = work / f"{name}.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in storage.items()))
+    return path
+
+
+def load_recover_config(path: Path) -> RecoverConfig:
     config, _ = load_config(RecoverConfig, path, {})
     return config
 
@@ -180,4 +230,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if sys.argv[1:2] == ["--recover"]:
+        asyncio.run(recover_here(*sys.argv[2:5]))
+    else:
+        asyncio.run(main())

@@ -44,7 +44,7 @@ def report_lines(report: RecoveryReport) -> list[str]:
         for r in report.refused
     ]
     lines += [f"skipped  {s.key}  ({s.why})" for s in report.skipped]
-    for topic, ids in sorted(report.topic_ids().items()):
+    for topic, ids in sorted(report.topic_ids.items()):
         if len(ids) > 1:
             named = ", ".join(sorted(kafka_uuid_str(i) for i in ids))
             lines.append(
@@ -87,14 +87,12 @@ def render_partition(recovered: PartitionRecovery, dry_run: bool) -> list[str]:
 
 def summary(report: RecoveryReport, where: str) -> str:
     missing, found = report.segments_missing, report.segments_found
-    completed = sum(len(p.completed) for p in report.partitions)
-    gaps = sum(len(p.gaps) for p in report.partitions)
-    overlaps = sum(len(p.overlaps) for p in report.partitions)
+    completed, gaps, overlaps = report.segments_completed, report.gaps, report.overlaps
     ids = sorted(
-        f"{topic} {kafka_uuid_str(i)}" for topic, of in report.topic_ids().items() for i in of
+        f"{topic} {kafka_uuid_str(i)}" for topic, of in report.topic_ids.items() for i in of
     )
     line = (
-        f"recover {where}: {found} segments in {len(report.partitions)} partitions "
+        f"recover {where}: {found} segments in {report.partitions} partitions "
         f"({report.objects_scanned} objects listed); {found - missing - completed} already "
         f"known, {missing} {'to write' if report.dry_run else 'written'}, {completed} "
         f"{'to complete' if report.dry_run else 'completed'}; {gaps} gaps, "

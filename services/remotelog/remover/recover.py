@@ -37,7 +37,6 @@ from remotelog.segmentstore.layout import (
     Manifest,
     SegmentKeys,
     parse_segment_key,
-    partition_prefix,
     segment_custom_metadata,
 )
 
@@ -98,28 +97,38 @@ class PartitionRecovery:
 
 @dataclass
 class RecoveryReport:
+    """What a run did, in counts: each partition's segments are handed to `on_partition`
+    as it is done and not kept, so a run's memory does not grow with the bucket."""
+
     objects_scanned: int = 0
-    partitions: list[PartitionRecovery] = field(default_factory=list)
+    partitions: int = 0
+    segments_found: int = 0
+    # Of those, written (or in a dry run to be written), and completed.
+    segments_missing: int = 0
+    segments_completed: int = 0
+    gaps: int = 0
+    overlaps: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    # Each topic's ids among the partitions recovered or refused.
+    topic_ids: dict[str, set[uuid.UUID]] = field(default_factory=dict)
     dry_run: bool = False
 
-    @property
-    def segments_found(self) -> int:
-        return sum(len(p.segments) for p in self.partitions)
+    def add(self, recovered: PartitionRecovery) -> None:
+        self.partitions += 1
+        self.segments_found += len(recovered.segments)
+        self.segments_missing += len(recovered.missing)
+        self.segments_completed += len(recovered.completed)
+        self.gaps += len(recovered.gaps)
+        self.overlaps += len(recovered.overlaps)
+        self._topic_id(recovered.topic_id_partition)
 
-    @property
-    def segments_missing(self) -> int:
-        return sum(len(p.missing) for p in self.partitions)
+    def refuse(self, refused: Refused) -> None:
+        self.refused.append(refused)
+        self._topic_id(refused.topic_id_partition)
 
-    def topic_ids(self) -> dict[str, set[uuid.UUID]]:
-        """Each topic's ids among the partitions recovered or refused."""
-        ids: dict[str, set[uuid.UUID]] = {}
-        for tip in [p.topic_id_partition for p in self.partitions] + [
-            r.topic_id_partition for r in self.refused
-        ]:
-            ids.setdefault(tip.topic, set()).add(tip.topic_id)
-        return ids
+    def _topic_id(self, tip: TopicIdPartition) -> None:
+        self.topic_ids.setdefault(tip.topic, set()).add(tip.topic_id)
 
     @property
     def whole(self) -> bool:
@@ -128,8 +137,9 @@ class RecoveryReport:
         return not (
             self.skipped
             or self.refused
-            or any(p.gaps or p.overlaps for p in self.partitions)
-            or any(len(ids) > 1 for ids in self.topic_ids().values())
+            or self.gaps
+            or self.overlaps
+            or any(len(ids) > 1 for ids in self.topic_ids.values())
         )
 
 
@@ -200,7 +210,6 @@ class Recovery:
                 yield partial(self._partition, current, manifests, report, dry_run, on_partition)
 
         await bounded_gather(partitions(), self.partitions_in_flight)
-        report.partitions.sort(key=lambda p: _listing_order(p.topic_id_partition))
         return report
 
     async def _partition(
@@ -219,7 +228,7 @@ class Recovery:
             )
         except (RemoteResourceNotFoundError, InvalidStateTransitionError) as exc:
             # Deleted, or being deleted: reported, and the other partitions go on.
-            report.refused.append(Refused(tip, len(manifests), str(exc)))
+            report.refuse(Refused(tip, len(manifests), str(exc)))
             return
         written = {segment_id.id for segment_id in done.written}
         completed = {segment_id.id for segment_id in done.completed}
@@ -227,7 +236,7 @@ class Recovery:
         recovered.completed = [
             s for s in recovered.segments if s.remote_log_segment_id.id in completed
         ]
-        report.partitions.append(recovered)
+        report.add(recovered)
         on_partition(recovered)
 
     def _finished(self, manifest: Manifest) -> RemoteLogSegmentMetadata:
@@ -291,8 +300,3 @@ class Recovery:
                 f"from offset {metadata.start_offset}, which is not the one its key names",
             )
         return manifest
-
-
-def _listing_order(tip: TopicIdPartition) -> str:
-    """Where a partition's keys come in a listing (partition 10 after partition 1/)."""
-    return partition_prefix("", tip)
