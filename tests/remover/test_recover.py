@@ -3,11 +3,13 @@
 import asyncio
 import io
 import json
+import shutil
 import uuid
 from dataclasses import replace
 
 import pytest
 import pytest_asyncio
+from support.data import MANIFESTS
 from support.services import new_partition, started
 from support.tiering import batch
 from support.waiting import eventually
@@ -23,7 +25,9 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
+    TopicIdPartition,
     kafka_uuid_str,
+    parse_kafka_uuid,
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
 from remotelog.protocol.convert import segment_metadata_to_proto, topic_id_partition_to_proto
@@ -361,6 +365,25 @@ async def test_a_topic_of_two_incarnations_is_named_and_topic_id_picks_one(stack
     assert kafka_uuid_str(earlier.topic_id) in both
     assert await recover(stack, "--topic-id", live_id) == 2  # an id of no named topic
     assert "--topic-id: names an incarnation of --topic" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_a_manifest_the_first_release_wrote_is_recovered(stack, capsys):
+    shutil.copytree(
+        MANIFESTS / "first-release", stack.store.config.storage_root, dirs_exist_ok=True
+    )
+    assert await recover(stack, "--topic", "orders") == 0
+    assert "1 segments in 1 partitions" in capsys.readouterr().out
+    tip = TopicIdPartition(parse_kafka_uuid("bxsOTCseTFWdQ4pfDB0uPw"), "orders", 3)
+    (found,) = await listed(stack, tip)
+    assert found.remote_log_segment_id.id == parse_kafka_uuid("C0qPLlx9ThmjtsLR4Pmotw")
+    assert (found.start_offset, found.end_offset) == (1200, 2399)
+    assert found.segment_leader_epochs == ((4, 1200), (5, 2000))
+    assert (found.broker_id, found.max_timestamp_ms) == (2, 1_732_000_123_456)
+    assert (found.segment_size_in_bytes, found.txn_index_empty) == (1_048_000, False)
+    assert found.state is FINISHED
+    # What the store's copy would have returned: the remote size, log and indexes.
+    assert json.loads(found.custom_metadata)["remote_size"] == 1_048_000 + 6_068
 
 
 async def test_recover_without_a_metadata_manager_is_a_one_line_error(stack, capsys):
