@@ -404,7 +404,11 @@ def serve(
 
 
 def serve_metadata_manager(
-    work: Path, bootstrap_servers: str, listen: str = "127.0.0.1:0", replication_factor: int = 1
+    work: Path,
+    bootstrap_servers: str,
+    listen: str = "127.0.0.1:0",
+    replication_factor: int = 1,
+    **settings: str,
 ) -> tuple[subprocess.Popen[str], int]:
     """A metadata manager on the benchmark's broker, its snapshots under `work`.
 
@@ -423,6 +427,7 @@ def serve_metadata_manager(
             "bootstrap.servers": bootstrap_servers,
             "remote.log.metadata.topic.replication.factor": str(replication_factor),
             "remote.log.metadata.snapshot.dir": str(work / "snapshots"),
+            **settings,
         },
     )
 

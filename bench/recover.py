@@ -8,7 +8,9 @@ front of it). Then, one after the other:
   nothing;
 - recovery (the code `remotelog recover` runs) lists, reads, and writes each
   segment through a metadata manager (`remotelog serve metadata-manager`, over
-  Tansu) that knows none of them: COPY_SEGMENT_STARTED, then FINISHED.
+  Tansu) that knows none of them: COPY_SEGMENT_STARTED, then FINISHED, each once
+  the manager has checked it against the store's manifest (DescribeLogSegment of a
+  `remotelog serve segment-store` over the same storage).
 
 The contender reads as many manifests at a time as recovery does (16). Recovery runs
 in a process of its own, which reports its peak memory: once over a topic of a tenth
@@ -41,6 +43,7 @@ from common import (
     bench_stack,
     create_bucket,
     s3_server_command,
+    serve,
     serve_metadata_manager,
     start,
 )
@@ -199,32 +202,49 @@ def load_recover_config(path: Path) -> RecoverConfig:
     return config
 
 
+def checked_by(
+    work: Path, name: str, processes: list, bootstrap: str, storage: dict[str, str]
+) -> str:
+    """A segment store over `storage` and a metadata manager that checks each recovered
+    segment against it, as deployed; the manager's address."""
+    store, store_port = serve(
+        "segment-store",
+        work / f"{name}-store.properties",
+        {"listen.address": "127.0.0.1:0", **storage},
+    )
+    processes.append(store)
+    (work / name).mkdir()
+    manager, port = serve_metadata_manager(
+        work / name,
+        bootstrap,
+        **{"segment.store.address": f"127.0.0.1:{store_port}"},
+    )
+    processes.append(manager)
+    return f"127.0.0.1:{port}"
+
+
 async def main() -> None:
     report = Report("recover")
     with bench_stack("recover") as (work, processes, broker):
-        manager, port = serve_metadata_manager(work, broker.bootstrap_servers)
-        processes.append(manager)
-        address = f"127.0.0.1:{port}"
         moto, line = start(s3_server_command(), "PORT")
         processes.append(moto)
         endpoint = f"http://127.0.0.1:{line.split()[1]}"
         storage = {"storage.backend": "filesystem", "storage.root": str(work / "fs")}
+        address = checked_by(work, "filesystem", processes, broker.bootstrap_servers, storage)
         filesystem = recover_config(work, "filesystem", **storage)
         await measure(report, "filesystem", filesystem, address, FS_SEGMENTS)
         bucket = f"recover-{uuid.uuid4().hex[:8]}"
-        s3 = recover_config(
-            work,
-            "s3",
-            **{
-                "storage.backend": "s3",
-                "storage.s3.bucket.name": bucket,
-                "storage.s3.endpoint.url": endpoint,
-                "storage.s3.path.style.access.enabled": "true",
-                "storage.aws.access.key.id": "bench",
-                "storage.aws.secret.access.key": "bench",
-            },
-        )
+        storage = {
+            "storage.backend": "s3",
+            "storage.s3.bucket.name": bucket,
+            "storage.s3.endpoint.url": endpoint,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": "bench",
+            "storage.aws.secret.access.key": "bench",
+        }
         create_bucket(endpoint, bucket)
+        address = checked_by(work, "s3", processes, broker.bootstrap_servers, storage)
+        s3 = recover_config(work, "s3", **storage)
         await measure(report, "s3", s3, address, S3_SEGMENTS)
     report.finish()
 

@@ -237,6 +237,8 @@ async def remotelog_reader(tmp: Path, stack: FetchStack, broker: KafkaBroker, **
         name,
         **{
             "remote.log.metadata.topic.num.partitions": str(KAFKA_RLMM_PARTITIONS),
+            # A recovery's segments are checked against the shared store's manifests.
+            "segment.store.address": f"127.0.0.1:{stack.store.service.port}",
             **READ_ONLY,
             **settings,
         },

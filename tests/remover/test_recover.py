@@ -19,7 +19,7 @@ from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.cli.main import main
 from remotelog.cli.recover import INCOMPLETE, Progress
 from remotelog.client import LogSegmentData
-from remotelog.core.errors import MetadataNotReadyError
+from remotelog.core.errors import InvalidArgumentError, MetadataNotReadyError
 from remotelog.core.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -329,6 +329,42 @@ async def deleted(stack, tip) -> None:
         await stack.metadata.client.put_remote_partition_delete_metadata(
             RemotePartitionDeleteMetadata(tip, state, 1, 0)
         )
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_only_segments_the_store_holds_as_sent_are_written(stack):
+    """RecoverRemoteLogSegments takes no caller's word: each segment is checked against
+    the store's manifest of it, and a batch with one that is not there, or not as its
+    manifest says, is refused whole."""
+    tip = new_partition("checked")
+    held, custom = await copied_only(stack, tip, 0)
+    sent = replace(held, state=FINISHED, custom_metadata=custom)
+    client = stack.metadata.client
+    phantom = replace(sent, remote_log_segment_id=RemoteLogSegmentId(tip, uuid.uuid4()))
+    longer = replace(sent, end_offset=sent.end_offset + 5)
+    for segments, field, why in (
+        ([sent, phantom], "remote_log_segment_metadata", "holds no manifest of it"),
+        (
+            [longer],
+            "remote_log_segment_metadata.end_offset",
+            "is 14, its manifest in the store says 9",
+        ),
+        (
+            [replace(sent, custom_metadata=b"{}")],
+            "remote_log_segment_metadata.custom_metadata",
+            "its manifest in the store says",
+        ),
+    ):
+        with pytest.raises(InvalidArgumentError) as refused:
+            await client.recover_remote_log_segments(tip, segments, recovery="a test")
+        assert refused.value.field == field
+        assert why in str(refused.value)
+    assert await listed(stack, tip) == []
+    # The same segment twice is written once; a second run writes nothing.
+    done = await client.recover_remote_log_segments(tip, [sent, sent], recovery="a test")
+    assert done.written == (sent.remote_log_segment_id,)
+    again = await client.recover_remote_log_segments(tip, [sent], recovery="a test")
+    assert (again.written, again.completed) == ((), ())
 
 
 @pytest.mark.parametrize("stack", ["filesystem"], indirect=True)

@@ -34,7 +34,7 @@ from remotelog.client import (
     RemoteFetchClient,
     SegmentStoreClient,
 )
-from remotelog.core.errors import PermissionDeniedError, UnauthenticatedError
+from remotelog.core.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.remover.server import start_partition_remover
@@ -75,7 +75,11 @@ async def secured(tmp_path, broker, s3_endpoint):
     auth = {"authorization.enabled": "true", "authorization.tokens.file": str(tokens)}
     calls = {"client.auth.token.file": str(own)}
     store = await start_store("filesystem", tmp_path, s3_endpoint, new_bucket(s3_endpoint), **auth)
-    metadata = await start_metadata(metadata_config(tmp_path, broker.bootstrap_servers, **auth))
+    # The manager checks a recovery's segments with the store, calling it as a broker.
+    checks = {"segment.store.address": f"127.0.0.1:{store.service.port}", **calls}
+    metadata = await start_metadata(
+        metadata_config(tmp_path, broker.bootstrap_servers, **auth, **checks)
+    )
     stores, metadatas = store.service.port, metadata.service.port
     fetch = await start_remote_fetch(fetch_config(tmp_path, stores, metadatas, **auth, **calls))
 
@@ -207,12 +211,11 @@ async def test_an_operator_recovers_segments_and_a_reader_may_not(secured):
         tip = segment.topic_id_partition
         with pytest.raises(PermissionDeniedError):
             await reader.recover_remote_log_segments(tip, [segment], recovery="a reader")
-        recovered = await operator.recover_remote_log_segments(
-            tip, [segment], recovery="an operator"
-        )
-        assert recovered.written == (segment.remote_log_segment_id,)
-        (found,) = [s async for s in reader.list_remote_log_segments(tip)]
-        assert found.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        # An operator may call it; the manager, calling the store as a broker, finds no
+        # copy of this made-up segment and writes nothing.
+        with pytest.raises(InvalidArgumentError, match="holds no manifest of it"):
+            await operator.recover_remote_log_segments(tip, [segment], recovery="an operator")
+        assert [s async for s in reader.list_remote_log_segments(tip)] == []
     finally:
         await operator.close()
         await reader.close()

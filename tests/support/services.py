@@ -251,8 +251,15 @@ class BackendStack:
 
     async def start_metadata(self):
         listen = {"listen.address": self.metadata_listen}
+        # The store a recovery's segments are checked against.
+        store = self.store_listen if self.store is None else f"127.0.0.1:{self.store.service.port}"
         config = metadata_config(
-            self.tmp, self.bootstrap, **listen, **self.kafka_settings, **self.metadata_settings
+            self.tmp,
+            self.bootstrap,
+            **listen,
+            **{"segment.store.address": store},
+            **self.kafka_settings,
+            **self.metadata_settings,
         )
         self.metadata = await start_metadata(config)
 

@@ -34,7 +34,11 @@ from remotelog.core.model import (
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.segment_chunks import segment_chunks
 from remotelog.protocol.codecs import COPY_CHUNK, FETCH_INDEX_RESPONSE, FETCH_LOG_SEGMENT_RESPONSE
-from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
+from remotelog.protocol.convert import (
+    segment_file_to_proto,
+    segment_metadata_from_proto,
+    segment_metadata_to_proto,
+)
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 
@@ -257,6 +261,21 @@ class SegmentStoreClient(ServiceClient):
             )
         ]
         return b"".join(pieces)
+
+    async def describe_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> tuple[RemoteLogSegmentMetadata, bytes | None]:
+        """The segment as its manifest in the store describes it, and the custom metadata
+        its copy returned; RemoteResourceNotFoundError where the store has no manifest."""
+        response = await self.call_unary(
+            self._stub.DescribeLogSegment,
+            pb.DescribeLogSegmentRequest(
+                remote_log_segment_metadata=segment_metadata_to_proto(metadata)
+            ),
+            timeout_s=timeout_s,
+        )
+        described = segment_metadata_from_proto(response.remote_log_segment_metadata)
+        return described, response.custom_metadata or None
 
     async def delete_log_segment_data(
         self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None

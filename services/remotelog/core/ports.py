@@ -189,6 +189,15 @@ class RemotePartitionLister(Protocol):
     ) -> list[RemotePartitionSummary]: ...
 
 
+class SegmentDescriber(Protocol):
+    """Not Kafka's: a segment as the store's manifest describes it (DescribeLogSegment),
+    what a recovery's segments are checked against before they are written."""
+
+    async def describe_log_segment(
+        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
+    ) -> tuple[RemoteLogSegmentMetadata, bytes | None]: ...
+
+
 class SegmentRecoverer(Protocol):
     """Not Kafka's: a partition's segments written back from a store's manifests
     (RecoverRemoteLogSegments), the partition not ready meanwhile."""

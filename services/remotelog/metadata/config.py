@@ -9,6 +9,7 @@ from remotelog.core.settings import (
     CustomMetadataSettings,
     MetadataTopicSettings,
     RedisSettings,
+    SegmentStoreClientSettings,
     ServerSettings,
     listen_address_setting,
 )
@@ -16,8 +17,14 @@ from remotelog.core.settings import (
 
 @dataclass(frozen=True)
 class MetadataManagerConfig(
-    ServerSettings, MetadataTopicSettings, CustomMetadataSettings, RedisSettings
+    ServerSettings,
+    MetadataTopicSettings,
+    CustomMetadataSettings,
+    RedisSettings,
+    SegmentStoreClientSettings,
 ):
+    # segment.store.address: the store whose manifests each recovered segment is checked
+    # against before it is written (RecoverRemoteLogSegments).
     listen_address: str = listen_address_setting("127.0.0.1:7302")
     read_only: bool = setting(
         "remote.log.metadata.read.only",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -28,7 +29,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +45,7 @@ from remotelog.core.errors import (
     ReadOnlyMetadataError,
     RecoveryInProgressError,
     RemoteResourceNotFoundError,
+    ServiceUnavailableError,
 )
 from remotelog.core.gauges import InstanceGauges
 from remotelog.core.kafka_client import kafka_client_config
@@ -59,14 +61,14 @@ from remotelog.core.model import (
     TopicIdPartition,
     check_custom_metadata_size,
 )
-from remotelog.core.ports import RemoteLogMetadataManager
+from remotelog.core.ports import RemoteLogMetadataManager, SegmentDescriber
 from remotelog.core.states import (
     RemoteLogSegmentState,
     RemotePartitionDeleteState,
     is_valid_partition_delete_transition,
     is_valid_segment_transition,
 )
-from remotelog.core.tasks import in_thread_until_cancelled
+from remotelog.core.tasks import bounded_gather, in_thread_until_cancelled
 from remotelog.metadata import awaiting_recovery
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.config import MetadataManagerConfig
@@ -157,11 +159,14 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         topic_name: str = METADATA_TOPIC,
         snapshot: LoadedSnapshot | None = None,
         recoveries: Leases | None = None,
+        segments: SegmentDescriber | None = None,
     ) -> None:
         self.config = config
         # Who recovers which partition (leases in Redis, shared by every instance, when
         # `redis.url` is set): a partition being recovered is not ready.
         self._recoveries = recoveries or InProcessLeases()
+        # The store whose manifests a recovery's segments must match to be written.
+        self._segments = segments
         self._recovering = HeldNames(
             self._recoveries,
             _RECOVERY_LEASES,
@@ -434,6 +439,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
                 if lease is not None:
                     lease.check()
                 missing, started = self._to_write(partition, batch, register=not dry_run)
+                await self._checked_against_store(missing + started)
                 if not dry_run:
                     await self._write_recovered(partition, missing, started)
                 written += (s.remote_log_segment_id for s in missing)
@@ -446,6 +452,42 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
                 await asyncio.to_thread(awaiting_recovery.write, directory, awaiting)
             log.info("%s recovered: ready again", partition)
         return RecoveredSegments(tuple(written), tuple(completed))
+
+    async def _checked_against_store(self, segments: list[RemoteLogSegmentMetadata]) -> None:
+        """Each segment as the store's manifest of it describes it, or the whole batch is
+        refused naming the first that is not: a segment with no whole copy in the store
+        would fail every fetch of it, and count toward retention.bytes."""
+        if not segments:
+            return
+        describer = self._segments
+        if describer is None:
+            raise ServiceUnavailableError(
+                "RecoverRemoteLogSegments needs the segment store (segment.store.address) to "
+                "check each segment against its manifest"
+            )
+        field = "remote_log_segment_metadata"
+
+        async def check(segment: RemoteLogSegmentMetadata) -> None:
+            segment_id = segment.remote_log_segment_id.id
+            try:
+                described, custom = await describer.describe_log_segment(segment)
+            except RemoteResourceNotFoundError:
+                raise InvalidArgumentError(
+                    field,
+                    f"segment {segment_id}: the segment store holds no manifest of it (no whole "
+                    "copy), so it is not written",
+                ) from None
+            stored = replace(described, state=segment.state, custom_metadata=custom)
+            for name in (f.name for f in fields(segment)):
+                sent, held = getattr(segment, name), getattr(stored, name)
+                if sent != held:
+                    raise InvalidArgumentError(
+                        f"{field}.{name}",
+                        f"segment {segment_id}: is {sent!r}, its manifest in the store says "
+                        f"{held!r}",
+                    )
+
+        await bounded_gather((functools.partial(check, s) for s in segments), 16)
 
     def _to_write(
         self,
@@ -612,7 +654,10 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
 
 
 async def open_metadata_manager(
-    config: MetadataManagerConfig, *, topic: str = METADATA_TOPIC
+    config: MetadataManagerConfig,
+    *,
+    topic: str = METADATA_TOPIC,
+    segments: SegmentDescriber | None = None,
 ) -> TopicBasedRemoteLogMetadataManager:
     """The manager, started, with the Kafka clients it is handed: the metadata topic made
     or checked first, the snapshot loaded, then its producer and consumer."""
@@ -661,6 +706,7 @@ async def open_metadata_manager(
         topic_name=topic,
         snapshot=snapshot,
         recoveries=open_leases(config.redis_url),
+        segments=segments,
     )
     try:
         await manager.start()

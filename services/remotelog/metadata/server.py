@@ -5,6 +5,8 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 
 from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
+from remotelog.client import SegmentStoreClient
+from remotelog.client.service_options import service_client_options
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, open_metadata_manager
 from remotelog.metadata.servicer import MetadataServicer
@@ -17,7 +19,12 @@ async def start_metadata_manager(
     config: MetadataManagerConfig,
 ) -> RunningService[TopicBasedRemoteLogMetadataManager]:
     async with AsyncExitStack() as stack:
-        manager = await open_metadata_manager(config)
+        # The store a recovery's segments are checked against (DescribeLogSegment).
+        store = SegmentStoreClient(
+            config.segment_store_address, options=service_client_options(config, timeout_s=30)
+        )
+        stack.push_async_callback(store.close)
+        manager = await open_metadata_manager(config, segments=store)
         stack.push_async_callback(manager.close)
         servicer = MetadataServicer(manager)
         return await start_service(

@@ -25,6 +25,7 @@ from remotelog.protocol.convert import (
     segment_file_from_proto,
     segment_file_to_proto,
     segment_metadata_from_proto,
+    segment_metadata_to_proto,
 )
 from remotelog.segmentstore.backend import Chunk, StoredPart
 from remotelog.segmentstore.direct_copy import DirectCopies, LocalFile, sizes_of
@@ -215,6 +216,16 @@ class SegmentStoreServicer:
         async with contextlib.aclosing(chunks):
             async for data in chunks:
                 yield FETCH_INDEX_RESPONSE.encode(data)
+
+    async def DescribeLogSegment(
+        self, request: pb.DescribeLogSegmentRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeLogSegmentResponse:
+        metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
+        manifest, custom = await self.store.describe_log_segment(metadata)
+        return pb.DescribeLogSegmentResponse(
+            remote_log_segment_metadata=segment_metadata_to_proto(manifest.metadata),
+            custom_metadata=custom or b"",
+        )
 
     async def GetLogSegmentUrl(
         self, request: pb.GetLogSegmentUrlRequest, context: grpc.aio.ServicerContext

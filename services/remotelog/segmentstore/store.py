@@ -431,6 +431,17 @@ class SegmentStore:
                 self._metrics.add(m.AUX_STATE_ERRORS, 1, attributes)
             raise
 
+    async def describe_log_segment(
+        self, metadata: RemoteLogSegmentMetadata
+    ) -> tuple[Manifest, bytes | None]:
+        """The segment's manifest as the backend holds it now (not the cache's: a caller
+        checks what the bucket holds), and the custom metadata its copy returned;
+        RemoteResourceNotFoundError where it has none (no whole copy)."""
+        keys = self.keys(metadata)
+        manifest = Manifest.from_json(await self.objects.get(keys.manifest), keys.manifest)
+        limit = self.options.custom_metadata_max_bytes
+        return manifest, segment_custom_metadata(manifest.remote_size, keys, limit)
+
     async def _manifest(self, keys: SegmentKeys) -> Manifest:
         manifest = self._manifests.get(keys.base)
         if manifest is None:

@@ -104,6 +104,20 @@ class DeleteLogSegmentDataResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class DescribeLogSegmentRequest(_message.Message):
+    __slots__ = ("remote_log_segment_metadata",)
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
+
+class DescribeLogSegmentResponse(_message.Message):
+    __slots__ = ("remote_log_segment_metadata", "custom_metadata")
+    REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
+    remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
+    custom_metadata: bytes
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., custom_metadata: _Optional[bytes] = ...) -> None: ...
+
 class GetLogSegmentUrlRequest(_message.Message):
     __slots__ = ("remote_log_segment_metadata",)
     REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]

@@ -82,6 +82,11 @@ class SegmentStoreServiceStub:
                 request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogSegment = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/DescribeLogSegment',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentResponse.FromString,
+                _registered_method=True)
 
 
 class SegmentStoreServiceServicer:
@@ -197,6 +202,16 @@ class SegmentStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogSegment(self, request, context):
+        """The segment as its manifest describes it: what the store holds of it, for
+        a caller that must not take a caller's word (the metadata manager checks
+        each segment a recovery writes). Errors: NOT_FOUND / SEGMENT_NOT_FOUND (no
+        manifest: no whole copy of the segment), INVALID_ARGUMENT, UNAVAILABLE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SegmentStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -244,6 +259,11 @@ def add_SegmentStoreServiceServicer_to_server(servicer, server):
                     servicer.AbortSegmentUpload,
                     request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.SerializeToString,
+            ),
+            'DescribeLogSegment': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogSegment,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -492,6 +512,33 @@ class SegmentStoreService:
             '/remotelog.api.segmentstore.v1.SegmentStoreService/AbortSegmentUpload',
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadRequest.SerializeToString,
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.AbortSegmentUploadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogSegment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/DescribeLogSegment',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.DescribeLogSegmentResponse.FromString,
             options,
             channel_credentials,
             insecure,
