@@ -473,3 +473,35 @@ async def test_kafkas_own_metadata_manager_reads_the_topic_recover_rebuilt(
             assert segments[-1].end_offset == 2 * round_offsets - 1
     finally:
         await stop_brokers(broker)
+
+
+async def test_a_broker_restarted_before_the_recovery_moves_its_log_start_past_the_history(
+    shared_services, tmp_path
+):
+    """What docs/disaster-recovery.md warns of, on Kafka's own RLMM: its topic is lost
+    and the broker restarts before any recovery. Leading again, Kafka finds no remote
+    segment and moves each partition's log start offset to its first local offset, past
+    the whole tiered history, for good."""
+    stack = shared_services
+    broker = with_kafkas_rlmm(version_broker(tmp_path / "unrecovered", stack, MATRIX[-1]))
+    await asyncio.to_thread(broker.start)
+    try:
+        topic, _ = await tiered_topic(broker, MATRIX[-1])
+        await produce_and_tier(broker, topic, past=0)
+        earliest = await asyncio.to_thread(broker.list_offsets, topic, "-2")
+        assert earliest == dict.fromkeys(range(PARTITIONS), 0)  # the history, from 0
+
+        await asyncio.to_thread(delete_topic_until_gone, broker.bootstrap_servers, METADATA_TOPIC)
+        await asyncio.to_thread(broker.stop)
+        await asyncio.to_thread(broker.start)
+
+        def moved() -> dict[int, int] | None:
+            found = broker.list_offsets(topic, "-2")
+            return found if len(found) == PARTITIONS and min(found.values()) > 0 else None
+
+        moved_to = await eventually(lambda: asyncio.to_thread(moved), timeout_s=120, interval_s=1)
+        local = await asyncio.to_thread(broker.list_offsets, topic, "earliest-local")
+        for partition in range(PARTITIONS):
+            assert 0 < moved_to[partition] <= local[partition]
+    finally:
+        await stop_brokers(broker)
