@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -151,8 +150,16 @@ async def recover_here(config_path: str, metadata_address: str, topic: str) -> N
     finally:
         await metadata.close()
         await store.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"written": outcome.segments_missing, "s": seconds, "peak_rss_mib": peak}))
+    print(json.dumps({"written": outcome.segments_missing, "s": seconds, "peak_rss_mib": peak()}))
+
+
+def peak() -> float:
+    """This process's peak resident memory, MiB: VmHWM, which starts again at exec
+    (ru_maxrss keeps the parent's peak from before the exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 async def measure(
