@@ -65,7 +65,9 @@ class PluginSoakConfig:
 class PluginSoakReport:
     faults: Counter[str] = field(default_factory=Counter)
     records_acknowledged: int = 0
+    # Checked by the readers while the faults went on, and read back by the audit.
     records_checked: int = 0
+    records_audited: int = 0
     reads: int = 0
     segments_tiered: int = 0
     # Finished copies of a range already finished: Kafka copies a segment again when the
@@ -79,7 +81,8 @@ class PluginSoakReport:
         return [
             f"faults survived    {sum(self.faults.values())} ({faults})",
             f"records            {self.records_acknowledged:,} acknowledged, "
-            f"{self.records_checked:,} checked in {self.reads:,} reads through Kafka",
+            f"{self.records_checked:,} checked in {self.reads:,} reads through Kafka "
+            f"during the faults, {self.records_audited:,} read back after",
             f"segments           {self.segments_tiered} tiered, no gap, "
             f"{self.segments_copied_again} copied again after a lost answer",
             *(f"FAILURE            {failure}" for failure in self.failures[:20]),
@@ -339,7 +342,7 @@ class PluginSoak:
                 if read.get(offset) != sequence:
                     self._fail(f"{TOPIC}-{partition}: acknowledged offset {offset} lost")
                     break
-            self.report.records_checked += len(read)
+            self.report.records_audited += len(read)
         earliest = await asyncio.to_thread(self.stack.broker.list_offsets, TOPIC, "earliest")
         tiered = await asyncio.to_thread(self.stack.broker.list_offsets, TOPIC, "latest-tiered")
         async with MetadataClient(

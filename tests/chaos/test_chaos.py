@@ -108,5 +108,8 @@ async def test_kafka_with_the_plugin_loses_nothing_when_any_part_is_killed_or_hu
         report.faults
     )
     assert report.records_acknowledged > 0
-    assert report.records_checked > report.records_acknowledged
+    # Readers checked records while parts were killed and hung, and the audit read every
+    # acknowledged record back at its offset (a lost or duplicated one is a failure).
+    assert report.records_checked > 0
+    assert report.records_audited >= report.records_acknowledged
     assert report.segments_tiered > 0
