@@ -18,12 +18,11 @@ import os
 import random
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 from common import Report
-from metadata import WRITE_SEGMENTS, WRITERS, config_file, copied, segment, serve
+from metadata import WRITE_SEGMENTS, WRITERS, config_file, copied, segment, serve, timed_lookups
 
 from remotelog.client import ClientOptions, MetadataClient
 from remotelog.core.model import TopicIdPartition
@@ -38,18 +37,9 @@ def spin(stop: multiprocessing.synchronize.Event) -> None:
 
 
 async def lookups(port: int, tips: list[TopicIdPartition], count: int, seed: int) -> list[float]:
-    """`count` lookups one after another by one client; each one's ms."""
-    rng = random.Random(seed)
-    latencies = []
+    """`count` lookups one after another by one client of its own; each one's ms."""
     async with MetadataClient(f"127.0.0.1:{port}", options=ClientOptions(timeout_s=60)) as c:
-        for _ in range(count):
-            tip = rng.choice(tips)
-            offset = rng.randrange(0, (WRITE_SEGMENTS // WRITERS) * 1000)
-            begin = time.perf_counter()
-            found = await c.remote_log_segment_metadata(tip, 0, offset)
-            latencies.append((time.perf_counter() - begin) * 1000)
-            assert found is not None
-    return latencies
+        return await timed_lookups(c, tips, count, random.Random(seed))
 
 
 def percentiles(latencies: list[float]) -> dict[str, float]:

@@ -141,17 +141,7 @@ async def through_service(report: Report, directory: Path, bootstrap: str) -> No
                 writers=WRITERS,
             )
 
-            rng = random.Random(1)
-            latencies = []
-            for _ in range(LOOKUPS):
-                tip = rng.choice(tips)
-                offset = rng.randrange(0, (WRITE_SEGMENTS // WRITERS) * 1000)
-                begin = time.perf_counter()
-                found = await c.remote_log_segment_metadata(tip, 0, offset)
-                latencies.append((time.perf_counter() - begin) * 1000)
-                assert found is not None
-                assert found.start_offset <= offset <= found.end_offset
-            latencies.sort()
+            latencies = sorted(await timed_lookups(c, tips, LOOKUPS, random.Random(1)))
             report.info(
                 "metadata_lookup_latency_ms",
                 p50=round(statistics.median(latencies), 3),
@@ -161,6 +151,23 @@ async def through_service(report: Report, directory: Path, bootstrap: str) -> No
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+async def timed_lookups(
+    client: MetadataClient, tips: list[TopicIdPartition], count: int, rng: random.Random
+) -> list[float]:
+    """`count` lookups of random offsets of the written segments, one after another; each
+    one's ms, its answer checked."""
+    latencies = []
+    for _ in range(count):
+        tip = rng.choice(tips)
+        offset = rng.randrange(0, (WRITE_SEGMENTS // WRITERS) * 1000)
+        begin = time.perf_counter()
+        found = await client.remote_log_segment_metadata(tip, 0, offset)
+        latencies.append((time.perf_counter() - begin) * 1000)
+        assert found is not None
+        assert found.start_offset <= offset <= found.end_offset
+    return latencies
 
 
 def bare_round_trips(bootstrap: str, events: int) -> float:

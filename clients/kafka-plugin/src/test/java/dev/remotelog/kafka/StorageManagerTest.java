@@ -462,11 +462,7 @@ class StorageManagerTest {
                     CountDownLatch together = putsTogether;
                     if (together != null) {
                         together.countDown();
-                        try {
-                            together.await(5, TimeUnit.SECONDS);
-                        } catch (InterruptedException e) {
-                            Thread.currentThread().interrupt();
-                        }
+                        awaitAtMost(together, 5);
                     }
                     putsInFlight.decrementAndGet();
                     putObjects.put(exchange.getRequestURI().getPath(), body);
@@ -477,6 +473,15 @@ class StorageManagerTest {
         objects.start();
         copyMethod = "url";
         connect(serverName);
+    }
+
+    /** Waits for `latch` for `seconds` at most, keeping an interrupt (a server's thread). */
+    static void awaitAtMost(CountDownLatch latch, long seconds) {
+        try {
+            latch.await(seconds, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     static String md5(byte[] bytes) {
@@ -915,11 +920,7 @@ class StorageManagerTest {
             if (stalling.test(answers.getAndIncrement())) {
                 body.write(log, first, Math.min(sent, last - first + 1));
                 body.flush();
-                try {
-                    released.await(60, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+                awaitAtMost(released, 60);
                 exchange.close();
                 return;
             }
