@@ -247,6 +247,8 @@ async def test_bad_upload_requests_are_refused_naming_the_field(s3, tmp_path, s3
             "metadata.segment_size_in_bytes",
         ),
         (metadata, contents, 0, "copy_timeout_ms"),
+        # Not shorter than the age at which the store aborts an upload as abandoned.
+        (metadata, contents, 3_600_000, "copy_timeout_ms"),
         (
             replace(metadata, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
             contents,

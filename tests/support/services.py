@@ -97,11 +97,16 @@ class StoreRunning:
         await self.service.stop(grace_s)
 
     def incomplete_uploads(self) -> int:
+        return len(self.incomplete_upload_keys())
+
+    def incomplete_upload_keys(self) -> list[str]:
+        """The key each incomplete upload is for (a temp file's, without its suffixes)."""
         if self.backend == "filesystem":
             root = Path(self.config.storage_root)
-            return sum(name.endswith(".tmp") for name in files_under(root))
+            temps = [key for key in files_under(root) if key.endswith(".tmp")]
+            return [key.rsplit(".", 2)[0] for key in temps]
         uploads = s3_client(self.endpoint).list_multipart_uploads(Bucket=self.config.s3_bucket_name)
-        return len(uploads.get("Uploads", []))
+        return [upload["Key"] for upload in uploads.get("Uploads", [])]
 
 
 def files_under(root: Path, prefix: str = "") -> dict[str, int]:

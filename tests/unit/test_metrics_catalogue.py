@@ -40,7 +40,7 @@ def prometheus_names() -> dict[str, str]:
 def test_every_metric_has_a_name_and_a_kafka_name_of_its_own():
     names = [metric.name for metric in m.ALL_METRICS]
     kafka = [metric.kafka for metric in m.ALL_METRICS if metric.kafka]
-    assert len(names) == len(set(names)) == 42
+    assert len(names) == len(set(names)) == 43
     assert len(kafka) == len(set(kafka))
     assert all(re.fullmatch(r"remotelog(\.[a-z]+)+", name) for name in names)
 

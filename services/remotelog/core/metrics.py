@@ -189,6 +189,14 @@ STORE_COPY_REQUESTS = _metric(
 STORE_COPY_ERRORS = _metric(
     "segment.store.copy.errors", "counter", "{error}", STORE, "Copies the store failed"
 )
+STORE_UPLOADS_ABORTED = _metric(
+    "segment.store.uploads.aborted",
+    "counter",
+    "{upload}",
+    STORE,
+    "Uploads of copies cut off (a temp file, an S3 multipart upload) the store aborted "
+    "once older than incomplete.uploads.abort.after.ms",
+)
 STORE_FETCH_BYTES = _metric(
     "segment.store.fetch",
     "counter",

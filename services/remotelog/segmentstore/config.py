@@ -150,6 +150,17 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings, CustomM
         "broker sends the bytes to S3 itself; each grants a write of its object to "
         "whoever holds it",
     )
+    incomplete_uploads_abort_after_ms: int = setting(
+        "incomplete.uploads.abort.after.ms",
+        3_600_000,
+        "An upload of a copy (a temp file, an S3 multipart upload) this old is one no copy "
+        "will finish, cut off by a killed store or broker: the store aborts it. Longer than "
+        "the plugin's client.copy.timeout.ms (StartSegmentUpload refuses a longer copy "
+        "timeout); 0 = never (Kafka's delete of the failed attempt removes it, once "
+        "retention reaches that segment)",
+        min=0,
+        max=24 * 3600 * 1000,  # the longest copy timeout a store takes
+    )
     short_circuit_socket_path: str = setting(
         "short.circuit.socket.path",
         "",

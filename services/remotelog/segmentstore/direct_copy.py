@@ -137,11 +137,14 @@ class DirectCopies:
         allowed_paths: tuple[Path, ...] = (),
         upload_urls: bool = False,
         part_size: int = 25 * 1024 * 1024,
+        abort_uploads_after_s: float = 0.0,
     ) -> None:
         self.store = store
         self.allowed_paths = allowed_paths
         self.upload_urls = upload_urls
         self.part_size = part_size
+        # 0: uploads are never aborted for their age (AbandonedUploads).
+        self.abort_uploads_after_s = abort_uploads_after_s
 
     # -- by path ---------------------------------------------------------------
 
@@ -259,6 +262,14 @@ class DirectCopies:
         if not 0 < copy_timeout_s <= MAX_COPY_TIMEOUT_S:
             raise InvalidArgumentError(
                 "copy_timeout_ms", f"must be from 1 to {MAX_COPY_TIMEOUT_S * 1000}"
+            )
+        if self.abort_uploads_after_s and copy_timeout_s >= self.abort_uploads_after_s:
+            # The store would abort the upload while the broker still PUTs its parts.
+            raise InvalidArgumentError(
+                "copy_timeout_ms",
+                f"must be below this store's incomplete.uploads.abort.after.ms "
+                f"({self.abort_uploads_after_s * 1000:.0f}): lower the plugin's "
+                "client.copy.timeout.ms or raise that",
             )
         keys = self.store.keys(metadata)
         expires_s = math.ceil(copy_timeout_s) + UPLOAD_URL_MARGIN_S

@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.rpc.bulk_service import bulk_service
 from remotelog.rpc.server import RunningService, start_service
+from remotelog.segmentstore.abandoned_uploads import AbandonedUploads
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.direct_copy import DirectCopies, allowed_roots
 from remotelog.segmentstore.factory import open_segment_store
@@ -25,11 +26,17 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
             short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)
             await short_circuit.start()
             stack.push_async_callback(short_circuit.close)
+        abort_after_s = config.incomplete_uploads_abort_after_ms / 1000
+        if abort_after_s:
+            abandoned = AbandonedUploads(store.objects, config.key_prefix, after_s=abort_after_s)
+            abandoned.start()
+            stack.push_async_callback(abandoned.close)
         direct = DirectCopies(
             store,
             allowed_paths=allowed_roots(config.copy_paths_allowed),
             upload_urls=config.storage_backend == "s3" and config.s3_copy_urls,
             part_size=config.s3_multipart_part_size,
+            abort_uploads_after_s=abort_after_s,
         )
         servicer = SegmentStoreServicer(
             store, direct, copy_chunk_max_bytes=config.copy_chunk_max_bytes
