@@ -1,17 +1,22 @@
-"""The chaos soak in the default mode: Apache Kafka tiers through the remotelog plugin.
+"""The chaos soak in the default mode: Apache Kafka tiers through the remotelog plugin,
+as the deployments run it: the store on S3 (moto behind object storage's link, which
+answers some requests SlowDown and cuts some GETs off), the broker PUTting segments by
+the URLs the store signs and reading them back by URL with read-ahead.
 
 An idempotent producer writes to a tiered topic (1 MiB segments, one second of local
 retention) while a killer, at random, SIGKILLs the segment store, the metadata manager
-or the broker (each restarted where it was) or SIGSTOPs one of them for a few seconds,
-hung with its connections open. Readers consume through Kafka from offset 0 or from a
-random acknowledged offset at random moments: every record's value names its partition
-and sequence number and carries a digest of them, so a record is checked without
-keeping what was written, and an acknowledged offset must hold what was acknowledged.
+or the broker (each restarted where it was) or SIGSTOPs one of them, hung with its
+connections open, mostly for longer than the plugin's read and copy deadlines. Readers
+consume through Kafka from offset 0 or from a random acknowledged offset at random
+moments: every record's value names its partition and sequence number and carries a
+digest of them, so a record is checked without keeping what was written, and an
+acknowledged offset must hold what was acknowledged.
 
 Then the audit: every acknowledged record is read back through Kafka at its offset,
 once; each partition's tiered segments are contiguous from offset 0 and none is tiered
-twice; Kafka's ListOffsets -2 and -5 agree with the metadata manager; a scrub finds no
-orphan in the store.
+twice; Kafka's ListOffsets -2 and -5 agree with the metadata manager; every copy went
+by URL; and, once the store has swept what the cut-off copies left, a scrub finds no
+orphan and no incomplete upload.
 """
 
 from __future__ import annotations
@@ -30,16 +35,17 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from support.kafka_admin import create_topic
+from support.servers import S3Server
 from support.services import load_properties
 from support.topics import read_to_end
+from support.waiting import eventually
 
 from remotelog.cli.scrub import run_scrub
 from remotelog.client import ClientOptions, MetadataClient
 from remotelog.core.model import TopicIdPartition
 from remotelog.core.states import RemoteLogSegmentState
-from remotelog.dev.stack import DevStack
+from remotelog.dev.stack import DevConfig, DevStack
 from remotelog.remover.config import ScrubConfig
-from remotelog.segmentstore.layout import parse_segment_key
 
 TOPIC = "chaos-plugin"
 VICTIMS = ("segment-store", "metadata-manager", "kafka")
@@ -49,6 +55,48 @@ RECORD_BYTES = 1024
 READ_PATIENCE_S = 120.0
 SETTLE_TIMEOUT_S = 300.0
 OPTIONS = ClientOptions(timeout_s=20)
+# A region's S3, near enough, under load: 3% of requests SlowDown, 3% of GETs cut off.
+S3_LINK = {"first_byte_ms": 20, "bandwidth_mb_s": 100}
+S3_FAULTS = {"slow_down_fraction": 0.03, "cut_fraction": 0.03, "seed": 75}
+# The plugin's deadlines, short, so that the hangs outlast them: a read's (a third of it
+# silent and a GET is asked again), a copy's, and the age at which the store aborts an
+# upload as abandoned (above the copy's, as it must be).
+READ_DEADLINE_MS = 4_000
+COPY_DEADLINE_MS = 8_000
+ABORT_UPLOADS_AFTER_MS = 10_000
+# How long the audit waits for the store's sweeps to abort what cut-off copies left.
+SWEPT_WITHIN_S = 2 * ABORT_UPLOADS_AFTER_MS / 1000 + 10
+BY_URL = "to the segment store by url"
+_COUNTS = ("requests", "slowed_down", "cut")
+
+
+def plugin_soak_stack(data_dir, s3_endpoint: str, bucket: str) -> DevConfig:
+    """The stack the soak runs: the store on S3 at `bucket`, the broker copying and
+    reading by URL with read-ahead, its deadlines short."""
+    storage = {
+        "storage.backend": "s3",
+        "storage.s3.bucket.name": bucket,
+        "storage.s3.endpoint.url": s3_endpoint,
+        "storage.s3.path.style.access.enabled": "true",
+        "storage.aws.access.key.id": "test",
+        "storage.aws.secret.access.key": "test",
+    }
+    plugin = {
+        "copy.method": "url",
+        "fetch.urls.enabled": "true",
+        # Eight chunks to a segment, so each fetch reads into chunks asked for ahead.
+        "fetch.read.ahead.chunk.bytes": str(128 << 10),
+        "client.timeout.ms": str(READ_DEADLINE_MS),
+        "client.copy.timeout.ms": str(COPY_DEADLINE_MS),
+    }
+    overrides = {
+        "segment-store": {
+            **storage,
+            "incomplete.uploads.abort.after.ms": str(ABORT_UPLOADS_AFTER_MS),
+        },
+        "kafka": {f"rsm.config.{key}": value for key, value in plugin.items()},
+    }
+    return DevConfig(data_dir, broker="kafka", mode="plugin", overrides=overrides)
 
 
 @dataclass(frozen=True)
@@ -57,7 +105,8 @@ class PluginSoakConfig:
     partitions: int = 3
     seed: int = 63
     fault_every_s: tuple[float, float] = (4.0, 8.0)
-    stopped_for_s: tuple[float, float] = (1.0, 5.0)
+    # Mostly past the read deadline (4 s), often past the copy's (8 s).
+    stopped_for_s: tuple[float, float] = (1.0, 12.0)
     # About 1 MB/s a partition: a segment rolls and tiers every second or so.
     records_per_second: int = 3000
 
@@ -75,10 +124,15 @@ class PluginSoakReport:
     # answer to its COPY_SEGMENT_FINISHED update is lost (the metadata manager killed or
     # stopped after writing it), and the older copy is unreferenced, left to retention.
     segments_copied_again: int = 0
-    # Incomplete uploads of copies cut off whose cleanup failed (the store down): Kafka
-    # marked them DELETE_SEGMENT_STARTED and retries the delete only once retention
-    # reaches them, never with retention.ms=-1. Issue 75 has who should own them sooner.
-    uploads_kafka_deletes: int = 0
+    # What object storage's link did: requests, SlowDowns, GETs cut off midway.
+    s3: dict[str, int] = field(default_factory=dict)
+    copies_by_url: int = 0
+    copies_otherwise: int = 0
+    # Incomplete uploads of cut-off copies found by the first scrub after the settle;
+    # the store's sweeps must abort them all.
+    uploads_swept: int = 0
+    # Seconds of faults, of the settle, of the audit.
+    phases_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
     failures: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -90,7 +144,13 @@ class PluginSoakReport:
             f"during the faults, {self.records_audited:,} read back after",
             f"segments           {self.segments_tiered} tiered, no gap, "
             f"{self.segments_copied_again} copied again after a lost answer",
-            f"uploads left       {self.uploads_kafka_deletes}, each of a copy Kafka is deleting",
+            f"copies             {self.copies_by_url} by url, {self.copies_otherwise} otherwise",
+            f"S3                 {self.s3.get('requests', 0):,} requests, "
+            f"{self.s3.get('slowed_down', 0)} SlowDown, {self.s3.get('cut', 0)} GETs cut off",
+            f"uploads            {self.uploads_swept} left by cut-off copies, all swept",
+            "took               {:.0f} s of faults, {:.0f} s to settle, {:.0f} s to audit".format(
+                *self.phases_s
+            ),
             *(f"FAILURE            {failure}" for failure in self.failures[:20]),
         ]
 
@@ -139,8 +199,8 @@ class Acknowledged:
 
 
 class PluginSoak:
-    def __init__(self, stack: DevStack, config: PluginSoakConfig) -> None:
-        self.stack, self.config = stack, config
+    def __init__(self, stack: DevStack, s3: S3Server, config: PluginSoakConfig) -> None:
+        self.stack, self.s3, self.config = stack, s3, config
         self.bootstrap = stack.broker.bootstrap_servers
         self.report = PluginSoakReport()
         self.acknowledged = Acknowledged(config.partitions)
@@ -171,6 +231,8 @@ class PluginSoak:
             threading.Thread(target=self._produce, name="producer"),
             *(threading.Thread(target=self._read, args=(n,), name=f"reader-{n}") for n in range(2)),
         ]
+        self.s3.link("POST", **S3_LINK, **S3_FAULTS)
+        started = time.monotonic()
         for worker in workers:
             worker.start()
         try:
@@ -180,8 +242,12 @@ class PluginSoak:
             for worker in workers:
                 await asyncio.to_thread(worker.join)
         self.report.records_acknowledged = self.acknowledged.count()
+        began = time.monotonic()
         await self._settle()
+        self.report.s3 = {k: int(v) for k, v in (self.s3.link() or {}).items() if k in _COUNTS}
+        settled = time.monotonic()
         await self._audit()
+        self.report.phases_s = (began - started, settled - began, time.monotonic() - settled)
         return self.report
 
     # -- the load ----------------------------------------------------------------
@@ -372,37 +438,37 @@ class PluginSoak:
                     )
         await self._scrub()
 
+    def _count_copies(self) -> None:
+        """Kafka's "Copied segment" lines of every run: each must say it went by URL."""
+        assert self.stack.broker.log_path is not None
+        log = self.stack.broker.log_path.read_text(errors="replace").splitlines()
+        copies = [line for line in log if "Copied segment" in line and TOPIC in line]
+        self.report.copies_by_url = sum(BY_URL in line for line in copies)
+        self.report.copies_otherwise = len(copies) - self.report.copies_by_url
+        if self.report.copies_otherwise:
+            self._fail(f"{self.report.copies_otherwise} copies not by url")
+
     async def _scrub(self) -> None:
+        """Once the store has swept the uploads cut-off copies left (within two of its
+        abort ages), nothing in the bucket is unaccounted for."""
+        self._count_copies()
+        storage = self.stack.config.overrides["segment-store"]
         properties = {
-            "storage.backend": "filesystem",
-            "storage.root": str(self.stack.segments_dir),
+            **{k: v for k, v in storage.items() if k.startswith("storage.")},
             "metadata.manager.address": self.stack.addresses["metadata-manager"],
         }
         path = self.stack.data_dir / "config" / "scrub.properties"
         config = load_properties(ScrubConfig, path, properties)
-        lines: list[str] = []
-        found = await run_scrub(config, older_than_s=0, delete=False, out=lines.append)
-        being_deleted = await self._being_deleted()
-        of_deletes = [
-            upload
-            for upload in found.uploads
-            if (parsed := parse_segment_key("", upload.key)) is not None
-            and parsed.segment_id in being_deleted
-        ]
-        self.report.uploads_kafka_deletes = len(of_deletes)
-        others = len(found.uploads) - len(of_deletes)
-        if found.orphans or others:
-            self._fail(f"scrub: {len(found.orphans)} orphans, {others} uploads")
+        found = []
 
-    async def _being_deleted(self) -> set[uuid.UUID]:
-        """The ids of the segments Kafka has marked DELETE_SEGMENT_STARTED."""
-        deleting = RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-        async with MetadataClient(
-            self.stack.addresses["metadata-manager"], options=OPTIONS
-        ) as metadata:
-            return {
-                s.remote_log_segment_id.id
-                for tip in self._tips()
-                async for s in metadata.list_remote_log_segments(tip)
-                if s.state is deleting
-            }
+        async def clean() -> bool:
+            report = await run_scrub(config, older_than_s=0, delete=False, out=lambda _: None)
+            found.append(report)
+            return not report.orphans and not report.uploads
+
+        try:
+            await eventually(clean, timeout_s=SWEPT_WITHIN_S, interval_s=1.0)
+        except AssertionError:
+            last = found[-1]
+            self._fail(f"scrub: {len(last.orphans)} orphans, {len(last.uploads)} uploads left")
+        self.report.uploads_swept = len(found[0].uploads)

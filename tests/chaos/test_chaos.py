@@ -4,8 +4,8 @@ The first drives the sidecar path: the copy scheduler tiers simulated log direct
 and Apache Kafka, SIGKILLed and restarted from its own log dir like every other part,
 holds the metadata topic; the segment store has an S3 server of its own, which the
 killer makes fail. The second drives the default mode: Kafka tiers through the plugin
-under a running producer while the store, the metadata manager and the broker are
-killed or hung (plugin_soak.py).
+over S3, by URL, under a running producer while the store, the metadata manager and
+the broker are killed or hung (plugin_soak.py).
 """
 
 import os
@@ -17,7 +17,7 @@ from support.servers import RedisServer, S3Server
 
 from remotelog.dev.stack import SERVICES, DevConfig, DevStack
 
-from .plugin_soak import VICTIMS, PluginSoak, PluginSoakConfig
+from .plugin_soak import S3_LINK, VICTIMS, PluginSoak, PluginSoakConfig, plugin_soak_stack
 from .soak import Soak, SoakConfig, Writer
 
 CHAOS_SECONDS = float(os.environ.get("CHAOS_SECONDS", "25"))
@@ -95,8 +95,13 @@ async def test_kafka_with_the_plugin_loses_nothing_when_any_part_is_killed_or_hu
     tmp_path, capsys
 ):
     config = PluginSoakConfig(CHAOS_SECONDS)
-    with DevStack(DevConfig(tmp_path / "data", broker="kafka", mode="plugin")) as stack:
-        report = await PluginSoak(stack, config).run()
+    s3 = S3Server(**S3_LINK)
+    try:
+        stack_config = plugin_soak_stack(tmp_path / "data", s3.endpoint, bucket(s3.endpoint, "p"))
+        with DevStack(stack_config) as stack:
+            report = await PluginSoak(stack, s3, config).run()
+    finally:
+        s3.stop()
     with capsys.disabled():
         print(
             "\nchaos soak, plugin mode, " + f"{CHAOS_SECONDS:.0f} s:", *report.lines(), sep="\n  "
@@ -113,3 +118,6 @@ async def test_kafka_with_the_plugin_loses_nothing_when_any_part_is_killed_or_hu
     assert report.records_checked > 0
     assert report.records_audited >= report.records_acknowledged
     assert report.segments_tiered > 0
+    # Over S3 behind the link: every copy by URL, through SlowDowns and cut-off GETs.
+    assert report.copies_by_url > 0
+    assert report.s3["slowed_down"] + report.s3["cut"] > 0

@@ -80,7 +80,8 @@ class DevConfig:
     # base_port+1.. in SERVICES order (7300 gives the services their default ports).
     base_port: int = 0
     # Settings over the stack's own, by service: for example an S3 backend for the
-    # segment store in place of the filesystem.
+    # segment store in place of the filesystem. Under "kafka", the broker's properties
+    # (a plugin's as rsm.config.*, rlmm.config.*).
     overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
@@ -150,6 +151,7 @@ class DevStack:
                 ),
                 **QUICK_RETENTION,
             }
+        properties.update(config.overrides.get("kafka", {}))
         return KafkaBroker(self.data_dir / "kafka", port=config.base_port, properties=properties)
 
     def _reserve_ports(self, *services: str) -> None:
