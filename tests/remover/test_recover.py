@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import pytest_asyncio
 from support.data import MANIFESTS
+from support.kafka_admin import create_topic
 from support.services import new_partition, started
 from support.tiering import batch
 from support.waiting import eventually
@@ -401,6 +402,55 @@ async def test_a_topic_of_two_incarnations_is_named_and_topic_id_picks_one(stack
     assert kafka_uuid_str(earlier.topic_id) in both
     assert await recover(stack, "--topic-id", live_id) == 2  # an id of no named topic
     assert "--topic-id: names an incarnation of --topic" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stack", ["filesystem"], indirect=True)
+async def test_given_a_cluster_only_the_ids_it_has_are_recovered(stack, capsys):
+    """After a total loss the bucket holds a deleted incarnation's leftovers beside the
+    live topic's, and manifests of a topic the cluster no longer has at all."""
+    name = f"alive-{uuid.uuid4().hex[:6]}"
+    live_id = await asyncio.to_thread(create_topic, stack.bootstrap, name, partitions=2)
+    live = TopicIdPartition(live_id, name, 1)
+    earlier, gone = new_partition(name), new_partition(f"gone-{uuid.uuid4().hex[:6]}")
+    written = [(await copied_only(stack, live, start))[0] for start in (0, 10)]
+    await copied_only(stack, earlier, 0)
+    await copied_only(stack, earlier, 10)
+    await copied_only(stack, gone, 0)
+
+    assert await recover(stack, "--bootstrap-server", stack.bootstrap) == 0
+    out = capsys.readouterr().out
+    assert [line.split("  ")[1] for line in lines(out, "wrote")] == [f"{name}-1"] * 2
+    assert sorted(lines(out, "left")) == [
+        f"left  {name}-0  topic id {kafka_uuid_str(earlier.topic_id)}  2 segments  "
+        f"(the cluster's {name} is {kafka_uuid_str(live_id)})",
+        f"left  {gone.topic}-0  topic id {kafka_uuid_str(gone.topic_id)}  1 segments  "
+        f"(the cluster has no topic {gone.topic})",
+    ]
+    assert f"topic ids: {name} {kafka_uuid_str(live_id)} (the ids the cluster at " in out
+    assert "; 2 partitions of other ids left)" in out
+    assert [s.remote_log_segment_id for s in await listed(stack, live)] == [
+        s.remote_log_segment_id for s in written
+    ]
+    assert await listed(stack, earlier) == []
+
+    # Without the cluster, every id found is recovered, and the summary says so.
+    assert await recover(stack, "--topic", gone.topic, "--dry-run") == 0
+    assert "(as found in the store)" in capsys.readouterr().out
+    assert await recover(stack, "--bootstrap-server", "nohost", "--dry-run") == 2
+    assert "--bootstrap-server: nohost" in capsys.readouterr().err
+    assert (
+        await recover(
+            stack,
+            "--bootstrap-server",
+            stack.bootstrap,
+            "--topic",
+            name,
+            "--topic-id",
+            kafka_uuid_str(live_id),
+        )
+        == 2
+    )
+    assert "--topic-id: the cluster names the live incarnation" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("stack", ["filesystem"], indirect=True)

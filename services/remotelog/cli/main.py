@@ -150,7 +150,12 @@ def _scrub(args: argparse.Namespace) -> int:
 def _recover(args: argparse.Namespace) -> int:
     def run(config: RecoverConfig) -> Coroutine[Any, Any, object]:
         return run_recover(
-            config, topic=args.topic, topic_id=args.topic_id, dry_run=args.dry_run, out=print
+            config,
+            topic=args.topic,
+            topic_id=args.topic_id,
+            bootstrap_server=args.bootstrap_server,
+            dry_run=args.dry_run,
+            out=print,
         )
 
     def status(report: RecoveryReport) -> int:
@@ -237,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--topic-id",
         help="with --topic: only this incarnation of it (its Kafka topic id, as "
         "kafka-topics.sh --describe prints it), where the bucket holds an earlier one's too",
+    )
+    recover.add_argument(
+        "--bootstrap-server",
+        help="recover only the topic ids this Kafka cluster has (under the config's Kafka "
+        "security settings): partitions of any other id, a deleted incarnation's "
+        "leftovers, are reported as left and not written",
     )
     recover.add_argument(
         "--dry-run",

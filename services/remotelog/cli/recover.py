@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from remotelog.client import MetadataClient
 from remotelog.client.service_options import service_client_options
+from remotelog.core.addresses import host_port_list
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.kafka_client import kafka_client_config
 from remotelog.core.model import (
     RemoteLogSegmentMetadata,
     TopicIdPartition,
@@ -22,6 +27,7 @@ from remotelog.core.model import (
 )
 from remotelog.remover.config import RecoverConfig
 from remotelog.remover.recover import PartitionRecovery, Recovery, RecoveryReport
+from remotelog.scheduler.cluster import KafkaCluster
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import validate_key_prefix
 
@@ -42,6 +48,17 @@ def report_lines(report: RecoveryReport) -> list[str]:
         f"refused  {_partition(r.topic_id_partition)}  topic id "
         f"{kafka_uuid_str(r.topic_id_partition.topic_id)}  {r.segments} segments  ({r.why})"
         for r in report.refused
+    ]
+    lines += [
+        f"left  {_partition(n.topic_id_partition)}  topic id "
+        f"{kafka_uuid_str(n.topic_id_partition.topic_id)}  {n.segments} segments  ("
+        + (
+            f"the cluster's {n.topic_id_partition.topic} is {kafka_uuid_str(n.cluster_topic_id)}"
+            if n.cluster_topic_id is not None
+            else f"the cluster has no topic {n.topic_id_partition.topic}"
+        )
+        + ")"
+        for n in report.not_in_cluster
     ]
     lines += [f"skipped  {s.key}  ({s.why})" for s in report.skipped]
     for topic, ids in sorted(report.topic_ids.items()):
@@ -85,7 +102,7 @@ def render_partition(recovered: PartitionRecovery, dry_run: bool) -> list[str]:
     return lines
 
 
-def summary(report: RecoveryReport, where: str) -> str:
+def summary(report: RecoveryReport, where: str, cluster: str | None = None) -> str:
     missing, found = report.segments_missing, report.segments_found
     completed, gaps, overlaps = report.segments_completed, report.gaps, report.overlaps
     ids = sorted(
@@ -99,6 +116,13 @@ def summary(report: RecoveryReport, where: str) -> str:
         f"{overlaps} overlaps, {len(report.skipped)} manifests skipped, "
         f"{len(report.refused)} partitions refused; topic ids: {', '.join(ids) or 'none'}"
     )
+    if cluster is not None:
+        line += (
+            f" (the ids the cluster at {cluster} has; {len(report.not_in_cluster)} "
+            "partitions of other ids left)"
+        )
+    else:
+        line += " (as found in the store)"
     if report.dry_run:
         line += "; dry run, nothing written"
     return line
@@ -141,6 +165,7 @@ async def run_recover(
     *,
     topic: str | None,
     topic_id: str | None = None,
+    bootstrap_server: str | None = None,
     dry_run: bool,
     out: Callable[[str], None],
     progress: Progress | None = None,
@@ -153,6 +178,15 @@ async def run_recover(
     incarnation = None if topic_id is None else parse_kafka_uuid(topic_id, "--topic-id")
     if config.storage_backend == "s3" and not config.s3_bucket_name:
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    cluster_topic_ids = None
+    if bootstrap_server is not None:
+        if topic_id is not None:
+            raise InvalidArgumentError(
+                "--topic-id",
+                "the cluster names the live incarnation: give --bootstrap-server "
+                "or --topic-id, not both",
+            )
+        cluster_topic_ids = await _cluster_topic_ids(config, bootstrap_server)
     progress = progress or Progress(sys.stderr)
     backoff = config.backoff()
     backend = await open_backend(config, backoff)
@@ -174,6 +208,7 @@ async def run_recover(
             key_prefix=config.key_prefix,
             topic=topic,
             topic_id=incarnation,
+            cluster_topic_ids=cluster_topic_ids,
             timeout_s=options.timeout_s,
             custom_metadata_max_bytes=config.custom_metadata_max_bytes,
         )
@@ -189,5 +224,18 @@ async def run_recover(
         if config.storage_backend == "s3"
         else f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
     )
-    out(summary(report, where))
+    out(summary(report, where, bootstrap_server))
     return report
+
+
+async def _cluster_topic_ids(config: RecoverConfig, bootstrap_server: str) -> dict[str, uuid.UUID]:
+    """The topics of the cluster at `bootstrap_server` (under the config's Kafka
+    security settings), with their ids."""
+    problem = host_port_list(bootstrap_server)
+    if problem is not None:
+        raise InvalidArgumentError("--bootstrap-server", problem)
+    client_config = kafka_client_config(replace(config, bootstrap_servers=bootstrap_server))
+    cluster = KafkaCluster(
+        client_config, config.rpc_timeout_ms / 1000, principal="recover's principal"
+    )
+    return await asyncio.to_thread(cluster.topic_ids)

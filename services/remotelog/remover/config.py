@@ -8,6 +8,7 @@ from remotelog.core.config import setting
 from remotelog.core.settings import (
     BrokerIdSettings,
     CustomMetadataSettings,
+    KafkaClusterSettings,
     MetadataClientSettings,
     MetadataTopicSettings,
     RedisSettings,
@@ -74,6 +75,9 @@ class RecoverConfig(
     RetrySettings,
     RemoverCallSettings,
     CustomMetadataSettings,
+    KafkaClusterSettings,
 ):
     """`remotelog recover`: the bucket or directory whose manifests describe the
-    segments, and the metadata manager that writes them to the metadata topic."""
+    segments, the metadata manager that writes them to the metadata topic, and the
+    Kafka cluster whose topic ids it recovers (`--bootstrap-server`, under the
+    Kafka security settings here)."""

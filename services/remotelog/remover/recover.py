@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -59,6 +59,17 @@ class Refused:
     topic_id_partition: TopicIdPartition
     segments: int
     why: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotInCluster:
+    """A partition of a topic id the cluster does not have (a deleted incarnation's
+    leftovers, another cluster's topic), left unrecovered."""
+
+    topic_id_partition: TopicIdPartition
+    segments: int
+    # The cluster's id of the topic of that name; None when it has no such topic.
+    cluster_topic_id: uuid.UUID | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +121,8 @@ class RecoveryReport:
     overlaps: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    # With the cluster's topic ids given: the partitions of other ids, left.
+    not_in_cluster: list[NotInCluster] = field(default_factory=list)
     # Each topic's ids among the partitions recovered or refused.
     topic_ids: dict[str, set[uuid.UUID]] = field(default_factory=dict)
     dry_run: bool = False
@@ -169,6 +182,9 @@ class Recovery:
     topic: str | None = None
     # Only this incarnation of `topic` (its Kafka topic id), when set.
     topic_id: uuid.UUID | None = None
+    # The cluster's topics' ids by name, when given: partitions of any other id (a
+    # deleted incarnation's) are reported, not recovered.
+    cluster_topic_ids: Mapping[str, uuid.UUID] | None = None
     timeout_s: float = 30.0
     # Manifests read at a time; the listing itself is streamed.
     reads_in_flight: int = 16
@@ -268,6 +284,8 @@ class Recovery:
                     continue
                 if self.topic_id and parsed.topic_id_partition.topic_id != self.topic_id:
                     continue
+                if not self._in_cluster(parsed.topic_id_partition, report):
+                    continue
                 read = asyncio.create_task(self._read(stored.key))
                 reading.add(read)
                 yield read
@@ -279,6 +297,21 @@ class Recovery:
                     yield await read
         finally:
             await cancel_and_wait(reading)  # read ahead, never taken
+
+    def _in_cluster(self, tip: TopicIdPartition, report: RecoveryReport) -> bool:
+        """Whether the cluster has `tip`'s topic id (or no cluster was given); counts
+        the manifests of a partition it has not, which come one after another."""
+        if self.cluster_topic_ids is None:
+            return True
+        cluster_id = self.cluster_topic_ids.get(tip.topic)
+        if cluster_id == tip.topic_id:
+            return True
+        left = report.not_in_cluster
+        segments = 1
+        if left and left[-1].topic_id_partition == tip:
+            segments += left.pop().segments
+        left.append(NotInCluster(tip, segments, cluster_id))
+        return False
 
     async def _read(self, key: str) -> Manifest | Skipped:
         """The manifest at `key`, or why it is skipped. A store that fails to answer

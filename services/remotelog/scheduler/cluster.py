@@ -84,9 +84,16 @@ class KafkaCluster:
     """One admin client, kept for the process: librdkafka cancels the requests of a
     client that is dropped before their answers arrive."""
 
-    def __init__(self, client_config: Mapping[str, str], timeout_s: float) -> None:
+    def __init__(
+        self,
+        client_config: Mapping[str, str],
+        timeout_s: float,
+        principal: str = "discovery's principal",
+    ) -> None:
         self.bootstrap_servers = client_config["bootstrap.servers"]
         self.timeout_s = timeout_s
+        # Who needs the ACLs a refusal names.
+        self.principal = principal
         config: dict[str, Any] = {**client_config, "logger": _LOG}
         self._admin = AdminClient(config)
 
@@ -110,6 +117,13 @@ class KafkaCluster:
             }
         )
 
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        """Every topic's id, by name."""
+        with self._answering("Metadata"):
+            names = list(self._admin.list_topics(timeout=self.timeout_s).topics)
+        with self._answering("DescribeTopics"):
+            return {topic.name: topic.topic_id for topic in self._describe(names)}
+
     def topic_id(self, name: str) -> uuid.UUID | None:
         """The id of topic `name` now; None when there is no such topic."""
         with self._answering("DescribeTopics"):
@@ -127,7 +141,7 @@ class KafkaCluster:
             if kafka_error.code() in _DENIED:
                 raise ClusterAccessDeniedError(
                     f"Kafka at {self.bootstrap_servers} refused {request}: "
-                    f"{kafka_error.str()}; discovery's principal needs Describe and "
+                    f"{kafka_error.str()}; {self.principal} needs Describe and "
                     "DescribeConfigs on the topics (and the cluster's metadata)",
                     metadata={"request": request},
                 ) from error
