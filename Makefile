@@ -123,7 +123,7 @@ format: setup
 
 # Every hand-written package is checked strictly; the generated stubs only through their .pyi.
 TYPED_PACKAGES := core kafka fileio process protocol rpc segmentstore metadata coordination scheduler fetch \
-	remover dev cli client spark
+	remover recovery dev cli client spark
 
 typecheck: setup
 	$(VENV)/bin/mypy $(addprefix -p remotelog.,$(TYPED_PACKAGES))

@@ -47,7 +47,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.dev.broker import EmbeddedBroker
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import open_metadata_manager
+from remotelog.metadata.startup import open_metadata_manager
 from remotelog.rpc.serve import serve_command
 
 PARTITIONS = 50  # Kafka's default remote.log.metadata.topic.num.partitions

@@ -51,8 +51,8 @@ from remotelog.client import ClientOptions, MetadataClient
 from remotelog.core.config import load_config
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition
 from remotelog.core.tasks import bounded_gather, read_ahead
-from remotelog.remover.config import RecoverConfig
-from remotelog.remover.recover import Recovery
+from remotelog.recovery.config import RecoverConfig
+from remotelog.recovery.rebuild import Recovery
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import IndexRange, Manifest, SegmentFile, SegmentKeys

@@ -50,7 +50,7 @@ from remotelog.dev.partition_log import LogConfig, PartitionLog
 from remotelog.dev.stack import SERVICES, DevStack
 from remotelog.kafka.records import Record, decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import open_metadata_manager
+from remotelog.metadata.startup import open_metadata_manager
 from remotelog.remover.config import ScrubConfig
 
 TOPIC = "chaos"

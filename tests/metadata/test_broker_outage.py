@@ -11,7 +11,7 @@ from support.waiting import eventually
 
 from remotelog.core.errors import MetadataTopicUnavailableError
 from remotelog.dev.kafka_broker import KafkaBroker
-from remotelog.metadata.manager import open_metadata_manager
+from remotelog.metadata.startup import open_metadata_manager
 
 from .scenarios import COPIED, Seg, metadata_of, update_of
 

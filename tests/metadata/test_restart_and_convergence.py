@@ -16,7 +16,8 @@ from remotelog.core.errors import InvalidStateTransitionError, MetadataNotReadyE
 from remotelog.core.model import TopicIdPartition
 from remotelog.metadata import snapshot as snapshots
 from remotelog.metadata import topic as topic_module
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, open_metadata_manager
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
+from remotelog.metadata.startup import open_metadata_manager
 
 from .scenarios import COPIED, DELETED, DELETING, Seg, metadata_of, update_of
 
@@ -232,7 +233,7 @@ async def test_partitions_a_lost_topic_held_are_not_ready_until_recovered(starte
     async def nothing_missing():
         yield []
 
-    await again.recover_batches(tip, nothing_missing(), recovery="a test's")
+    await again.recoveries.recover_batches(tip, nothing_missing(), recovery="a test's")
     assert await again.is_ready(tip)
     await again.close()
     third = await started("recreated", again.topic_name)

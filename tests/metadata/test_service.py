@@ -232,7 +232,7 @@ async def test_stop_partitions_unassigns_and_a_later_read_reloads(metadata):
 async def test_wrong_partition_count_is_refused(tmp_path, broker):
     from support.services import metadata_config
 
-    from remotelog.metadata.manager import open_metadata_manager
+    from remotelog.metadata.startup import open_metadata_manager
 
     topic = f"__remote_log_metadata_{uuid.uuid4().hex[:8]}"
     first = await open_metadata_manager(

@@ -35,7 +35,7 @@ from remotelog.core.states import RemotePartitionDeleteState as D
 from remotelog.dev.broker import BrokerError, free_port
 from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar
 from remotelog.fetch.server import start_remote_fetch
-from remotelog.metadata.manager import open_metadata_manager
+from remotelog.metadata.startup import open_metadata_manager
 from remotelog.metadata.topic import METADATA_TOPIC
 
 from .conftest import BY_URL, FILE_URLS, stop_brokers, tiering_broker

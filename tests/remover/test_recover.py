@@ -32,7 +32,7 @@ from remotelog.core.model import (
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
 from remotelog.protocol.convert import segment_metadata_to_proto, topic_id_partition_to_proto
-from remotelog.remover.recover import Gap, lineage
+from remotelog.recovery.rebuild import Gap, lineage
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import SegmentKeys
 

@@ -20,8 +20,8 @@ from support.services import start_store
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
 from remotelog.client import ClientOptions, SegmentStoreClient
-from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.log_readers import UrlLogReader
+from remotelog.client.url_reader import UrlReader, UrlReadUnavailable
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
     InvalidArgumentError,
@@ -30,7 +30,7 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import IndexType
 from remotelog.dev.broker import free_port
-from remotelog.fileio.url_cache import FetchUrls
+from remotelog.fileio.url_cache import SignedUrlCache
 from remotelog.protocol.convert import segment_metadata_to_proto
 
 from .segments import segment_files, segment_metadata, synthetic_files
@@ -165,7 +165,7 @@ async def test_an_unreachable_url_is_unavailable_not_an_error():
 def test_urls_are_given_up_before_they_expire(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr("remotelog.fileio.url_cache.time.monotonic", lambda: now[0])
-    urls = FetchUrls(max_entries=2)
+    urls = SignedUrlCache(max_entries=2)
     urls.keep("a", "https://a", valid_for_s=600)  # used for 570 s (30 s margin)
     urls.keep("b", "https://b", valid_for_s=10)  # shorter than two margins: the first half
     now[0] += 4.9

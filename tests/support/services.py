@@ -21,7 +21,8 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.kafka.records import decode_records, iter_batches
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
-from remotelog.remover.config import RecoverConfig, ScrubConfig
+from remotelog.recovery.config import RecoverConfig
+from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.factory import open_backend

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
-from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.short_circuit import (
     MAPPED_READ_MIN,
     Descriptors,
@@ -26,10 +25,11 @@ from remotelog.client.short_circuit import (
     ShortCircuitUnavailable,
     read_range,
 )
+from remotelog.client.url_reader import UrlReader, UrlReadUnavailable
 from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from remotelog.fileio.descriptor_socket import close_all
-from remotelog.fileio.url_cache import FetchUrls
+from remotelog.fileio.url_cache import SignedUrlCache
 from remotelog.protocol.convert import segment_metadata_to_proto
 
 LogPiece = bytes | memoryview
@@ -81,7 +81,7 @@ class UrlLogReader:
         self._sign = sign  # (metadata, timeout_s) -> (URL, seconds it lasts)
         self._enabled = True
         self._paused_until = 0.0
-        self._urls: FetchUrls[RemoteLogSegmentId] = FetchUrls()
+        self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
         self._reader = UrlReader()
 
     async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:

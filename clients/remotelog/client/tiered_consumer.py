@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from remotelog.client.base import ClientOptions
-from remotelog.client.fetch_urls import UrlReadUnavailable
 from remotelog.client.log_readers import URL_PAUSE_S
 from remotelog.client.metadata import MetadataClient
 from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.client.segment_files import SegmentFiles, batch_chunks, whole_segments
 from remotelog.client.url_ranges import HEDGE_PERCENTILE, UrlRangeReader
+from remotelog.client.url_reader import UrlReadUnavailable
 from remotelog.core.errors import (
     InvalidArgumentError,
     OffsetOutOfRangeError,

@@ -28,8 +28,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from remotelog.client.fetch_urls import UrlReader, UrlReadUnavailable
 from remotelog.client.remote_fetch import RemoteFetchClient
+from remotelog.client.url_reader import UrlReader, UrlReadUnavailable
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import DeadlineExceededError, InvalidArgumentError
 from remotelog.core.model import SegmentByteRange, TopicIdPartition

@@ -34,8 +34,9 @@ from remotelog.core.settings import KafkaClusterSettings
 from remotelog.core.version import __version__
 from remotelog.kafka.dump import dump
 from remotelog.process.memory import keep_freed_memory, long_lived_objects_frozen
-from remotelog.remover.config import RecoverConfig, ScrubConfig
-from remotelog.remover.recover import RecoveryReport
+from remotelog.recovery.config import RecoverConfig
+from remotelog.recovery.rebuild import RecoveryReport
+from remotelog.remover.config import ScrubConfig
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
 from remotelog.scheduler.config import DiscoverySettings

@@ -25,8 +25,8 @@ from remotelog.core.model import (
     parse_kafka_uuid,
     validate_topic_name,
 )
-from remotelog.remover.config import RecoverConfig
-from remotelog.remover.recover import PartitionRecovery, Recovery, RecoveryReport
+from remotelog.recovery.config import RecoverConfig
+from remotelog.recovery.rebuild import PartitionRecovery, Recovery, RecoveryReport
 from remotelog.scheduler.cluster import KafkaCluster
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.layout import validate_key_prefix

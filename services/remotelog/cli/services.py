@@ -10,7 +10,8 @@ from remotelog.fetch.config import RemoteFetchConfig
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.config import MetadataManagerConfig
 from remotelog.metadata.server import start_metadata_manager
-from remotelog.remover.config import PartitionRemoverConfig, RecoverConfig, ScrubConfig
+from remotelog.recovery.config import RecoverConfig
+from remotelog.remover.config import PartitionRemoverConfig, ScrubConfig
 from remotelog.remover.server import start_partition_remover
 from remotelog.rpc.serve import Stoppable
 from remotelog.scheduler.config import CopySchedulerConfig

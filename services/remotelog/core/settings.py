@@ -298,3 +298,15 @@ class RetrySettings:
             max_ms=self.retry_backoff_max_ms,
             jitter=self.retry_jitter,
         )
+
+
+@dataclass(frozen=True)
+class RemoverCallSettings:
+    """The deadline of the remover's, the scrub's and recover's calls to the other services."""
+
+    rpc_timeout_ms: int = setting(
+        "remote.partition.remover.rpc.timeout.ms",
+        30_000,
+        "Deadline of each call to the segment store and the metadata manager",
+        min=1,
+    )

@@ -24,7 +24,7 @@ from remotelog.core.model import (
 )
 from remotelog.core.ports import SegmentReader
 from remotelog.fetch.reader import Deadline, RemoteLogReader
-from remotelog.fileio.url_cache import FetchUrls
+from remotelog.fileio.url_cache import SignedUrlCache
 
 # Segments one answer names when the caller does not say: a task of 128 MiB of
 # 1 GiB segments needs one, of 1 MiB segments (tests, small topics) 128.
@@ -39,7 +39,7 @@ class SegmentLocator:
         self.reader = reader
         self.store = store
         self.enabled = enabled
-        self._urls: FetchUrls[RemoteLogSegmentId] = FetchUrls()
+        self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
 
     async def locate(
         self,

@@ -20,7 +20,7 @@ EXPIRY_MARGIN_S = 30.0
 MIN_USE_FRACTION = 0.5
 
 
-class FetchUrls(Generic[K]):
+class SignedUrlCache(Generic[K]):
     """The URLs of segments read recently, each until shortly before it expires."""
 
     def __init__(self, max_entries: int = 4096) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remotelog.core.config import setting
+from remotelog.core.errors import ReadOnlyMetadataError
 from remotelog.core.settings import (
     CustomMetadataSettings,
     MetadataTopicSettings,
@@ -87,4 +88,16 @@ class MetadataManagerConfig(
         60_000,
         "Write a snapshot at least this often when events arrived",
         min=1,
+    )
+
+
+READ_ONLY = "remote.log.metadata.read.only"
+
+
+def refuse_write(what: str) -> ReadOnlyMetadataError:
+    """The answer to any write of a read-only manager."""
+    return ReadOnlyMetadataError(
+        f"{what} refused: {READ_ONLY}=true, this manager only reads the metadata topic "
+        "(its writer is the brokers' own RemoteLogMetadataManager)",
+        metadata={"setting": READ_ONLY},
     )

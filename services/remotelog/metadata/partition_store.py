@@ -22,7 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from remotelog.core.errors import MetadataNotReadyError, RemoteResourceNotFoundError
+from remotelog.core.errors import (
+    InvalidStateTransitionError,
+    MetadataNotReadyError,
+    RemoteResourceNotFoundError,
+)
 from remotelog.core.model import RemoteLogMetadata, RemotePartitionSummary, TopicIdPartition
 from remotelog.core.partitioner import metadata_partition
 from remotelog.core.states import RemotePartitionDeleteState
@@ -294,6 +298,18 @@ class RemotePartitionMetadataStore:
 def refuse_deleted(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
     if tip in state.deleted:
         raise RemoteResourceNotFoundError(f"partition {tip} was deleted")
+
+
+def refuse_new_segments(state: MetadataPartitionState, tip: TopicIdPartition) -> None:
+    """No new segment of a partition deleted or being deleted: the remover lists the
+    segments to delete after its marker, and one added later would outlive the partition
+    as an orphan."""
+    refuse_deleted(state, tip)
+    being_deleted = state.deletes.get(tip)
+    if being_deleted is not None:
+        raise InvalidStateTransitionError(
+            f"partition {tip} is {being_deleted.state.name}: no new segments"
+        )
 
 
 def _release_waiters(assigned: Assigned) -> None:

@@ -8,8 +8,9 @@ from remotelog.api.metadata.v1 import metadata_pb2_grpc as pb_grpc
 from remotelog.client import SegmentStoreClient
 from remotelog.client.service_options import service_client_options
 from remotelog.metadata.config import MetadataManagerConfig
-from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager, open_metadata_manager
+from remotelog.metadata.manager import TopicBasedRemoteLogMetadataManager
 from remotelog.metadata.servicer import MetadataServicer
+from remotelog.metadata.startup import open_metadata_manager
 from remotelog.rpc.server import RunningService, start_service
 
 SERVICE_NAME = "remotelog.api.metadata.v1.RemoteLogMetadataService"

@@ -204,7 +204,7 @@ class MetadataServicer(pb_grpc.RemoteLogMetadataServiceServicer):
                 yield segments(request)
 
         with deadline_after(context.time_remaining()):
-            recovered = await self.manager.recover_batches(
+            recovered = await self.manager.recoveries.recover_batches(
                 partition, batches(), recovery=first.recovery, dry_run=first.dry_run
             )
         return pb.RecoverRemoteLogSegmentsResponse(

@@ -7,29 +7,16 @@ from dataclasses import dataclass
 from remotelog.core.config import setting
 from remotelog.core.settings import (
     BrokerIdSettings,
-    CustomMetadataSettings,
-    KafkaClusterSettings,
     MetadataClientSettings,
     MetadataTopicSettings,
     RedisSettings,
+    RemoverCallSettings,
     RetrySettings,
     SegmentStoreClientSettings,
     ServerSettings,
     listen_address_setting,
 )
 from remotelog.segmentstore.config import StorageSettings
-
-
-@dataclass(frozen=True)
-class RemoverCallSettings:
-    """The deadline of the remover's and the scrub's calls to the other services."""
-
-    rpc_timeout_ms: int = setting(
-        "remote.partition.remover.rpc.timeout.ms",
-        30_000,
-        "Deadline of each call to the segment store and the metadata manager",
-        min=1,
-    )
 
 
 @dataclass(frozen=True)
@@ -66,18 +53,3 @@ class PartitionRemoverConfig(
 @dataclass(frozen=True)
 class ScrubConfig(StorageSettings, MetadataClientSettings, RetrySettings, RemoverCallSettings):
     """`remotelog scrub`: the bucket or directory to list, and the metadata saying what is live."""
-
-
-@dataclass(frozen=True)
-class RecoverConfig(
-    StorageSettings,
-    MetadataClientSettings,
-    RetrySettings,
-    RemoverCallSettings,
-    CustomMetadataSettings,
-    KafkaClusterSettings,
-):
-    """`remotelog recover`: the bucket or directory whose manifests describe the
-    segments, the metadata manager that writes them to the metadata topic, and the
-    Kafka cluster whose topic ids it recovers (`--bootstrap-server`, under the
-    Kafka security settings here)."""

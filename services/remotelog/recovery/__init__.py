@@ -1,0 +1,1 @@
+"""Recovery of a lost metadata topic from the segment store's manifests (`recover`)."""
