@@ -16,10 +16,9 @@ import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 /**
  * What the metadata manager said of a partition's segments that stays true until its
  * metadata is written: which segment holds an offset of an epoch (Kafka asks before each
- * remote fetch), that no segment from an offset on has a transaction index (asked
- * before each read_committed fetch, nearly always answered "none"), and the listings
- * Kafka's copy and expiration tasks ask for each run of each partition (an idle one's
- * is empty, run after run).
+ * remote fetch), and the listings Kafka's copy and expiration tasks ask for each run of
+ * each partition (an idle one's is empty, run after run). A recovery writes a partition
+ * while it is not ready: a "not ready" answer forgets the partition too.
  *
  * <p>Only the partition's leader writes its segment metadata, through this plugin, so a
  * write here forgets the partition, before it is sent and once it is applied; so does a
@@ -41,8 +40,6 @@ final class KnownSegments {
     private static final class Known {
         final long sinceNanos = System.nanoTime();
         final Deque<RemoteLogSegmentMetadata> segments = new ArrayDeque<>();
-        // Epoch -> the lowest offset from which no segment of it has a transaction index.
-        final Map<Integer, Long> noTxnIndexFrom = new HashMap<>();
         // Epoch (ALL_EPOCHS: any) -> its listing, as the service answered it.
         final Map<Integer, List<RemoteLogSegmentMetadata>> listings = new HashMap<>();
     }
@@ -157,25 +154,6 @@ final class KnownSegments {
             if (known.segments.size() > SEGMENTS_KEPT) {
                 known.segments.removeLast();
             }
-        }
-    }
-
-    /** Whether the service said no segment of `epoch` from `offset` on has a txn index. */
-    boolean noTxnIndexFrom(TopicIdPartition partition, int epoch, long offset) {
-        Known known = current(partition);
-        if (known == null) {
-            return false;
-        }
-        synchronized (known) {
-            Long from = known.noTxnIndexFrom.get(epoch);
-            return from != null && from <= offset;
-        }
-    }
-
-    void rememberNoTxnIndex(Object snapshot, int epoch, long offset) {
-        Known known = (Known) snapshot;
-        synchronized (known) {
-            known.noTxnIndexFrom.merge(epoch, offset, Math::min);
         }
     }
 

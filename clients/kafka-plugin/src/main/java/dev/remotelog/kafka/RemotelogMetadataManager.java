@@ -71,7 +71,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
     private Instruments.Cache segmentCache;
-    private Instruments.Cache txnIndexCache;
     private Instruments.Cache readyCache;
     private Instruments.Cache listingCache;
 
@@ -104,7 +103,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
         instruments.gauge(
                 "notifications-waiting", "Partitions whose leadership notice has not landed", waiting::size);
         segmentCache = instruments.cache("segment-cache", "Lookups of the segment of an offset");
-        txnIndexCache = instruments.cache("txn-index-cache", "Lookups of the next transaction index");
         readyCache = instruments.cache("ready-cache", "isReady answers");
         listingCache = instruments.cache("listing-cache", "Segment listings");
         offered = service.settings().broker().map(id -> Neighbours.offer(id, this::segmentAfter)).orElse(null);
@@ -239,7 +237,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
                 (ok, failure) -> {
                     known.forget(partition);
                     if (failure instanceof ReplicaNotAvailableException) {
-                        readySince.remove(partition);
+                        notReady(partition);
                     }
                 });
         return done;
@@ -252,9 +250,20 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
         try {
             return Failures.call(what, call);
         } catch (ReplicaNotAvailableException e) {
-            readySince.remove(partition);
+            notReady(partition);
             throw e;
         }
+    }
+
+    /**
+     * The service said the partition is not ready: a restarted service loading it again,
+     * or a recovery writing its segments back (`remotelog recover`, a writer other than
+     * this broker). Whatever was kept of it is forgotten with its readiness, so once it is
+     * ready again every answer comes from what the recovery wrote.
+     */
+    private void notReady(TopicIdPartition partition) {
+        readySince.remove(partition);
+        known.forget(partition);
     }
 
     @Override
@@ -412,13 +421,10 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
     // Kafka 4.0's RemoteLogMetadataManager names it (KIP-1058); on 3.x nothing calls it.
     public Optional<RemoteLogSegmentMetadata> nextSegmentWithTxnIndex(
             TopicIdPartition partition, int epoch, long offset) throws RemoteStorageException {
-        if (known.noTxnIndexFrom(partition, epoch, offset)) {
-            txnIndexCache.hit();
-            return Optional.empty();
-        }
+        // Never kept: "no transaction index from here on" can be undone by a writer other
+        // than this broker (a recovery), where a kept "none" would hand read_committed
+        // consumers aborted records.
         checkNotified(partition);
-        txnIndexCache.miss();
-        Object before = known.snapshot(partition);
         var request =
                 GetNextSegmentWithTxnIndexRequest.newBuilder()
                         .setTopicIdPartition(Protos.partition(partition))
@@ -431,7 +437,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
                         "GetNextSegmentWithTxnIndex(" + partition + ")",
                         () -> lookup().getNextSegmentWithTxnIndex(request));
         if (!found.hasRemoteLogSegmentMetadata()) {
-            known.rememberNoTxnIndex(before, epoch, offset);
             return Optional.empty();
         }
         return Optional.of(Protos.metadata(found.getRemoteLogSegmentMetadata()));
@@ -459,7 +464,7 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
             if (ready) {
                 readySince.put(partition, now);
             } else {
-                readySince.remove(partition);
+                notReady(partition);
             }
             return ready;
         } catch (StatusRuntimeException e) {

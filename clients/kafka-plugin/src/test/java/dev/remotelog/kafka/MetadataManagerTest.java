@@ -433,17 +433,40 @@ class MetadataManagerTest {
     }
 
     @Test
-    void noTransactionIndexFromAnOffsetOnIsKeptUntilThePartitionIsWritten() throws Exception {
+    void aTransactionIndexLookupIsNeverKeptSinceARecoveryMayWriteOne() throws Exception {
         var partition = ProtosTest.PARTITION;
-        assertEquals(Optional.empty(), manager.nextSegmentWithTxnIndex(partition, 0, 100));
-        assertEquals(Optional.empty(), manager.nextSegmentWithTxnIndex(partition, 0, 150));
-        assertEquals(1, txnIndexesAsked.get());
-        manager.nextSegmentWithTxnIndex(partition, 0, 50); // earlier: asked
-        manager.nextSegmentWithTxnIndex(partition, 1, 150); // another epoch: asked
-        assertEquals(3, txnIndexesAsked.get());
-        manager.onPartitionLeadershipChanges(Set.of(), Set.of(partition));
+        manager.onPartitionLeadershipChanges(Set.of(partition), Set.of());
         awaitNotified();
-        manager.nextSegmentWithTxnIndex(partition, 0, 150);
-        assertEquals(4, txnIndexesAsked.get());
+        for (int fetch = 0; fetch < 3; fetch++) { // read_committed fetches of the same range
+            assertEquals(Optional.empty(), manager.nextSegmentWithTxnIndex(partition, 0, 150));
+        }
+        assertEquals(3, txnIndexesAsked.get());
+    }
+
+    @Test
+    void aPartitionAnsweredNotReadyIsAskedAgainForWhatWasKept() throws Exception {
+        var partition = ProtosTest.PARTITION;
+        manager.onPartitionLeadershipChanges(Set.of(partition), Set.of());
+        awaitNotified();
+        ready.set(true);
+        assertTrue(manager.isReady(partition));
+        listed(manager.listRemoteLogSegments(partition));
+        assertEquals(Optional.of(finished), manager.remoteLogSegmentMetadata(partition, 0, 120));
+        listed(manager.listRemoteLogSegments(partition));
+        assertEquals(1, listingsAsked.get()); // kept, as for Kafka's tasks run after run
+        // A recovery writes the partition's lost segments back: not ready meanwhile. The
+        // broker learns it from a refused write or lookup; then it asks IsReady again.
+        loading.set(true);
+        assertThrows(
+                ReplicaNotAvailableException.class,
+                () -> manager.remoteLogSegmentMetadata(partition, 0, 250));
+        ready.set(false);
+        assertFalse(manager.isReady(partition));
+        loading.set(false);
+        ready.set(true);
+        listing = List.of(finished, ProtosTest.segment(RemoteLogSegmentState.COPY_SEGMENT_FINISHED, Optional.empty()));
+        assertTrue(manager.isReady(partition));
+        assertEquals(listing, listed(manager.listRemoteLogSegments(partition)));
+        assertEquals(2, listingsAsked.get());
     }
 }
