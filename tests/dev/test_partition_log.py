@@ -77,12 +77,22 @@ def test_kafka_python_reads_every_batch(tmp_path):
         assert [r.offset for r in theirs] == [header.base_offset]
 
 
-def test_index_entries_follow_index_interval_bytes_and_point_at_batch_ends(tmp_path):
-    log = make_log(tmp_path, segment_bytes=100_000, index_interval_bytes=1000)
+@pytest.mark.parametrize("entry_bytes", [8, 12])
+def test_index_entries_follow_index_interval_bytes_and_point_at_batch_ends(tmp_path, entry_bytes):
+    """12: as a Kafka after KIP-1333 (metadata version 4.4-IV1) writes them."""
+    log = make_log(
+        tmp_path,
+        segment_bytes=100_000,
+        index_interval_bytes=1000,
+        offset_index_entry_bytes=entry_bytes,
+    )
     fill(log, 100)
     directory = tmp_path / "orders-0"
     data = (directory / "00000000000000000000.log").read_bytes()
-    index = OffsetIndex.parse((directory / "00000000000000000000.index").read_bytes(), 0)
+    raw = (directory / "00000000000000000000.index").read_bytes()
+    index = OffsetIndex.parse(raw, 0, log_size=len(data))
+    assert index.entry.size == entry_bytes
+    assert len(raw) == len(index.entries) * entry_bytes
     time_index = TimeIndex.parse((directory / "00000000000000000000.timeindex").read_bytes(), 0)
     batches = {h.position: h for h in iter_batches(data)}
     # Kafka's rule: before appending a batch, index it if more than
@@ -99,6 +109,11 @@ def test_index_entries_follow_index_interval_bytes_and_point_at_batch_ends(tmp_p
         assert batches[entry.position].last_offset == entry.offset
     assert time_index.entries  # constant clock: one entry for the one max timestamp
     assert index.lookup(57).position <= next(p for p, h in batches.items() if h.base_offset == 57)
+
+
+def test_an_offset_index_entry_is_8_or_12_bytes():
+    with pytest.raises(ValueError, match="offset_index_entry_bytes 10: 8 or 12"):
+        LogConfig(offset_index_entry_bytes=10)
 
 
 def test_leader_epochs_are_checkpointed(tmp_path):

@@ -20,6 +20,7 @@ from support.services import (
     started,
 )
 from support.tiering import TieredSegment, batch, tier_directory, tier_segment
+from support.wide_indexes import widened_copy
 
 from remotelog.client import RemoteFetchClient
 from remotelog.core.model import TopicIdPartition
@@ -150,6 +151,9 @@ async def tiered(request, tmp_path_factory, broker, s3_endpoint, kafka_logs):
     ) as stack:
         await stack.tier_directory("timeindex", kafka_logs / "timeindex_test")
         await stack.tier_directory("topic_a", kafka_logs / "test_topic_a-0")
+        # The same log as a Kafka after KIP-1333 indexes it: 12-byte offset index entries.
+        wide = widened_copy(kafka_logs / "timeindex_test", tmp / "wide" / "timeindex_test")
+        await stack.tier_directory("timeindex_wide", wide)
         txn_log = transactional_log(tmp / "broker")
         await stack.tier_directory("txns", txn_log.directory)
         # Offsets 0-9 then 20-29: the first segment's metadata says it ends at 19

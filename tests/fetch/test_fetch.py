@@ -38,11 +38,11 @@ async def fetch_one(stack, name, offset, max_bytes=MIB, *, via=0, **kwargs):
 
 
 @pytest.mark.parametrize("via", [0, 1, 2])
-@pytest.mark.parametrize("name", ["timeindex", "topic_a"])
+@pytest.mark.parametrize("name", ["timeindex", "timeindex_wide", "topic_a"])
 async def test_every_record_reads_back_byte_identical(tiered, name, via, telemetry):
     """via 0: through the segment store service; via 1: reading the backend directly;
     via 2: the bytes skip the store: its short circuit (descriptors, filesystem) or the
-    URLs it signs (S3)."""
+    URLs it signs (S3). timeindex_wide: timeindex with KIP-1333's 12-byte index entries."""
     reader, _ = telemetry
     topic = tiered.tip(name).topic
     store_bytes_before = counter(reader, m.STORE_FETCH_BYTES.name, topic, STORE_SCOPE)

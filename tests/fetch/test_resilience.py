@@ -148,9 +148,11 @@ async def test_store_outage_is_retried_until_the_store_returns(fs_stack):
 
 async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_restart(fs_stack):
     directory = fs_stack.tmp / "broker" / "indexed-0"
+    # As cached: the offset index in 12-byte entries where the broker wrote 8-byte ones.
     sizes = [
-        sum(p.stat().st_size for p in directory.glob(f"{log.stem}.*index"))
+        sum(p.stat().st_size * (3 if p.suffix == ".index" else 2) // 2 for p in files)
         for log in sorted(directory.glob("*.log"))
+        if (files := list(directory.glob(f"{log.stem}.*index")))
     ]
     # Room for at least three entries, never all of them. The time indexes' sizes follow the
     # wall clock (an entry only when the max timestamp grows), so 3 or 4 entries may fit.
@@ -164,7 +166,7 @@ async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_resta
         (result,) = await running.client.fetch([FetchPartition(tip, start)])
         assert next(iter_batches(result.records)).base_offset == start
         assert cache.size_bytes <= bound
-        assert sum(p.stat().st_size for p in directory.iterdir()) <= bound
+        assert sum(p.stat().st_size for p in directory.glob("*index")) <= bound
     kept = len(cache)
     assert 3 <= kept < SEGMENTS
     assert cache.store_fetches == 2 * SEGMENTS  # LRU: a cyclic scan misses every time
@@ -180,10 +182,22 @@ async def test_index_cache_holds_its_bound_under_churn_and_is_reused_after_resta
         == []
     )
     assert len(cache) == kept  # every complete entry is reloaded; the leftovers are not
+    assert (directory / "FORMAT").read_text() == "offset-index-entry-bytes=12\n"
     newest = segment_starts(fs_stack)[-1]
     (result,) = await running.client.fetch([FetchPartition(tip, newest)])
     assert result.records
     assert cache.store_fetches == 0
+    await fs_stack.stop_service(running)
+
+    # An older remotelog's cache (no FORMAT: 8-byte entries, perhaps) is emptied, not read.
+    (directory / "FORMAT").unlink()
+    running = await fs_stack.start_fetch("cached", **extra)
+    cache = running.app.index_cache
+    assert len(cache) == 0
+    assert [p.name for p in directory.iterdir()] == ["FORMAT"]
+    (result,) = await running.client.fetch([FetchPartition(tip, newest)])
+    assert next(iter_batches(result.records)).base_offset == newest
+    assert cache.store_fetches == 1
 
 
 async def test_concurrent_misses_fetch_a_segments_indexes_once(fs_stack):

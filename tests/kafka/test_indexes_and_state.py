@@ -130,7 +130,7 @@ def test_preallocated_zero_tail_is_not_entries():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (bytes(7), "size 7 is not a multiple of the 8-byte entry"),
+        (bytes(7), "size 7 is not a multiple of the 8- or 12-byte entry"),
         (bytes.fromhex("00000005 00000000 00000003 00000010"), "entry 1: relative offset 3"),
         (bytes.fromhex("ffffffff 00000000"), "entry 0: relative offset -1"),
     ],

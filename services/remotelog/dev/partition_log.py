@@ -19,6 +19,7 @@ it without asking the broker.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from remotelog.kafka.codecs import CompressionType
 from remotelog.kafka.indexes import (
-    OFFSET_ENTRY,
+    OFFSET_ENTRIES,
     TIME_ENTRY,
     AbortedTxn,
     CorruptIndexError,
@@ -70,6 +71,16 @@ class LogConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10 * 1024 * 1024
+    # 8 as Kafka writes before metadata version 4.4-IV1; 12 after it (KIP-1333).
+    offset_index_entry_bytes: int = 8
+
+    def __post_init__(self) -> None:
+        if self.offset_index_entry_bytes not in {e.size for e in OFFSET_ENTRIES}:
+            raise ValueError(f"offset_index_entry_bytes {self.offset_index_entry_bytes}: 8 or 12")
+
+    @property
+    def offset_entry(self) -> struct.Struct:
+        return next(e for e in OFFSET_ENTRIES if e.size == self.offset_index_entry_bytes)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -109,7 +120,7 @@ class LogSegment:
             added = self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
             if write_index:
                 with self.path(".index").open("ab") as f:
-                    f.write(OFFSET_ENTRY.pack(relative, header.position))
+                    f.write(config.offset_entry.pack(relative, header.position))
                 if added:
                     with self.path(".timeindex").open("ab") as f:
                         relative_max = self.offset_of_max_timestamp - self.base_offset
@@ -120,7 +131,7 @@ class LogSegment:
         self.next_offset = header.last_offset + 1
 
     def index_full(self, config: LogConfig) -> bool:
-        max_entries = config.segment_index_bytes // OFFSET_ENTRY.size
+        max_entries = config.segment_index_bytes // config.offset_entry.size
         return len(self.offset_index.entries) >= max_entries
 
 
@@ -244,6 +255,7 @@ class PartitionLog:
                 segment.path(".index").read_bytes(),
                 segment.base_offset,
                 str(segment.path(".index")),
+                log_size=segment.path(".log").stat().st_size,
             )
             time_index = TimeIndex.parse(
                 segment.path(".timeindex").read_bytes(),

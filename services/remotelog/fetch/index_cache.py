@@ -1,9 +1,12 @@
 """RemoteIndexCache: the offset, time and transaction indexes of remote segments, on disk.
 
 Files are Kafka's: `<start offset>_<segment uuid>.index`, `.timeindex`,
-`.txnindex` in one directory. Each is written to a `.tmp` name, fsynced and
-renamed, and `.index` is renamed last, so an entry exists exactly when its
-`.index` does; at start `.tmp` files and incomplete entries are deleted and
+`.txnindex` in one directory, the offset index always in KIP-1333's 12-byte
+entries whichever format the broker wrote (a cache of an older remotelog,
+without the FORMAT file that says so, is emptied at start). Each is written
+to a `.tmp` name, fsynced and renamed, and `.index` is renamed last, so an
+entry exists exactly when its `.index` does; at start `.tmp` files and
+incomplete entries are deleted and
 the rest are reused (a restart does not refetch what it had).
 
 The cache is bounded by the bytes of its files, evicting the least recently
@@ -41,8 +44,8 @@ from remotelog.core.ports import SegmentReader
 from remotelog.core.setting_paths import make_directory
 from remotelog.fetch.metrics import SCOPE
 from remotelog.kafka.indexes import (
-    OFFSET_ENTRY,
     TIME_ENTRY,
+    WIDE_OFFSET_ENTRY,
     AbortedTxn,
     OffsetIndex,
     OffsetPosition,
@@ -57,6 +60,10 @@ from remotelog.kafka.indexes import (
 log = logging.getLogger(__name__)
 
 SUFFIXES = (".txnindex", ".timeindex", ".index")  # write order: `.index` last marks complete
+# Written into the directory: what its `.index` files hold. A directory without it is
+# an older remotelog's cache of 8-byte entries, whose sizes need not tell them apart.
+FORMAT_FILE = "FORMAT"
+FORMAT = "offset-index-entry-bytes=12\n"
 _KINDS = {
     ".index": IndexType.OFFSET,
     ".timeindex": IndexType.TIMESTAMP,
@@ -95,10 +102,12 @@ class IndexEntry:
         return buffer
 
     def lookup_offset(self, offset: int) -> OffsetPosition:
-        return lookup_offset_in(self._buffer(".index"), self.base_offset, offset)
+        return lookup_offset_in(self._buffer(".index"), self.base_offset, offset, WIDE_OFFSET_ENTRY)
 
     def position_after(self, last_offset: int, log_size: int) -> int:
-        return position_after_in(self._buffer(".index"), self.base_offset, last_offset, log_size)
+        return position_after_in(
+            self._buffer(".index"), self.base_offset, last_offset, log_size, WIDE_OFFSET_ENTRY
+        )
 
     def lookup_timestamp(self, timestamp: int) -> TimestampOffset:
         return lookup_timestamp_in(self._buffer(".timeindex"), self.base_offset, timestamp)
@@ -124,14 +133,16 @@ class IndexEntry:
 def _validated(
     metadata: RemoteLogSegmentMetadata, files: dict[str, bytes], source: str
 ) -> dict[str, bytes]:
-    """Parse what was fetched (a corrupt index fails here, not in a lookup) and trim it."""
+    """Parse what was fetched (a corrupt index fails here, not in a lookup), trim it, and
+    write the offset index in 12-byte entries."""
     base = metadata.start_offset
-    offsets = OffsetIndex.parse(files[".index"], base, f"{source}.index")
-    offsets.check_against_segment_end(metadata.segment_size_in_bytes, f"{source}.index")
+    size = metadata.segment_size_in_bytes
+    offsets = OffsetIndex.parse(files[".index"], base, f"{source}.index", log_size=size)
+    offsets.check_against_segment_end(size, f"{source}.index")
     times = TimeIndex.parse(files[".timeindex"], base, f"{source}.timeindex")
     parse_transaction_index(files[".txnindex"], f"{source}.txnindex")
     return {
-        ".index": files[".index"][: len(offsets.entries) * OFFSET_ENTRY.size],
+        ".index": offsets.to_bytes(WIDE_OFFSET_ENTRY),
         ".timeindex": files[".timeindex"][: len(times.entries) * TIME_ENTRY.size],
         ".txnindex": files[".txnindex"],
     }
@@ -165,6 +176,12 @@ class RemoteIndexCache:
         make_directory(self.directory, "remote.log.index.file.cache.dir")
         for leftover in self.directory.glob("*.tmp"):
             leftover.unlink(missing_ok=True)
+        marker = self.directory / FORMAT_FILE
+        if not marker.exists() or marker.read_text() != FORMAT:
+            for older in self.directory.iterdir():
+                if older.suffix in _KINDS:
+                    older.unlink(missing_ok=True)
+            marker.write_text(FORMAT)
         stems: dict[str, dict[str, Path]] = {}
         for path in self.directory.iterdir():
             if path.suffix in _KINDS and "_" in path.stem:

@@ -51,7 +51,10 @@ def _verify_index(
     problems = 0
     try:
         index = OffsetIndex.parse(
-            log.with_suffix(".index").read_bytes(), base, str(log.with_suffix(".index"))
+            log.with_suffix(".index").read_bytes(),
+            base,
+            str(log.with_suffix(".index")),
+            log_size=len(data),
         )
         TimeIndex.parse(
             log.with_suffix(".timeindex").read_bytes(), base, str(log.with_suffix(".timeindex"))

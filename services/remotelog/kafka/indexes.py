@@ -1,6 +1,8 @@
 """Kafka's segment indexes: offset index, time index, transaction index.
 
-.index      8-byte entries: relative offset i32 (offset - base offset), position i32
+.index      8-byte entries: relative offset i32 (offset - base offset), position i32;
+           12-byte entries after KIP-1333 (metadata version 4.4-IV1, segments past
+           2 GiB): relative offset i32, position i64
 .timeindex 12-byte entries: timestamp i64, relative offset i32
 .txnindex  34-byte entries: version i16 (0), producer id i64, first offset i64,
            last offset i64, last stable offset i64
@@ -18,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 OFFSET_ENTRY = struct.Struct(">ii")
+WIDE_OFFSET_ENTRY = struct.Struct(">iq")
+OFFSET_ENTRIES = (OFFSET_ENTRY, WIDE_OFFSET_ENTRY)
 TIME_ENTRY = struct.Struct(">qi")
 TXN_ENTRY = struct.Struct(">hqqqq")
 TXN_VERSION = 0
@@ -48,19 +52,64 @@ class OffsetPosition:
     position: int
 
 
-class OffsetIndex:
-    """Sparse offset -> file position map of one segment."""
+def _is_index_of(data: bytes, entry: struct.Struct, log_size: int | None) -> bool:
+    """Whether `data` read as `entry`s is a valid offset index: offsets and positions rising."""
+    offset = position = -1
+    for number, (relative, at) in enumerate(_entries(data, entry, "")):
+        if relative < 0 or at < 0 or (number and (relative <= offset or at <= position)):
+            return False
+        if log_size is not None and at >= log_size:
+            return False
+        offset, position = relative, at
+    return True
 
-    def __init__(self, base_offset: int, entries: Sequence[OffsetPosition] = ()) -> None:
+
+def offset_entry_of(data: bytes, log_size: int | None = None) -> struct.Struct:
+    """The entry format of an offset index, told by its size: the one of 8 or 12 bytes
+    that divides it. A size both divide is read both ways, and the way that makes a
+    valid index of the log's `log_size` bytes wins; neither, and it is read as 8-byte
+    entries (where parsing then says what is wrong). Read as the other, either format
+    has offsets or positions that go backwards or past the log."""
+    fits = [entry for entry in OFFSET_ENTRIES if len(data) % entry.size == 0]
+    if len(fits) == 1:
+        return fits[0]
+    for entry in fits:
+        if _is_index_of(data, entry, log_size):
+            return entry
+    return OFFSET_ENTRY
+
+
+class OffsetIndex:
+    """Sparse offset -> file position map of one segment, in either entry format."""
+
+    def __init__(
+        self,
+        base_offset: int,
+        entries: Sequence[OffsetPosition] = (),
+        entry: struct.Struct = OFFSET_ENTRY,
+    ) -> None:
         self.base_offset = base_offset
         self.entries = list(entries)
+        self.entry = entry
         self._offsets = [e.offset for e in self.entries]
 
     @classmethod
-    def parse(cls, data: bytes, base_offset: int, source: str = "<index>") -> OffsetIndex:
+    def parse(
+        cls,
+        data: bytes,
+        base_offset: int,
+        source: str = "<index>",
+        log_size: int | None = None,
+    ) -> OffsetIndex:
+        """`log_size`, where known, tells apart a size both entry formats divide."""
+        if len(data) % OFFSET_ENTRY.size and len(data) % WIDE_OFFSET_ENTRY.size:
+            raise CorruptIndexError(
+                f"{source}: size {len(data)} is not a multiple of the 8- or 12-byte entry"
+            )
+        entry = offset_entry_of(data, log_size)
         entries: list[OffsetPosition] = []
         previous = -1
-        for number, (relative, position) in enumerate(_entries(data, OFFSET_ENTRY, source)):
+        for number, (relative, position) in enumerate(_entries(data, entry, source)):
             if relative < 0 or position < 0 or (number and relative <= previous):
                 raise CorruptIndexError(
                     f"{source}: entry {number}: relative offset {relative}, position {position} "
@@ -68,7 +117,7 @@ class OffsetIndex:
                 )
             previous = relative
             entries.append(OffsetPosition(base_offset + relative, position))
-        return cls(base_offset, entries)
+        return cls(base_offset, entries, entry)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, else (base offset, 0)."""
@@ -81,10 +130,10 @@ class OffsetIndex:
         self.entries.append(OffsetPosition(offset, position))
         self._offsets.append(offset)
 
-    def to_bytes(self) -> bytes:
-        return b"".join(
-            OFFSET_ENTRY.pack(e.offset - self.base_offset, e.position) for e in self.entries
-        )
+    def to_bytes(self, entry: struct.Struct | None = None) -> bytes:
+        """In this index's own entry format, or in `entry`'s."""
+        pack = (entry or self.entry).pack
+        return b"".join(pack(e.offset - self.base_offset, e.position) for e in self.entries)
 
     def check_against_segment_end(self, segment_size: int, source: str) -> None:
         for number, entry in enumerate(self.entries):
@@ -189,28 +238,36 @@ def _floor_entry(
 
 
 def lookup_offset_in(
-    buffer: bytes | memoryview | mmap.mmap, base_offset: int, target_offset: int
+    buffer: bytes | memoryview | mmap.mmap,
+    base_offset: int,
+    target_offset: int,
+    entry: struct.Struct = OFFSET_ENTRY,
 ) -> OffsetPosition:
-    """OffsetIndex.lookup straight on a validated, trimmed `.index` buffer (e.g. an mmap)."""
-    found = _floor_entry(buffer, OFFSET_ENTRY, 0, target_offset - base_offset)
+    """OffsetIndex.lookup straight on a validated, trimmed `.index` buffer (e.g. an mmap)
+    of `entry`s."""
+    found = _floor_entry(buffer, entry, 0, target_offset - base_offset)
     if found < 0:
         return OffsetPosition(base_offset, 0)
-    relative, position = OFFSET_ENTRY.unpack_from(buffer, found * OFFSET_ENTRY.size)
+    relative, position = entry.unpack_from(buffer, found * entry.size)
     return OffsetPosition(base_offset + relative, position)
 
 
 def position_after_in(
-    buffer: bytes | memoryview | mmap.mmap, base_offset: int, last_offset: int, log_size: int
+    buffer: bytes | memoryview | mmap.mmap,
+    base_offset: int,
+    last_offset: int,
+    log_size: int,
+    entry: struct.Struct = OFFSET_ENTRY,
 ) -> int:
     """A batch boundary at or after the end of the batch holding `last_offset`.
 
     Kafka indexes a batch's last offset at the batch's start. The first entry at
     or past `last_offset` starts the batch holding it or a later one; the entry
     after that starts past both. Without one, the log's end."""
-    following = _floor_entry(buffer, OFFSET_ENTRY, 0, last_offset - 1 - base_offset) + 2
-    if following >= len(buffer) // OFFSET_ENTRY.size:
+    following = _floor_entry(buffer, entry, 0, last_offset - 1 - base_offset) + 2
+    if following >= len(buffer) // entry.size:
         return log_size
-    return int(OFFSET_ENTRY.unpack_from(buffer, following * OFFSET_ENTRY.size)[1])
+    return int(entry.unpack_from(buffer, following * entry.size)[1])
 
 
 def lookup_timestamp_in(
