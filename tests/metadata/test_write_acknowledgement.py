@@ -36,7 +36,7 @@ class ConsumedBeforeAcked:
         self.manager = manager
         self.ahead_of_ours = ahead_of_ours  # events another writer got in first
 
-    async def publish(self, partition: int, value: bytes) -> int:
+    async def publish(self, partition: int, value, key=None) -> int:
         state = self.manager.store.assigned[partition].state
         events = [*self.ahead_of_ours, deserialize(value)]
         offsets = range(state.next_offset, state.next_offset + len(events))
@@ -54,7 +54,7 @@ class AckedBeforeConsumed:
         self.behind = behind
         self.written: list[tuple[int, bytes]] = []
 
-    async def publish(self, partition: int, value: bytes) -> int:
+    async def publish(self, partition: int, value, key=None) -> int:
         offset = self.manager.store.assigned[partition].state.next_offset + self.behind
         self.written.append((offset, value))
         return offset
@@ -73,7 +73,7 @@ class HandedRecords:
 
 
 class NoProducer:
-    async def publish(self, partition: int, value: bytes) -> int:
+    async def publish(self, partition: int, value, key=None) -> int:
         raise AssertionError("each test chooses how its write's race goes")
 
     def close(self) -> None: ...

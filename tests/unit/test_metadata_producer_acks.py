@@ -20,7 +20,7 @@ class AcknowledgingProducer:
     def __init__(self, config):
         self.pending = []
 
-    def produce(self, topic, value, partition, on_delivery):
+    def produce(self, topic, value, partition, on_delivery, key=None):
         self.pending.append(on_delivery)
 
     def poll(self, timeout):

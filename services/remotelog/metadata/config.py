@@ -46,6 +46,15 @@ class MetadataManagerConfig(
         "retention.ms of __remote_log_metadata; -1 = forever",
         min=-1,
     )
+    keyed_records: bool = setting(
+        "remote.log.metadata.keyed.records.enabled",
+        False,
+        "Write every record under its 37-byte RemoteLogSegmentMetadataKey, and tombstones of "
+        "a segment's earlier states at DELETE_SEGMENT_FINISHED, as a Kafka whose metadata "
+        "manager compacts __remote_log_metadata does (KIP-1266); a topic created then is "
+        "compacted. Set as the cluster's other metadata manager writes, so either can take "
+        "over. Keyed records and tombstones are read whatever it says",
+    )
     consume_wait_ms: int = setting(
         "remote.log.metadata.consume.wait.ms",
         120_000,

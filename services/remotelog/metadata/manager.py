@@ -117,7 +117,11 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             on_applied=self._count_applied,
         )
         self.producer = ProducerManager(
-            producer, self.store, consume_wait_ms=config.consume_wait_ms, scope=SCOPE
+            producer,
+            self.store,
+            consume_wait_ms=config.consume_wait_ms,
+            scope=SCOPE,
+            keyed=config.keyed_records,
         )
         # Who recovers which partition, and which a lost topic held (recovery.py).
         self.recoveries = Recoveries(

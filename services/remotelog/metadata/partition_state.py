@@ -13,6 +13,7 @@ import logging
 from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.core.model import (
     RemoteLogMetadata,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
@@ -42,6 +43,10 @@ class MetadataPartitionState:
 
     def cache(self, topic_id_partition: TopicIdPartition) -> RemoteLogMetadataCache | None:
         return self.caches.get(topic_id_partition)
+
+    def knows(self, segment: RemoteLogSegmentId) -> bool:
+        cache = self.caches.get(segment.topic_id_partition)
+        return cache is not None and segment.id.bytes in cache.segments
 
     def _cache_for_write(self, topic_id_partition: TopicIdPartition) -> RemoteLogMetadataCache:
         cache = self.caches.get(topic_id_partition)

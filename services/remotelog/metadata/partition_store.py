@@ -27,9 +27,14 @@ from remotelog.core.errors import (
     MetadataNotReadyError,
     RemoteResourceNotFoundError,
 )
-from remotelog.core.model import RemoteLogMetadata, RemotePartitionSummary, TopicIdPartition
+from remotelog.core.model import (
+    RemoteLogMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemotePartitionSummary,
+    TopicIdPartition,
+)
 from remotelog.core.partitioner import metadata_partition
-from remotelog.core.states import RemotePartitionDeleteState
+from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
 from remotelog.metadata.cache import RemoteLogMetadataCache
 from remotelog.metadata.partition_state import MetadataPartitionState
 from remotelog.metadata.topic import OFFSET_BEGINNING, EndOfPartition, Record, parse_record
@@ -209,7 +214,14 @@ class RemotePartitionMetadataStore:
         else:
             dropped = state.apply(offset, event)
             if dropped is not None:
-                log.warning(
+                # What compaction leaves of a deleted segment (KIP-1266): its
+                # DELETE_SEGMENT_FINISHED alone, its earlier records gone. Not a fault.
+                compacted = (
+                    isinstance(event, RemoteLogSegmentMetadataUpdate)
+                    and event.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+                    and not state.knows(event.remote_log_segment_id)
+                )
+                (log.debug if compacted else log.warning)(
                     "dropped %s at %s-%d@%d: %s",
                     type(event).__name__,
                     self.topic_name,

@@ -15,21 +15,28 @@ concurrent writer won) is reported as INVALID_STATE_TRANSITION, not as success.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Protocol
 
 from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import InvalidStateTransitionError, MetadataTopicUnavailableError
+from remotelog.core.metadata_keys import record_key, tombstone_keys
 from remotelog.core.metadata_serde import serialize
 from remotelog.core.metrics import METADATA_WRITE_LATENCY, histogram
 from remotelog.core.model import RemoteLogMetadata
 from remotelog.metadata.partition_store import RemotePartitionMetadataStore
 
+log = logging.getLogger(__name__)
+
 
 class Publisher(Protocol):
-    """The metadata producer (topic.MetadataProducer): the offset a record was written at."""
+    """The metadata producer (topic.MetadataProducer): the offset a record was written at.
+    A None value is a tombstone; a None key, an unkeyed record."""
 
-    async def publish(self, partition: int, value: bytes) -> int: ...
+    async def publish(
+        self, partition: int, value: bytes | None, key: bytes | None = None
+    ) -> int: ...
 
 
 class ProducerManager:
@@ -40,8 +47,11 @@ class ProducerManager:
         *,
         consume_wait_ms: int,
         scope: str,
+        keyed: bool = False,
     ) -> None:
         self.producer = producer
+        # KIP-1266: records under their RemoteLogSegmentMetadataKey, and tombstones.
+        self.keyed = keyed
         self.store = store
         self.consume_wait_ms = consume_wait_ms
         self._write_latency = histogram(scope, METADATA_WRITE_LATENCY)
@@ -58,7 +68,8 @@ class ProducerManager:
         topic = self.store.topic_name
         try:
             async with asyncio.timeout(wait_s):
-                offset = await self.producer.publish(metadata_part, value)
+                key = record_key(event) if self.keyed else None
+                offset = await self.producer.publish(metadata_part, value, key)
                 dropped = await self.store.consumed(metadata_part, offset, value)
         except TimeoutError:
             raise MetadataTopicUnavailableError(
@@ -70,3 +81,15 @@ class ProducerManager:
             self._write_latency.record((time.perf_counter() - started) * 1000)
         if dropped is not None:
             raise InvalidStateTransitionError(f"the event was not applied: {dropped}")
+        if self.keyed:
+            await self._tombstone(metadata_part, event)
+
+    async def _tombstone(self, metadata_part: int, event: RemoteLogMetadata) -> None:
+        """Tombstones of what `event` made obsolete. The event is applied already: one
+        that does not land only leaves compaction a record more to keep."""
+        for key in tombstone_keys(event):
+            try:
+                await self.producer.publish(metadata_part, None, key)
+            except MetadataTopicUnavailableError as exc:
+                log.warning("a tombstone of %s was not written: %s", type(event).__name__, exc)
+                return

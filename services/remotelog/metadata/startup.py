@@ -26,7 +26,7 @@ from remotelog.metadata.topic import (
 class NoProducer:
     """The producer of a read-only manager: no Kafka producer is made at all."""
 
-    async def publish(self, partition: int, value: bytes) -> int:
+    async def publish(self, partition: int, value: bytes | None, key: bytes | None = None) -> int:
         raise refuse_write("a metadata write")
 
     def close(self) -> None:
@@ -57,6 +57,7 @@ async def open_metadata_manager(
             client_config,
             replication_factor=config.metadata_topic_replication_factor,
             retention_ms=config.metadata_topic_retention_ms,
+            compacted=config.keyed_records,
             **waits,
         )
     snapshot = load_snapshot(config, info, topic)

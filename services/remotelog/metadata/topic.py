@@ -60,18 +60,23 @@ def ensure_metadata_topic(
     max_timeout_ms: int,
     topic: str = METADATA_TOPIC,
     stopped: threading.Event | None = None,
+    compacted: bool = False,
 ) -> TopicInfo:
     """Create the topic if missing (Kafka's initializeResources), then check its partition count.
 
     Retries every `retry_interval_ms` until `max_timeout_ms` (the broker may
     still be starting), or until `stopped` is set (TopicWaitStopped). Blocking:
-    run it in a thread (`in_thread_until_cancelled`).
+    run it in a thread (`in_thread_until_cancelled`). `compacted`: for keyed records
+    (KIP-1266), compaction beside retention.
     """
     request = NewTopic(
         topic,
         num_partitions=partitions,
         replication_factor=replication_factor,
-        config={"retention.ms": str(retention_ms), "cleanup.policy": "delete"},
+        config={
+            "retention.ms": str(retention_ms),
+            "cleanup.policy": "compact,delete" if compacted else "delete",
+        },
     )
     return _describe(
         client_config, topic, partitions, retry_interval_ms, max_timeout_ms, request, stopped
@@ -229,8 +234,9 @@ class MetadataProducer:
         # Fail what the old one still holds (their writers time out and retry).
         threading.Thread(target=old.flush, args=(0,), daemon=True).start()
 
-    async def publish(self, partition: int, value: bytes) -> int:
-        """Returns the record's offset once the broker acknowledged it (acks=all)."""
+    async def publish(self, partition: int, value: bytes | None, key: bytes | None = None) -> int:
+        """Returns the record's offset once the broker acknowledged it (acks=all). A None
+        value is a tombstone (KIP-1266 keyed records only)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
 
@@ -264,7 +270,7 @@ class MetadataProducer:
             self._replace_if_failed()
             try:
                 self._producer.produce(
-                    self.topic, value=value, partition=partition, on_delivery=on_delivery
+                    self.topic, value=value, key=key, partition=partition, on_delivery=on_delivery
                 )
                 break
             except KafkaException as exc:
@@ -467,8 +473,11 @@ class MetadataConsumer:
 
 
 def _parse(message: Any) -> RemoteLogMetadata | None:
+    value = message.value()
+    if value is None:
+        return None  # a tombstone of a compacted topic's keyed records (KIP-1266)
     where = f"{message.topic()}-{message.partition()} offset {message.offset()}"
-    return parse_record(message.value() or b"", where)
+    return parse_record(value, where)
 
 
 def parse_record(value: bytes, where: str) -> RemoteLogMetadata | None:
