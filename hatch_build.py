@@ -19,7 +19,8 @@ the build warns and ships pure Python, unless REMOTELOG_REQUIRE_EXTENSION=1
 A wheel (not an editable install) also carries the remotelog plugin for Apache
 Kafka as remotelog/jars/remotelog-kafka-plugin-<version>.jar: KAFKA_PLUGIN_JAR's,
 else the jar `make setup` built when it is newer than every input, else built now
-by Maven (a JDK and Maven, as for any build from the sdist).
+by Maven (a JDK and Maven, as for any build from the sdist); and beside it the
+compat jar Kafka 3.7-4.0 brokers need, from the same build.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PLUGIN = Path("clients/kafka-plugin")
+# The plugin jar, not its compat jar of Monitorable (COMPAT_SUFFIX), which goes beside it.
+PLUGIN_JARS = "remotelog-kafka-plugin-*[0-9].jar"
+COMPAT_SUFFIX = "-kafka-3.7-compat.jar"
 PLUGIN_INPUTS = (PLUGIN / "pom.xml", PLUGIN / "src" / "main", Path("jvm/pom.xml"), Path("protos"))
 SOURCES = (
     Path("services/remotelog/kafka/_fastrecords.c"),
@@ -104,7 +108,7 @@ def plugin_jar(root: Path) -> Path:
         if not Path(given).is_file():
             raise RuntimeError(f"KAFKA_PLUGIN_JAR={given}: no such file")
         return Path(given)
-    built = sorted((root / PLUGIN / "target").glob("remotelog-kafka-plugin-*.jar"))
+    built = sorted((root / PLUGIN / "target").glob(PLUGIN_JARS))
     if built and built[-1].stat().st_mtime >= _newest_input(root):
         return built[-1]
     mvn = shutil.which("mvn")
@@ -115,7 +119,7 @@ def plugin_jar(root: Path) -> Path:
         )
     command = [mvn, "-q", "-B", "-f", str(root / PLUGIN / "pom.xml"), "package", "-DskipTests"]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
-    built = sorted((root / PLUGIN / "target").glob("remotelog-kafka-plugin-*.jar"))
+    built = sorted((root / PLUGIN / "target").glob(PLUGIN_JARS))
     if result.returncode != 0 or not built:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}")
     return built[-1]
@@ -128,7 +132,11 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         root = Path(self.root)
         if version != "editable":
             jar = plugin_jar(root)
-            build_data["force_include"][str(jar)] = f"remotelog/jars/{jar.name}"
+            compat = jar.with_name(jar.name.removesuffix(".jar") + COMPAT_SUFFIX)
+            if not compat.is_file():
+                raise RuntimeError(f"{compat}: the plugin's compat jar is not beside it")
+            for carried in (jar, compat):
+                build_data["force_include"][str(carried)] = f"remotelog/jars/{carried.name}"
         try:
             built = [build_extension(root, source) for source in SOURCES]
         except RuntimeError as exc:

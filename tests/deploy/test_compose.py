@@ -24,10 +24,11 @@ from support.deploy import (
 from support.kafka_cluster import pinned_kafka
 from support.kafka_image import (
     assert_tiers_through_the_plugin,
-    copied_from,
     dockerfile_stages,
     kafka_properties,
     pinned_kafka_version,
+    plugin_copy,
+    plugin_jar_in_image,
     plugin_jar_name,
     stage,
 )
@@ -233,12 +234,12 @@ def test_the_kafka_image_is_the_pinned_kafka_with_the_plugin_built_from_the_prot
     for words in copies:
         assert (ROOT / words[0]).exists(), words[0]
     assert {"protos", "jvm/pom.xml", "clients/kafka-plugin/src"} <= {w[0] for w in copies}
-    ((jar, _),) = copied_from("plugin", kafka)
+    jar, _ = plugin_copy(kafka)
     assert jar.endswith(f"/target/{plugin_jar_name()}")
 
 
 def test_the_docs_load_the_plugin_from_where_the_image_ships_it(compose):
-    ((_, shipped),) = copied_from("plugin", stage("kafka"))
+    shipped = plugin_jar_in_image()
     docs = (ROOT / "docs" / "kafka-plugin.md").read_text()
     paths = re.findall(r"^remote\.log\.\w+\.manager\.class\.path=(\S+)$", docs, re.MULTILINE)
     assert paths

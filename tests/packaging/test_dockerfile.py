@@ -9,7 +9,13 @@ import shlex
 from pathlib import Path
 
 import pytest
-from support.kafka_image import Instruction, copied_from, dockerfile_stages, stage
+from support.kafka_image import (
+    Instruction,
+    compat_jar_name,
+    dockerfile_stages,
+    plugin_copy,
+    stage,
+)
 
 from remotelog.cli.services import SERVICE_CONFIGS
 
@@ -35,9 +41,14 @@ def test_the_wheel_and_the_kafka_image_carry_the_one_jar_the_plugin_stage_built(
     plugin, build = stages[0], stages[1]
     (package,) = [a for i, a in plugin if i == "RUN"]
     assert "-f clients/kafka-plugin/pom.xml package" in package
-    ((source, target),) = copied_from("plugin", build)
-    ((kafka_source, _),) = copied_from("plugin", stage("kafka"))
+    source, target = plugin_copy(build)
+    kafka_source, _ = plugin_copy(stage("kafka"))
     assert source == kafka_source
+    # The compat jar goes beside it, into the wheel and into a 3.7-4.0 Kafka image.
+    compat, compat_target = plugin_copy(build, compat_jar_name())
+    assert compat == str(Path(source).with_name(compat_jar_name()))
+    assert compat_target == target
+    assert plugin_copy(stage("kafka"), compat_jar_name())[0] == compat
     jar = target.rstrip("/") + "/" + Path(source).name
     # hatch_build.py takes KAFKA_PLUGIN_JAR's jar into the wheel, set before `pip wheel`.
     (set_at,) = [n for n, (i, a) in enumerate(build) if i == "ENV" and "KAFKA_PLUGIN_JAR" in a]

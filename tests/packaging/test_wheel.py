@@ -39,6 +39,7 @@ def test_wheel_holds_one_remotelog_namespace(wheel):
         "remotelog/fetch/_batchfile" + sysconfig.get_config_var("EXT_SUFFIX"),
         # the Kafka plugin, as pyspark carries Spark's jars, and the broker's jars' lock
         "remotelog/jars/remotelog-kafka-plugin-0.1.0.jar",
+        "remotelog/jars/remotelog-kafka-plugin-0.1.0-kafka-3.7-compat.jar",
         "remotelog/dev/kafka-jars.lock",
     ]:
         assert expected in names

@@ -24,6 +24,7 @@ from remotelog.dev.kafka_broker import (
     plugin_jar,
     tiered_storage_properties,
 )
+from remotelog.dev.kafka_jars import compat_jar_of
 
 # Kafka's floor for segment.bytes since 4.1: segments roll every MiB.
 SEGMENT_BYTES = 1024 * 1024
@@ -52,17 +53,20 @@ def tiering_broker(
     node: Mapping[str, Any] | None = None,
     *,
     isolated: bool = True,
+    lacks_monitorable: bool = False,
     **broker: str,
 ) -> KafkaNode:
     """A broker in `tmp`/kafka tiering through the services at these addresses; `node`:
     KafkaNode's fields (node_id, quorum, jmx_port, ...), `broker`: properties over the
     defaults; `isolated`: the plugin loaded by Kafka's class loader for it, else from the
-    broker's class path."""
+    broker's class path; `lacks_monitorable`: a Kafka before 4.1, on whose class path the
+    compat jar goes."""
     try:
         jar = plugin_jar()
     except BrokerError as exc:
         pytest.fail(str(exc))
-    node = {**(node or {}), **({} if isolated else {"class_path": (jar,)})}
+    class_path = (() if isolated else (jar,)) + ((compat_jar_of(jar),) if lacks_monitorable else ())
+    node = {**(node or {}), **({"class_path": class_path} if class_path else {})}
     properties = {
         **tiered_storage_properties(
             jar, store_address, metadata_address, task_interval_ms=500, isolated=isolated

@@ -34,6 +34,7 @@ from remotelog.core.states import RemoteLogSegmentState
 from remotelog.core.states import RemotePartitionDeleteState as D
 from remotelog.dev.broker import BrokerError, free_port
 from remotelog.dev.kafka_broker import KafkaBroker, plugin_jar
+from remotelog.dev.kafka_jars import compat_jar_of, lacks_monitorable
 from remotelog.fetch.server import start_remote_fetch
 from remotelog.metadata.startup import open_metadata_manager
 from remotelog.metadata.topic import METADATA_TOPIC
@@ -124,13 +125,22 @@ async def shared_services(tmp_path_factory, broker, s3_endpoint):
 def version_broker(tmp: Path, stack: FetchStack, version: str) -> KafkaBroker:
     """A broker of Kafka `version` with the plugin, tiering through `stack`'s services.
     The plugin is isolated by Kafka's class loader, as the images load it, but on the
-    oldest Kafka, which has no Monitorable of its own, it is on the broker's class path:
-    the jar's declaration of that interface must stand in for it there."""
+    oldest Kafka it is on the broker's class path. A Kafka before 4.1 has no Monitorable
+    of its own: the compat jar beside the plugin's brings it, as docs/kafka-plugin.md
+    says."""
     store = f"127.0.0.1:{stack.store.service.port}"
     metadata = f"127.0.0.1:{stack.metadata.service.port}"
     libs = {"libs": kafka_libs_of(version)}
     isolated = version != MATRIX[0]
-    broker = tiering_broker(tmp, store, metadata, libs, isolated=isolated, **FILE_URLS)
+    broker = tiering_broker(
+        tmp,
+        store,
+        metadata,
+        libs,
+        isolated=isolated,
+        lacks_monitorable=lacks_monitorable(version),
+        **FILE_URLS,
+    )
     # Kafka 3.7's shutdown never ends once local retention has run: its delete-logs task
     # waits on an empty queue (LogManager.deleteLogs). The others stop within a second.
     broker.stop_grace_s = STOP_GRACE_S
@@ -191,14 +201,21 @@ async def test_one_jar_tiers_and_serves_history_on_kafka(version, shared_service
         await stop_brokers(broker)
 
 
-def test_the_jar_declares_only_kafkas_monitorable():
-    """Of Kafka's own classes the jar carries one: the interface a 4.1+ broker hands its
-    metrics through, which a 3.7-4.0 broker lacks and the plugin classes implement."""
-    with zipfile.ZipFile(plugin_jar()) as archive:
-        kafkas = [n for n in archive.namelist() if n.startswith("org/apache/kafka/")]
-    assert [n for n in kafkas if not n.endswith("/")] == [
-        "org/apache/kafka/common/metrics/Monitorable.class"
-    ]
+def test_the_jar_carries_no_kafka_class_and_its_compat_jar_only_monitorable():
+    """On a broker's class path the plugin jar comes before Kafka's libs/: a class of
+    Kafka's in it would stand in for the broker's own. The interface a 4.1+ broker hands
+    its metrics through, which 3.7-4.0 lack and the plugin classes implement, is in the
+    compat jar alone, for those brokers."""
+    jar = plugin_jar()
+    with zipfile.ZipFile(jar) as archive:
+        assert [n for n in archive.namelist() if n.startswith("org/apache/kafka/")] == []
+    with zipfile.ZipFile(compat_jar_of(jar)) as archive:
+        classes = [n for n in archive.namelist() if n.endswith(".class")]
+    assert classes == ["org/apache/kafka/common/metrics/Monitorable.class"]
+    assert lacks_monitorable(MATRIX[0])
+    assert lacks_monitorable("4.0.1")
+    assert not lacks_monitorable("4.1.0")
+    assert not lacks_monitorable(MATRIX[-1])
 
 
 def test_the_matrix_spans_the_supported_range():

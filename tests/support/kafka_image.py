@@ -76,10 +76,23 @@ def plugin_jar_name() -> str:
     return f"{artifact}-{pom.findtext('m:version', namespaces=POM)}.jar"
 
 
+def compat_jar_name() -> str:
+    return plugin_jar_name().removesuffix(".jar") + "-kafka-3.7-compat.jar"
+
+
+def plugin_copy(instructions: list[Instruction], jar: str | None = None) -> tuple[str, str]:
+    """(source, target) of the COPY --from=plugin of `jar` (the plugin jar by default)."""
+    name = jar or plugin_jar_name()
+    (found,) = [
+        words for words in copied_from("plugin", instructions) if words[0].endswith("/" + name)
+    ]
+    source, target = found
+    return source, target
+
+
 def plugin_jar_in_image() -> str:
     """Where the Kafka image puts the plugin jar of the plugin stage."""
-    ((_, jar),) = copied_from("plugin", stage("kafka"))
-    return jar
+    return plugin_copy(stage("kafka"))[1]
 
 
 def assert_tiers_through_the_plugin(
@@ -94,3 +107,5 @@ def assert_tiers_through_the_plugin(
         assert properties[f"remote.log.{role}.manager.class.path"] == plugin_jar_in_image()
     assert properties["rsm.config.segment.store.address"] == segment_store
     assert properties["rlmm.config.metadata.manager.address"] == metadata_manager
+    # The storage manager looks the next segment up there too (NextSegmentLookup).
+    assert properties["rsm.config.metadata.manager.address"] == metadata_manager

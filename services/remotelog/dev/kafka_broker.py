@@ -143,6 +143,8 @@ def tiered_storage_properties(
     metrics registry, which it wraps away from an isolated plugin."""
     rsm = {
         "segment.store.address": segment_store_address,
+        # Its own lookups of the segment after one being read (NextSegments).
+        "metadata.manager.address": metadata_manager_address,
         **plugin_settings,
         **(storage_settings or {}),
     }

@@ -32,7 +32,25 @@ LOCK = Path(__file__).with_name("kafka-jars.lock")
 REPOSITORY_ENV = "KAFKA_JARS_REPOSITORY"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 RESOLVED = ".resolved"
-PLUGIN_JARS = "remotelog-kafka-plugin-*.jar"
+PLUGIN_JARS = "remotelog-kafka-plugin-*[0-9].jar"
+# Beside the plugin jar: Kafka 4.1's Monitorable alone, for the 3.7-4.0 brokers that lack
+# it (the plugin jar carries no class of Kafka's, so none can stand in for the broker's).
+COMPAT_SUFFIX = "-kafka-3.7-compat.jar"
+# The first Kafka whose own class path has Monitorable (KIP-877).
+MONITORABLE_SINCE = (4, 1)
+
+
+def compat_jar_of(plugin: Path) -> Path:
+    """The compat jar built or shipped beside `plugin`."""
+    return plugin.with_name(plugin.name.removesuffix(".jar") + COMPAT_SUFFIX)
+
+
+def lacks_monitorable(version: str) -> bool:
+    """Whether a Kafka of `version` needs the compat jar beside the plugin."""
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return (major, minor) < MONITORABLE_SINCE
+
+
 _CHUNK = 1 << 20
 
 

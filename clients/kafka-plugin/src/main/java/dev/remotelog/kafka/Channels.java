@@ -20,9 +20,14 @@ final class Channels {
     static final int MAX_MESSAGE_BYTES = 16 << 20;
 
     static ManagedChannel open(Settings settings) {
+        return open(settings, settings.address());
+    }
+
+    /** To `address`, with the TLS and token `settings` name. */
+    static ManagedChannel open(Settings settings, String address) {
         try {
             var builder =
-                    Grpc.newChannelBuilder(settings.address(), credentials(settings))
+                    Grpc.newChannelBuilder(address, credentials(settings))
                             .maxInboundMessageSize(MAX_MESSAGE_BYTES)
                             .userAgent("remotelog-kafka-plugin");
             if (!settings.token().isEmpty()) {

@@ -105,12 +105,12 @@ final class FetchUrls {
      */
     InputStream open(
             RemoteLogSegmentId segment,
-            int start,
-            Integer end,
+            long start,
+            Long end,
             long size,
             Supplier<GetLogSegmentUrlResponse> ask)
             throws RemoteResourceNotFoundException {
-        return read(segment, ask, null, start, end == null ? null : (long) end, size);
+        return read(segment, ask, null, start, end, size);
     }
 
     /**

@@ -18,18 +18,23 @@ import org.slf4j.LoggerFactory;
  * segment a remote reader used to wait, on its fetch's path, for the metadata
  * manager's lookup of the new segment, for the store's URLs of it, and (by URL from
  * object storage) for the first bytes of its indexes and its log. A read near the end
- * of a segment now has one background thread look the next segment up (the metadata
- * manager keeps the answer for Kafka's own lookup) and `prepare` it.
+ * of a segment now has one background thread look the next segment up (NextSegmentLookup,
+ * where the metadata manager's address is set) and `prepare` it.
  *
  * <p>Bounds: one thread, QUEUED segments waiting at most (more are not followed), and
  * each segment followed once while FOLLOWED_KEPT others are remembered.
  */
 final class NextSegments {
+    /** The segment after `segment` in its partition, if one is known (NextSegmentLookup). */
+    interface Finder {
+        Optional<RemoteLogSegmentMetadata> after(RemoteLogSegmentMetadata segment);
+    }
+
     private static final Logger LOG = LoggerFactory.getLogger(NextSegments.class);
     static final int QUEUED = 64;
     static final int FOLLOWED_KEPT = 1024;
 
-    private final Neighbours.Finder finder;
+    private final Finder finder;
     private final Consumer<RemoteLogSegmentMetadata> prepare;
     private final Runnable prepared;
     private final ThreadPoolExecutor thread;
@@ -38,7 +43,7 @@ final class NextSegments {
 
     /** `prepare` gets each next segment `finder` finds; `prepared` counts them. */
     NextSegments(
-            Neighbours.Finder finder,
+            Finder finder,
             Consumer<RemoteLogSegmentMetadata> prepare,
             Runnable prepared) {
         this.finder = finder;

@@ -65,8 +65,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
 
     private ServiceChannel service;
     private final BrokerRegistry broker = new BrokerRegistry();
-    // The next segment finder offered to this broker's storage manager, to take back.
-    private AutoCloseable offered;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceFutureStub writes;
     private RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceBlockingStub reads;
     private Notifications notifications;
@@ -105,23 +103,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
         segmentCache = instruments.cache("segment-cache", "Lookups of the segment of an offset");
         readyCache = instruments.cache("ready-cache", "isReady answers");
         listingCache = instruments.cache("listing-cache", "Segment listings");
-        offered = service.settings().broker().map(id -> Neighbours.offer(id, this::segmentAfter)).orElse(null);
-    }
-
-    /**
-     * The segment after `segment` in its partition, for this broker's storage manager
-     * to get ready (NextSegments): the lookup Kafka makes when its reader reaches
-     * segment's end offset + 1, made early, its answer kept for Kafka's.
-     */
-    Optional<RemoteLogSegmentMetadata> segmentAfter(RemoteLogSegmentMetadata segment) {
-        // The next segment most often starts in the epoch this one ends in. Where a new
-        // epoch starts there, this finds nothing, and Kafka's own lookup does the work.
-        int epoch = segment.segmentLeaderEpochs().lastKey();
-        try {
-            return remoteLogSegmentMetadata(segment.topicIdPartition(), epoch, segment.endOffset() + 1);
-        } catch (RemoteStorageException | RuntimeException e) {
-            return Optional.empty(); // Kafka's own lookup asks again, and reports a failure
-        }
     }
 
     private void notificationFailed(RuntimeException failure, int partitions) {
@@ -481,14 +462,6 @@ public final class RemotelogMetadataManager implements RemoteLogMetadataManager,
 
     @Override
     public void close() {
-        if (offered != null) {
-            try {
-                offered.close();
-            } catch (Exception e) {
-                LOG.debug("Could not take back the next segment finder", e);
-            }
-            offered = null;
-        }
         if (notifications != null) {
             notifications.close();
             notifications = null;

@@ -55,6 +55,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
     private FetchUrls fetchUrls;
     private NextSegments nextSegments;
+    private NextSegmentLookup nextSegmentLookup;
     private long followWithinBytes;
     private DirectCopy direct;
     private final Warnings unsupportedCopies = new Warnings(LOG, TimeUnit.MINUTES.toNanos(5));
@@ -113,16 +114,14 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                     hedged::record);
         }
         broker.attach(instruments);
-        settings.broker()
-                .ifPresent(
-                        id -> {
-                            Sensor prepared =
-                                    instruments.counter(
-                                            "next-segments-prepared",
-                                            "Segments looked up (and their URLs and first chunks asked for) before Kafka read them");
-                            nextSegments =
-                                    new NextSegments(Neighbours.of(id), this::prepare, prepared::record);
-                        });
+        nextSegmentLookup = NextSegmentLookup.open(settings, instruments).orElse(null);
+        if (nextSegmentLookup != null) {
+            Sensor prepared =
+                    instruments.counter(
+                            "next-segments-prepared",
+                            "Segments looked up (and their URLs and first chunks asked for) before Kafka read them");
+            nextSegments = new NextSegments(nextSegmentLookup, this::prepare, prepared::record);
+        }
         // Near enough to its end that the next segment's first chunks would be read ahead
         // next if the two were one log.
         followWithinBytes = (long) (Math.max(settings.readAheadChunks(), 1) + 1) * settings.readAheadChunkBytes();
@@ -335,20 +334,37 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     public InputStream fetchLogSegment(
             RemoteLogSegmentMetadata metadata, int startPosition, int endPosition)
             throws RemoteStorageException {
+        return fetch(metadata, startPosition, (long) endPosition);
+    }
+
+    /**
+     * KIP-1333's overload, for segments past 2 GiB: a Kafka that has it calls it in place
+     * of the int one, which it deprecates. Not an override on the 3.7 API this compiles
+     * against, where it is an extra method nobody calls.
+     */
+    public InputStream fetchLogSegment(RemoteLogSegmentMetadata metadata, long startPosition)
+            throws RemoteStorageException {
+        return fetch(metadata, startPosition, null);
+    }
+
+    /** KIP-1333's overload of the bounded read; see fetchLogSegment(metadata, long). */
+    public InputStream fetchLogSegment(
+            RemoteLogSegmentMetadata metadata, long startPosition, long endPosition)
+            throws RemoteStorageException {
         return fetch(metadata, startPosition, endPosition);
     }
 
-    private InputStream fetch(RemoteLogSegmentMetadata metadata, int start, Integer end)
+    private InputStream fetch(RemoteLogSegmentMetadata metadata, long start, Long end)
             throws RemoteStorageException {
         InputStream opened = open(metadata, start, end);
         NextSegments next = nextSegments;
-        if (next != null && metadata.segmentSizeInBytes() - (long) start <= followWithinBytes) {
+        if (next != null && metadata.segmentSizeInBytes() - start <= followWithinBytes) {
             next.follow(metadata); // after this segment's own URL ask, not racing it
         }
         return opened;
     }
 
-    private InputStream open(RemoteLogSegmentMetadata metadata, int start, Integer end)
+    private InputStream open(RemoteLogSegmentMetadata metadata, long start, Long end)
             throws RemoteStorageException {
         if (fetchUrls != null) {
             InputStream byUrl =
@@ -473,6 +489,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         if (nextSegments != null) {
             nextSegments.close();
             nextSegments = null;
+        }
+        if (nextSegmentLookup != null) {
+            nextSegmentLookup.close();
+            nextSegmentLookup = null;
         }
     }
 }

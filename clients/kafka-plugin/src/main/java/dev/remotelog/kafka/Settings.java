@@ -67,6 +67,8 @@ final class Settings {
     static final String READ_AHEAD_MAX_BYTES = "fetch.read.ahead.max.bytes";
     static final String HEDGE_PERCENTILE = "fetch.read.ahead.hedge.percentile";
     static final String LOOKUP_TIMEOUT = "client.lookup.timeout.ms";
+    // The storage manager's own lookups of the segment after one being read (NextSegments).
+    static final String NEXT_SEGMENT_ADDRESS = Role.METADATA.addressKey;
 
     // What the broker puts beside a plugin's own settings (RemoteLogManager.configureRSM
     // and configureRLMM): never the operator's typing, so never warned about.
@@ -227,6 +229,17 @@ final class Settings {
                             + " it, no chunk is asked for ahead and the oldest are let go. A chunk a"
                             + " reader asks for is fetched anyway, so it can be passed by one chunk per"
                             + " remote.log.reader.threads.");
+            def.define(
+                    p + NEXT_SEGMENT_ADDRESS,
+                    Type.STRING,
+                    "",
+                    new Address(true),
+                    Importance.MEDIUM,
+                    "host:port of the metadata manager, asked for the segment after one a reader"
+                            + " nears the end of, so that segment's URLs and first chunks are on their"
+                            + " way before Kafka crosses into it; called with this plugin's TLS and"
+                            + " token settings. Empty: each segment boundary waits for Kafka's own"
+                            + " lookups.");
         } else {
             def.define(
                     p + LOOKUP_TIMEOUT,
@@ -390,6 +403,15 @@ final class Settings {
         return values.getString(role.prefix + role.addressKey);
     }
 
+    /** The storage manager's metadata manager, for its next-segment lookups, if set. */
+    Optional<String> nextSegmentAddress() {
+        if (role != Role.STORAGE) {
+            return Optional.empty();
+        }
+        String address = values.getString(role.prefix + NEXT_SEGMENT_ADDRESS);
+        return address.isEmpty() ? Optional.empty() : Optional.of(address);
+    }
+
     String caFile() {
         return values.getString(role.prefix + TLS_CA);
     }
@@ -456,9 +478,23 @@ final class Settings {
 
     /** host:port or [IPv6 address]:port, the port in 1..65535. */
     private static final class Address implements ConfigDef.Validator {
+        private final boolean optional;
+
+        Address() {
+            this(false);
+        }
+
+        /** `optional`: empty is allowed too. */
+        Address(boolean optional) {
+            this.optional = optional;
+        }
+
         @Override
         public void ensureValid(String name, Object value) {
             String address = value == null ? "" : value.toString();
+            if (optional && address.isEmpty()) {
+                return;
+            }
             if (!address.matches("(\\[[0-9A-Fa-f:.]+\\]|[^\\s:/\\[\\]]+):\\d{1,5}")
                     || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) < 1
                     || Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)) > 65535) {
@@ -468,7 +504,7 @@ final class Settings {
 
         @Override
         public String toString() {
-            return "host:port";
+            return optional ? "host:port, or empty" : "host:port";
         }
     }
 

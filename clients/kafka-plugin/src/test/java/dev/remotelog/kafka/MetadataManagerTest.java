@@ -79,6 +79,7 @@ class MetadataManagerTest {
     Server server;
     RemotelogMetadataManager manager;
     static final String BROKER = "metadata-manager-test";
+    String serverName;
 
     class Service extends RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceImplBase {
         @Override
@@ -175,12 +176,12 @@ class MetadataManagerTest {
 
     @BeforeEach
     void start() throws Exception {
-        String name = InProcessServerBuilder.generateName();
-        server = InProcessServerBuilder.forName(name).addService(new Service()).build().start();
+        serverName = InProcessServerBuilder.generateName();
+        server = InProcessServerBuilder.forName(serverName).addService(new Service()).build().start();
         Settings settings =
                 SettingsTest.inProcess(Settings.Role.METADATA, Settings.TIMEOUT, 10_000, "broker.id", BROKER);
         manager = new RemotelogMetadataManager();
-        manager.use(new ServiceChannel(settings, InProcessChannelBuilder.forName(name).build()));
+        manager.use(new ServiceChannel(settings, InProcessChannelBuilder.forName(serverName).build()));
     }
 
     @AfterEach
@@ -269,25 +270,27 @@ class MetadataManagerTest {
     }
 
     @Test
-    void theSegmentAfterOneIsLookedUpAsKafkaWillAndKeptForKafkasOwnLookup() throws Exception {
+    void theStorageManagerLooksTheNextSegmentUpAsKafkaWillAndNothingIsPublishedInTheJvm() throws Exception {
         // `finished` holds offsets 100..199, in epochs 0 (from 100) and 2 (from 150).
         RemoteLogSegmentMetadata next = segmentOf(200, 299, 2);
         segmentAt.put(200L, next);
-        Neighbours.Finder finder = Neighbours.of(BROKER); // as the storage manager finds it
-        assertEquals(Optional.of(next), finder.after(finished));
+        NextSegmentLookup lookup =
+                new NextSegmentLookup(InProcessChannelBuilder.forName(serverName).build(), null, 5_000);
+        assertEquals(Optional.of(next), lookup.after(finished));
         assertEquals(1, lookups.size());
         assertEquals(2, lookups.get(0).getLeaderEpoch()); // the epoch `finished` ends in
         assertEquals(200, lookups.get(0).getOffset());
-        // Kafka's reader, reaching offset 200 and then 250 of epoch 2, asks no one.
-        assertEquals(Optional.of(next), manager.remoteLogSegmentMetadata(ProtosTest.PARTITION, 2, 200));
-        assertEquals(Optional.of(next), manager.remoteLogSegmentMetadata(ProtosTest.PARTITION, 2, 250));
-        assertEquals(1, segmentsAsked.get());
         // A service that cannot answer: nothing found, nothing thrown at the asker.
         loading.set(true);
-        RemoteLogSegmentMetadata last = segmentOf(300, 399, 3);
-        assertEquals(Optional.empty(), finder.after(last));
-        manager.close();
-        assertEquals(Optional.empty(), finder.after(finished)); // taken back
+        assertEquals(Optional.empty(), lookup.after(segmentOf(300, 399, 3)));
+        // The two plugins meet through the service alone: no bean any JMX client could call.
+        var beans = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+        assertEquals(
+                Set.of(),
+                beans.queryNames(new javax.management.ObjectName(Instruments.DOMAIN + ":type=next-segment-finder,*"), null));
+        for (var bean : beans.queryMBeans(new javax.management.ObjectName(Instruments.DOMAIN + ":*"), null)) {
+            assertEquals(0, beans.getMBeanInfo(bean.getObjectName()).getOperations().length, bean.getObjectName().toString());
+        }
     }
 
     @Test

@@ -111,18 +111,18 @@ class SettingsTest {
                                 ADDRESS, "a:1",
                                 "client.timout.ms", "5",
                                 "fetch.url.enabled", "true",
-                                "metadata.manager.address", "b:2",
+                                "client.lookup.timeout.ms", "500",
                                 "colour", "blue"),
                         STORAGE);
         assertEquals(4, lines.size(), lines.toString());
+        assertTrue(lines.get(0).endsWith("a setting of the metadata manager plugin, under rlmm.config."), lines.get(0));
         assertEquals(
                 "rsm.config.client.timout.ms is not a setting of the remotelog plugin and is ignored:"
                         + " did you mean rsm.config.client.timeout.ms?",
-                lines.get(0));
-        assertTrue(lines.get(1).startsWith("rsm.config.colour is not a setting"), lines.get(1));
-        assertTrue(lines.get(1).contains("known: rsm.config.client.auth.token.file,"), lines.get(1));
-        assertTrue(lines.get(2).endsWith("did you mean rsm.config.fetch.urls.enabled?"), lines.get(2));
-        assertTrue(lines.get(3).endsWith("a setting of the metadata manager plugin, under rlmm.config."), lines.get(3));
+                lines.get(1));
+        assertTrue(lines.get(2).startsWith("rsm.config.colour is not a setting"), lines.get(2));
+        assertTrue(lines.get(2).contains("known: rsm.config.client.auth.token.file,"), lines.get(2));
+        assertTrue(lines.get(3).endsWith("did you mean rsm.config.fetch.urls.enabled?"), lines.get(3));
 
         List<String> metadata =
                 Settings.unknown(

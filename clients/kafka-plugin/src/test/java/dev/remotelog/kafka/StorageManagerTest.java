@@ -46,6 +46,9 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataRequest;
+import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataResponse;
+import remotelog.api.metadata.v1.RemoteLogMetadataServiceGrpc;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
@@ -104,12 +107,14 @@ class StorageManagerTest {
     volatile String uploadMismatch;
     // Chunks read ahead of an HTTP reader: none (the plain ranged GETs) unless a test says.
     int readAheadChunks;
+    String nextSegmentAddress = "";
     // Whether the thread was still interrupted as the last failed copy returned.
     boolean interruptKept;
     final AtomicInteger fetchChunksSent = new AtomicInteger();
     final CountDownLatch fetchCancelled = new CountDownLatch(1);
     final AtomicInteger urlsAsked = new AtomicInteger();
     final AtomicInteger fetchCalls = new AtomicInteger();
+    final List<FetchLogSegmentRequest> fetchesAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
     // What GetLogSegmentUrl answers, one per call (the last again); none: UNIMPLEMENTED.
     final List<String> urlsToGive = new ArrayList<>();
     // Merged into each answer: where the indexes are.
@@ -235,6 +240,7 @@ class StorageManagerTest {
         public void fetchLogSegment(
                 FetchLogSegmentRequest request, StreamObserver<FetchLogSegmentResponse> response) {
             fetchCalls.incrementAndGet();
+            fetchesAsked.add(request);
             var calls = (ServerCallStreamObserver<FetchLogSegmentResponse>) response;
             calls.setOnCancelHandler(fetchCancelled::countDown);
             // A whole segment's worth, sent as the client takes it (flow control).
@@ -299,6 +305,7 @@ class StorageManagerTest {
                         Settings.FETCH_URLS, true,
                         Settings.READ_AHEAD_CHUNKS, readAheadChunks,
                         Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK,
+                        Settings.NEXT_SEGMENT_ADDRESS, nextSegmentAddress,
                         "broker.id", BROKER);
         manager.use(new ServiceChannel(settings, channel));
     }
@@ -750,6 +757,21 @@ class StorageManagerTest {
         assertEquals(1, urlsAsked.get());
     }
 
+    @Test
+    void positionsPast2GiBReachTheStoreWholeThroughKip1333sOverloads() throws Exception {
+        long start = 3L << 30;
+        try (InputStream stream = manager.fetchLogSegment(segment(), start, start + 99)) {
+            assertEquals(0, stream.read()); // the first chunk's mark
+        }
+        try (InputStream stream = manager.fetchLogSegment(segment(), start + 1)) {
+            assertTrue(stream.read() >= 0);
+        }
+        assertEquals(start, fetchesAsked.get(0).getStartPosition());
+        assertEquals(start + 99, fetchesAsked.get(0).getEndPosition());
+        assertEquals(start + 1, fetchesAsked.get(1).getStartPosition());
+        assertFalse(fetchesAsked.get(1).hasEndPosition());
+    }
+
     /** Two reads of new segments, both through the stream, with one GetLogSegmentUrl. */
     void twoReadsStreamedAfterOneAsk() throws Exception {
         for (int i = 0; i < 2; i++) {
@@ -1087,7 +1109,6 @@ class StorageManagerTest {
     @Test
     void theNextSegmentsUrlsIndexesAndFirstChunkAreReadyBeforeKafkaCrossesIntoIt() throws Exception {
         readAheadChunks = 2;
-        connect(serverName);
         java.util.Random random = new java.util.Random(19);
         byte[] first = new byte[READ_AHEAD_CHUNK + 500];
         byte[] second = new byte[READ_AHEAD_CHUNK * 3];
@@ -1100,9 +1121,31 @@ class StorageManagerTest {
                 rangeServer(Map.of("/first", first, "/second", second, "/indexes", indexes), served, 0);
         RemoteLogSegmentMetadata one = ProtosTest.segmentOfSize(first.length);
         RemoteLogSegmentMetadata two = ProtosTest.segmentOfSize(second.length);
-        // What this broker's metadata manager would answer: `two` follows `one`, then none.
-        Neighbours.Finder finder = segment -> segment.equals(one) ? Optional.of(two) : Optional.empty();
-        AutoCloseable offered = Neighbours.offer(BROKER, finder);
+        // The metadata manager, at rsm.config.metadata.manager.address: `two` follows
+        // `one`, then none.
+        List<GetRemoteLogSegmentMetadataRequest> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+        var metadata =
+                new RemoteLogMetadataServiceGrpc.RemoteLogMetadataServiceImplBase() {
+                    @Override
+                    public void getRemoteLogSegmentMetadata(
+                            GetRemoteLogSegmentMetadataRequest request,
+                            StreamObserver<GetRemoteLogSegmentMetadataResponse> response) {
+                        asked.add(request);
+                        var answer = GetRemoteLogSegmentMetadataResponse.newBuilder();
+                        if (asked.size() == 1) {
+                            answer.setRemoteLogSegmentMetadata(Protos.metadata(two));
+                        }
+                        response.onNext(answer.build());
+                        response.onCompleted();
+                    }
+                };
+        io.grpc.Server lookups =
+                io.grpc.Grpc.newServerBuilderForPort(0, io.grpc.InsecureServerCredentials.create())
+                        .addService(metadata)
+                        .build()
+                        .start();
+        nextSegmentAddress = "127.0.0.1:" + lookups.getPort();
+        connect(serverName);
         try {
             String base = "http://127.0.0.1:" + http.getAddress().getPort();
             urlsToGive.addAll(List.of(base + "/first", base + "/second"));
@@ -1138,8 +1181,15 @@ class StorageManagerTest {
             // Nothing is known after `two`: nothing more was got ready.
             assertEquals(1, Jmx.read(Jmx.STORAGE, "next-segments-prepared-total"));
             assertEquals(0, fetchCalls.get());
+            // Asked as Kafka will ask at one's end: the offset after it, in its last epoch.
+            assertEquals(200, asked.get(0).getOffset());
+            assertEquals(2, asked.get(0).getLeaderEpoch());
+            assertEquals(
+                    1,
+                    Jmx.await(Jmx.STORAGE + ",method=GetRemoteLogSegmentMetadata", "calls-total", 1),
+                    "counted among the storage manager's calls");
         } finally {
-            offered.close();
+            lookups.shutdownNow();
             http.stop(0);
         }
     }
