@@ -21,7 +21,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundExceptio
  * request is served by another. The loser is left to finish in the background (its bytes
  * are one chunk at most, its time the read's deadline at most) and is dropped.
  */
-final class HedgedFetcher implements ReadAhead.Fetcher {
+final class HedgedFetcher implements ChunkFetcher {
     static final int KEPT = 256;
     static final int BEFORE_HEDGING = 20;
     // Hedges come from a budget each GET adds to: one GET in 20 at most, over time, and
@@ -29,7 +29,7 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
     static final double BUDGET_PER_GET = 0.05;
     static final double BUDGET_MAX = 10;
 
-    private final ReadAhead.Fetcher fetcher;
+    private final ChunkFetcher fetcher;
     private final double percentile;
     private final long timeoutMs;
     private final Runnable hedged;
@@ -45,7 +45,7 @@ final class HedgedFetcher implements ReadAhead.Fetcher {
 
     /** `fetcher`'s GETs hedged past `percentile` (0: never) of recent ones, each waited on
      * for `timeoutMs` at most; `hedged` counts each GET asked a second time. */
-    HedgedFetcher(ReadAhead.Fetcher fetcher, double percentile, long timeoutMs, Runnable hedged) {
+    HedgedFetcher(ChunkFetcher fetcher, double percentile, long timeoutMs, Runnable hedged) {
         this.fetcher = fetcher;
         this.percentile = percentile;
         this.timeoutMs = timeoutMs;

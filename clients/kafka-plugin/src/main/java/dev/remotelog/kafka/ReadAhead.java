@@ -40,12 +40,6 @@ final class ReadAhead {
     static final long IDLE_NANOS = Duration.ofSeconds(30).toNanos();
     static final int THREADS = 16;
 
-    /** Bytes `first`..`last` (inclusive) of a segment's log: fewer where the log ends. */
-    interface Fetcher {
-        byte[] fetch(URI url, RemoteLogSegmentId segment, long first, long last)
-                throws IOException, RemoteResourceNotFoundException;
-    }
-
     /** A segment's object: its log, or its indexes (all of them in one object). */
     private static final class Blob {
         final RemoteLogSegmentId segment;
@@ -87,7 +81,7 @@ final class ReadAhead {
     private final long maxBytes;
     private final long timeoutMs;
     private final long idleNanos;
-    private final Fetcher fetcher;
+    private final ChunkFetcher fetcher;
     private final Runnable fetchedAhead;
     private final Runnable hit;
     // By (object, chunk index); access order: the first entries are the ones let go first.
@@ -100,7 +94,7 @@ final class ReadAhead {
      * most; each GET lasts `timeoutMs` at most. `fetchedAhead` counts each chunk asked for
      * ahead, `hit` each chunk a reader found fetched or on its way.
      */
-    ReadAhead(int chunkBytes, int ahead, long maxBytes, long timeoutMs, Fetcher fetcher, Runnable fetchedAhead, Runnable hit) {
+    ReadAhead(int chunkBytes, int ahead, long maxBytes, long timeoutMs, ChunkFetcher fetcher, Runnable fetchedAhead, Runnable hit) {
         this(chunkBytes, ahead, maxBytes, timeoutMs, IDLE_NANOS, fetcher, fetchedAhead, hit);
     }
 
@@ -111,7 +105,7 @@ final class ReadAhead {
             long maxBytes,
             long timeoutMs,
             long idleNanos,
-            Fetcher fetcher,
+            ChunkFetcher fetcher,
             Runnable fetchedAhead,
             Runnable hit) {
         this.chunkBytes = chunkBytes;

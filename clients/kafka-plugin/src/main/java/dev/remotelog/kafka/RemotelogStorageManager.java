@@ -53,7 +53,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
     private Settings settings;
     private SegmentStoreServiceGrpc.SegmentStoreServiceStub copies;
     private SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub calls;
-    private FetchUrls fetchUrls;
+    private UrlReader urlReader;
     private NextSegments nextSegments;
     private NextSegmentLookup nextSegmentLookup;
     private long followWithinBytes;
@@ -93,8 +93,8 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Instruments instruments = service.instruments();
         Sensor urlRetries =
                 instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
-        fetchUrls = settings.fetchUrls() ? new FetchUrls(settings.timeoutMs(), urlRetries::record) : null;
-        if (fetchUrls != null && settings.readAheadChunks() > 0) {
+        urlReader = settings.fetchUrls() ? new UrlReader(settings.timeoutMs(), urlRetries::record) : null;
+        if (urlReader != null && settings.readAheadChunks() > 0) {
             Sensor fetchedAhead =
                     instruments.counter(
                             "read-ahead-chunks", "Chunks of segment logs and indexes asked for ahead of a reader");
@@ -104,7 +104,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             Sensor hedged =
                     instruments.counter(
                             "hedged-reads", "Read-ahead chunks asked a second time because the first GET was late");
-            fetchUrls.readAhead(
+            urlReader.readAhead(
                     settings.readAheadChunkBytes(),
                     settings.readAheadChunks(),
                     settings.readAheadMaxBytes(),
@@ -366,9 +366,9 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
 
     private InputStream open(RemoteLogSegmentMetadata metadata, long start, Long end)
             throws RemoteStorageException {
-        if (fetchUrls != null) {
+        if (urlReader != null) {
             InputStream byUrl =
-                    fetchUrls.open(
+                    urlReader.open(
                             metadata.remoteLogSegmentId(),
                             start,
                             end,
@@ -397,7 +397,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
 
     /** Gets the reads of a segment Kafka is about to cross into ready (NextSegments). */
     private void prepare(RemoteLogSegmentMetadata next) {
-        FetchUrls urls = fetchUrls;
+        UrlReader urls = urlReader;
         if (urls != null) {
             urls.prepare(next.remoteLogSegmentId(), next.segmentSizeInBytes(), urlsOf(next));
         }
@@ -419,9 +419,9 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         // only there does the store count them (and their failures) as Kafka's
         // BuildRemoteLogAuxState metrics.
         boolean auxState = indexType == IndexType.LEADER_EPOCH || indexType == IndexType.PRODUCER_SNAPSHOT;
-        if (fetchUrls != null && !auxState) {
+        if (urlReader != null && !auxState) {
             InputStream byUrl =
-                    fetchUrls.openIndex(
+                    urlReader.openIndex(
                             metadata.remoteLogSegmentId(), indexType, metadata.segmentSizeInBytes(), urlsOf(metadata));
             if (byUrl != null) {
                 indexReadsByUrl.record();
@@ -478,9 +478,9 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
             service.close();
             service = null;
         }
-        if (fetchUrls != null) {
-            fetchUrls.close();
-            fetchUrls = null;
+        if (urlReader != null) {
+            urlReader.close();
+            urlReader = null;
         }
         if (direct != null) {
             direct.close();
