@@ -221,7 +221,7 @@ def test_the_jar_carries_no_kafka_class_and_its_compat_jar_only_monitorable():
 def test_the_matrix_spans_the_supported_range():
     """The plugin's own range (KafkaApi) and the versions tested are the same."""
     source = Path(__file__).resolve().parents[2] / "clients/kafka-plugin/src/main/java"
-    api = (source / "dev/remotelog/kafka/KafkaApi.java").read_text()
+    api = (source / "dev/remotelog/kafka/config/KafkaApi.java").read_text()
     oldest, newest = MATRIX[0].rsplit(".", 1)[0], MATRIX[-1].rsplit(".", 1)[0]
     assert f'OLDEST = "{oldest}"' in api
     assert f'NEWEST = "{newest}"' in api

@@ -1,5 +1,19 @@
 package dev.remotelog.kafka;
 
+import dev.remotelog.kafka.metrics.BrokerRegistry;
+import dev.remotelog.kafka.storage.CopyCall;
+import dev.remotelog.kafka.storage.DirectCopy;
+import dev.remotelog.kafka.rpc.Failures;
+import dev.remotelog.kafka.metrics.Instruments;
+import dev.remotelog.kafka.storage.NextSegmentLookup;
+import dev.remotelog.kafka.storage.NextSegments;
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ResponseStream;
+import dev.remotelog.kafka.rpc.ServiceChannel;
+import dev.remotelog.kafka.config.Settings;
+import dev.remotelog.kafka.fetch.UrlReader;
+import dev.remotelog.kafka.util.Warnings;
+
 import com.google.protobuf.ByteString;
 import com.google.protobuf.UnsafeByteOperations;
 import io.grpc.StatusRuntimeException;

@@ -1,10 +1,12 @@
 package dev.remotelog.kafka;
 
+import dev.remotelog.kafka.metrics.Instruments;
+
 import java.lang.management.ManagementFactory;
 import javax.management.ObjectName;
 
 /** The plugin's metrics as an operator's JMX client reads them. */
-final class Jmx {
+public final class Jmx {
     private Jmx() {}
 
     static final String STORAGE = Instruments.DOMAIN + ":type=remote-storage-manager-metrics";

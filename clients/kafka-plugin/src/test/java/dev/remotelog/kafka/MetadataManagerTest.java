@@ -1,5 +1,15 @@
 package dev.remotelog.kafka;
 
+import dev.remotelog.kafka.rpc.FailuresTest;
+import dev.remotelog.kafka.metrics.Instruments;
+import dev.remotelog.kafka.config.KafkaApi;
+import dev.remotelog.kafka.storage.NextSegmentLookup;
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ProtosTest;
+import dev.remotelog.kafka.rpc.ServiceChannel;
+import dev.remotelog.kafka.config.Settings;
+import dev.remotelog.kafka.config.SettingsTest;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -54,7 +64,7 @@ import remotelog.api.metadata.v1.RemoteLogMetadataServiceGrpc;
 
 /** The metadata manager's calls Kafka makes most often, against an in-process service: what
  * is kept of the answers, and what forgets it. */
-class MetadataManagerTest {
+public class MetadataManagerTest {
     final AtomicInteger readyAsked = new AtomicInteger();
     final AtomicBoolean ready = new AtomicBoolean();
     final AtomicInteger segmentsAsked = new AtomicInteger();

@@ -1,5 +1,13 @@
 package dev.remotelog.kafka;
 
+import dev.remotelog.kafka.rpc.FailuresTest;
+import dev.remotelog.kafka.config.SettingsTest;
+import dev.remotelog.kafka.rpc.ServiceChannel;
+import dev.remotelog.kafka.config.Settings;
+import dev.remotelog.kafka.config.KafkaApi;
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ProtosTest;
+
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -74,7 +82,7 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
 
 /** The storage manager against an in-process store that records what reaches it: the
  * wire behaviour Kafka depends on, which the end-to-end tests cannot isolate. */
-class StorageManagerTest {
+public class StorageManagerTest {
     static final String BROKER = "storage-manager-test";
     static final int CHUNK = 4096;
     static final int FETCH_CHUNKS = 1000;

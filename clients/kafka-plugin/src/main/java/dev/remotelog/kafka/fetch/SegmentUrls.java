@@ -1,0 +1,142 @@
+package dev.remotelog.kafka.fetch;
+
+import dev.remotelog.kafka.util.BoundedMaps;
+
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import java.io.IOException;
+import java.net.URI;
+import java.time.Duration;
+import java.util.EnumMap;
+import java.util.Map;
+import java.util.function.Supplier;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlResponse;
+import remotelog.api.segmentstore.v1.SegmentStore.IndexRange;
+import remotelog.api.segmentstore.v1.SegmentStore.IndexType;
+
+/**
+ * The URLs the store hands out for each segment (GetLogSegmentUrl), kept until shortly
+ * before they expire, so one call serves all of a segment's reads. A store that hands out
+ * none is not asked again; after a failure to read by URL, URLs rest a while (paused), so
+ * an unreachable endpoint costs one read, not each.
+ */
+public final class SegmentUrls {
+    private static final Logger log = LoggerFactory.getLogger(SegmentUrls.class);
+    static final long PAUSE_NANOS = Duration.ofSeconds(10).toNanos();
+    // A URL is given up this long before it expires: the store's clock may run ahead.
+    static final long EXPIRY_MARGIN_MS = 30_000;
+    static final int MAX_ENTRIES = 4096;
+
+    /** A store's answer for one segment: its log's URL, its indexes' and where each lies. */
+    static final class Kept {
+        final URI log;
+        final URI indexes;
+        final Map<IndexType, IndexRange> ranges;
+        final long useUntilNanos;
+
+        Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos) {
+            this.log = log;
+            this.indexes = indexes;
+            this.ranges = ranges;
+            this.useUntilNanos = useUntilNanos;
+        }
+
+        boolean isFile() {
+            return "file".equals(log.getScheme());
+        }
+
+        /** Bytes of the segment's indexes object: up to the end of its last index. */
+        long indexesSize() {
+            long size = 0;
+            for (IndexRange range : ranges.values()) {
+                size = Math.max(size, range.getPosition() + range.getSize());
+            }
+            return size;
+        }
+    }
+
+    private final Map<RemoteLogSegmentId, Kept> urls = BoundedMaps.keepingNewest(MAX_ENTRIES, true);
+    private volatile boolean offered = true;
+    private volatile long pausedUntilNanos = System.nanoTime();
+
+    /** Whether reads may go by URL now: the store offers them and they are not resting. */
+    boolean usable() {
+        return offered && System.nanoTime() - pausedUntilNanos >= 0;
+    }
+
+    /** The segment's URLs: kept, or asked of `ask` now; null where there are none to use. */
+    Kept of(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
+        Kept kept = kept(segment);
+        return kept != null ? kept : fresh(segment, ask);
+    }
+
+    synchronized void forget(RemoteLogSegmentId segment) {
+        urls.remove(segment);
+    }
+
+    /** Rests the URLs after `e`, a failed read of `segment` by URL; null, for the caller. */
+    <T> T pause(RemoteLogSegmentId segment, IOException e) {
+        pausedUntilNanos = System.nanoTime() + PAUSE_NANOS;
+        // The message names no URL: a presigned one is a credential.
+        log.warn("Reading {} through FetchLogSegment instead of its URL: {}", segment, e.toString());
+        return null;
+    }
+
+    /** No read goes by URL from now on. */
+    void stop() {
+        offered = false;
+    }
+
+    private synchronized Kept kept(RemoteLogSegmentId segment) {
+        Kept kept = urls.get(segment);
+        if (kept != null && System.nanoTime() - kept.useUntilNanos >= 0) {
+            urls.remove(segment);
+            return null;
+        }
+        return kept;
+    }
+
+    private Kept fresh(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
+        GetLogSegmentUrlResponse answer;
+        try {
+            answer = ask.get();
+        } catch (StatusRuntimeException e) {
+            Status.Code code = e.getStatus().getCode();
+            if (code == Status.Code.UNIMPLEMENTED) {
+                // This store hands out no URLs (its backend, or its settings): stop asking.
+                offered = false;
+                log.info("Segment store hands out no fetch URLs; reading through FetchLogSegment");
+                return null;
+            }
+            if (code == Status.Code.NOT_FOUND) {
+                return null; // this segment is gone: the stream says so to Kafka
+            }
+            // A store that cannot answer now is not asked again for each read.
+            return pause(segment, new IOException("GetLogSegmentUrl failed: " + code));
+        }
+        URI log;
+        URI indexes = null;
+        try {
+            log = new URI(answer.getUrl());
+            if (!answer.getIndexesUrl().isEmpty()) {
+                indexes = new URI(answer.getIndexesUrl());
+            }
+        } catch (java.net.URISyntaxException e) {
+            return pause(segment, new IOException("the store's URL is not a URL"));
+        }
+        Map<IndexType, IndexRange> ranges = new EnumMap<>(IndexType.class);
+        for (IndexRange range : answer.getIndexRangesList()) {
+            ranges.put(range.getIndexType(), range);
+        }
+        long validMs = answer.getValidForMs();
+        long usableMs = Math.max(validMs - EXPIRY_MARGIN_MS, validMs / 2);
+        Kept kept = new Kept(log, indexes, ranges, System.nanoTime() + usableMs * 1_000_000);
+        synchronized (this) {
+            urls.put(segment, kept);
+        }
+        return kept;
+    }
+}
