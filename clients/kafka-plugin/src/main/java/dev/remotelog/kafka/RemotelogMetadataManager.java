@@ -1,19 +1,18 @@
 package dev.remotelog.kafka;
 
-import dev.remotelog.kafka.metrics.BrokerRegistry;
-import dev.remotelog.kafka.rpc.Failures;
-import dev.remotelog.kafka.metrics.Instruments;
-import dev.remotelog.kafka.metadata.KnownSegments;
-import dev.remotelog.kafka.metadata.Notifications;
-import dev.remotelog.kafka.rpc.Protos;
-import dev.remotelog.kafka.rpc.ServiceChannel;
-import dev.remotelog.kafka.config.Settings;
-import dev.remotelog.kafka.util.Warnings;
-
 import com.google.common.util.concurrent.FutureCallback;
 import com.google.common.util.concurrent.Futures;
 import com.google.common.util.concurrent.ListenableFuture;
 import com.google.common.util.concurrent.MoreExecutors;
+import dev.remotelog.kafka.config.Settings;
+import dev.remotelog.kafka.metadata.KnownSegments;
+import dev.remotelog.kafka.metadata.Notifications;
+import dev.remotelog.kafka.metrics.BrokerRegistry;
+import dev.remotelog.kafka.metrics.Instruments;
+import dev.remotelog.kafka.rpc.Failures;
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ServiceChannel;
+import dev.remotelog.kafka.util.Warnings;
 import io.grpc.StatusRuntimeException;
 import java.util.ArrayList;
 import java.util.Iterator;

@@ -1,7 +1,6 @@
 package dev.remotelog.kafka;
 
 import dev.remotelog.kafka.metrics.Instruments;
-
 import java.lang.management.ManagementFactory;
 import javax.management.ObjectName;
 

@@ -1,15 +1,5 @@
 package dev.remotelog.kafka;
 
-import dev.remotelog.kafka.rpc.FailuresTest;
-import dev.remotelog.kafka.metrics.Instruments;
-import dev.remotelog.kafka.config.KafkaApi;
-import dev.remotelog.kafka.storage.NextSegmentLookup;
-import dev.remotelog.kafka.rpc.Protos;
-import dev.remotelog.kafka.rpc.ProtosTest;
-import dev.remotelog.kafka.rpc.ServiceChannel;
-import dev.remotelog.kafka.config.Settings;
-import dev.remotelog.kafka.config.SettingsTest;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -17,6 +7,15 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.remotelog.kafka.config.KafkaApi;
+import dev.remotelog.kafka.config.Settings;
+import dev.remotelog.kafka.config.SettingsTest;
+import dev.remotelog.kafka.metrics.Instruments;
+import dev.remotelog.kafka.rpc.FailuresTest;
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ProtosTest;
+import dev.remotelog.kafka.rpc.ServiceChannel;
+import dev.remotelog.kafka.storage.NextSegmentLookup;
 import io.grpc.Server;
 import io.grpc.Status;
 import io.grpc.inprocess.InProcessChannelBuilder;

@@ -1,6 +1,5 @@
 package dev.remotelog.kafka.fetch;
 
-
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;

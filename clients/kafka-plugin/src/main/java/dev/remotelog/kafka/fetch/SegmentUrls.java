@@ -1,7 +1,6 @@
 package dev.remotelog.kafka.fetch;
 
 import dev.remotelog.kafka.util.BoundedMaps;
-
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.io.IOException;

@@ -1,7 +1,6 @@
 package dev.remotelog.kafka.metrics;
 
 import dev.remotelog.kafka.config.Settings;
-
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;

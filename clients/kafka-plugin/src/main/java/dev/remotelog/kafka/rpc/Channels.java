@@ -2,7 +2,6 @@ package dev.remotelog.kafka.rpc;
 
 import dev.remotelog.kafka.config.Settings;
 import dev.remotelog.kafka.config.TlsFiles;
-
 import io.grpc.ChannelCredentials;
 import io.grpc.ClientInterceptor;
 import io.grpc.Grpc;

@@ -1,10 +1,9 @@
 package dev.remotelog.kafka.rpc;
 
-import dev.remotelog.kafka.config.KafkaApi;
-
 import com.google.protobuf.Any;
 import com.google.protobuf.InvalidProtocolBufferException;
 import com.google.rpc.ErrorInfo;
+import dev.remotelog.kafka.config.KafkaApi;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.protobuf.StatusProto;

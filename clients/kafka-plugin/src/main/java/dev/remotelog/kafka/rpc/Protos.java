@@ -1,8 +1,7 @@
 package dev.remotelog.kafka.rpc;
 
-import dev.remotelog.kafka.config.KafkaApi;
-
 import com.google.protobuf.ByteString;
+import dev.remotelog.kafka.config.KafkaApi;
 import java.nio.ByteBuffer;
 import java.util.Map;
 import java.util.Optional;
@@ -11,8 +10,8 @@ import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
-import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata.CustomMetadata;
+import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadataUpdate;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentState;
 import org.apache.kafka.server.log.remote.storage.RemotePartitionDeleteMetadata;

@@ -1,9 +1,8 @@
 package dev.remotelog.kafka.rpc;
 
-import dev.remotelog.kafka.metrics.Instruments;
 import dev.remotelog.kafka.config.KafkaApi;
 import dev.remotelog.kafka.config.Settings;
-
+import dev.remotelog.kafka.metrics.Instruments;
 import io.grpc.Channel;
 import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;

@@ -1,11 +1,10 @@
 package dev.remotelog.kafka.storage;
 
-import dev.remotelog.kafka.util.DaemonThreads;
+import com.google.protobuf.ByteString;
+import dev.remotelog.kafka.config.Settings;
 import dev.remotelog.kafka.rpc.Failures;
 import dev.remotelog.kafka.rpc.Protos;
-import dev.remotelog.kafka.config.Settings;
-
-import com.google.protobuf.ByteString;
+import dev.remotelog.kafka.util.DaemonThreads;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.io.IOException;
@@ -47,8 +46,8 @@ import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFile;
-import remotelog.api.segmentstore.v1.SegmentStore.SegmentFileSize;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFilePath;
+import remotelog.api.segmentstore.v1.SegmentStore.SegmentFileSize;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.UploadPart;

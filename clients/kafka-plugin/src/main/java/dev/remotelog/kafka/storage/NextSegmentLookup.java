@@ -1,10 +1,9 @@
 package dev.remotelog.kafka.storage;
 
-import dev.remotelog.kafka.rpc.Channels;
-import dev.remotelog.kafka.metrics.Instruments;
-import dev.remotelog.kafka.rpc.Protos;
 import dev.remotelog.kafka.config.Settings;
-
+import dev.remotelog.kafka.metrics.Instruments;
+import dev.remotelog.kafka.rpc.Channels;
+import dev.remotelog.kafka.rpc.Protos;
 import io.grpc.Channel;
 import io.grpc.ClientInterceptors;
 import io.grpc.ManagedChannel;

@@ -1,7 +1,6 @@
 package dev.remotelog.kafka.storage;
 
 import dev.remotelog.kafka.util.BoundedMaps;
-
 import java.util.Collections;
 import java.util.Optional;
 import java.util.Set;

@@ -1,13 +1,12 @@
 package dev.remotelog.kafka.config;
 
-import dev.remotelog.kafka.rpc.Protos;
-import dev.remotelog.kafka.rpc.ProtosTest;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.rpc.ProtosTest;
 import java.util.Map;
 import java.util.Optional;
 import org.apache.kafka.common.Uuid;

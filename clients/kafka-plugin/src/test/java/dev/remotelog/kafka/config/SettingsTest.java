@@ -1,11 +1,10 @@
 package dev.remotelog.kafka.config;
 
-import dev.remotelog.kafka.rpc.Channels;
-
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.remotelog.kafka.rpc.Channels;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.Path;
