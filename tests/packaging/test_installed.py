@@ -68,6 +68,11 @@ def test_the_plugin_jar_is_the_one_the_wheel_carries(installed, wheel):
     packed = zipfile.ZipFile(wheel).read(f"remotelog/jars/{jar.name}")
     assert hashlib.sha256(jar.read_bytes()).digest() == hashlib.sha256(packed).digest()
     assert "dev/remotelog/kafka/RemotelogStorageManager.class" in zipfile.ZipFile(jar).namelist()
+    done = installed.remotelog("kafka-plugin", "compat-path")
+    assert done.returncode == 0, done.stderr
+    compat = Path(done.stdout.strip())
+    assert compat.parent == jar.parent
+    assert "org/apache/kafka/common/metrics/Monitorable.class" in zipfile.ZipFile(compat).namelist()
 
 
 def test_remotelog_demo_runs_from_the_wheel_alone(installed):

@@ -21,6 +21,7 @@ from remotelog.dev.demo import MIN_RECORDS, DemoConfig, DemoMismatch, DemoReport
 from remotelog.dev.kafka_broker import kafka_libs, plugin_jar
 from remotelog.dev.kafka_demo import MIN_RECORDS as KAFKA_MIN_RECORDS
 from remotelog.dev.kafka_demo import KafkaDemoReport, run_kafka_demo
+from remotelog.dev.kafka_jars import compat_jar_of
 from remotelog.dev.stack import (
     BROKERS,
     SIDECAR_TOPIC_PATTERN,
@@ -83,6 +84,13 @@ def add_dev_commands(commands: Any) -> None:
         "remote.log.metadata.manager.class.path",
     )
     path.set_defaults(run=_plugin_path)
+    compat = actions.add_parser(
+        "compat-path",
+        help="print the compat jar's path: Kafka 3.7-4.0 lack the Monitorable interface the "
+        "plugin implements, and take it from this jar in libs/ or beside the plugin jar in "
+        "both class.path settings (never on Kafka 4.1+)",
+    )
+    compat.set_defaults(run=_compat_path)
 
 
 def _stack_flags(parser: argparse.ArgumentParser) -> None:
@@ -158,6 +166,17 @@ def _plugin_path(_: argparse.Namespace) -> int:
         print(plugin_jar())
     except BrokerError as exc:
         raise CliError(f"kafka-plugin path: {exc}") from None
+    return 0
+
+
+def _compat_path(_: argparse.Namespace) -> int:
+    try:
+        compat = compat_jar_of(plugin_jar())
+    except BrokerError as exc:
+        raise CliError(f"kafka-plugin compat-path: {exc}") from None
+    if not compat.is_file():
+        raise CliError(f"kafka-plugin compat-path: {compat}: not beside the plugin jar")
+    print(compat)
     return 0
 
 
