@@ -15,6 +15,7 @@ import grpc
 import pytest
 import pytest_asyncio
 from support.rpcs import error_info
+from support.s3 import s3_client
 from support.services import start_store
 from support.waiting import eventually
 
@@ -28,7 +29,7 @@ from remotelog.segmentstore.direct_copy import (
     UPLOAD_URL_MARGIN_S,
     DirectCopies,
     LocalFile,
-    part_plan,
+    allowed_roots,
 )
 
 from .segments import segment_files, segment_metadata
@@ -99,56 +100,83 @@ def sizes(contents: dict[SegmentFile, bytes]) -> list[pb.SegmentFileSize]:
     ]
 
 
-async def start(stub, metadata, contents, timeout_ms=COPY_TIMEOUT_MS):
+def part_plan(log: bytes, part_size: int = PART) -> list[pb.UploadedPart]:
+    """The log's parts as the plugin plans them: `part_size` each, the last shorter."""
+    return [
+        pb.UploadedPart(
+            part_number=number,
+            size=len(log[position : position + part_size]),
+            md5=hashlib.md5(log[position : position + part_size]).hexdigest(),
+        )
+        for number, position in enumerate(range(0, max(len(log), 1), part_size), 1)
+    ]
+
+
+def indexes_of(contents: dict[SegmentFile, bytes]) -> bytes:
+    """The indexes object: the files but the log in SegmentFile's order."""
+    return b"".join(contents.get(f, b"") for f in INDEX_ORDER)
+
+
+INDEX_ORDER = [f for f in SegmentFile if f is not SegmentFile.LOG]
+
+
+async def start(stub, metadata, contents, timeout_ms=COPY_TIMEOUT_MS, parts=None):
     return await stub.rpc.StartSegmentUpload(
         pb.StartSegmentUploadRequest(
             metadata=segment_metadata_to_proto(metadata),
             files=sizes(contents),
             copy_timeout_ms=timeout_ms,
+            log_parts=part_plan(contents.get(SegmentFile.LOG, b"")) if parts is None else parts,
+            indexes_md5=hashlib.md5(indexes_of(contents)).hexdigest(),
         )
     )
 
 
-async def put(session: aiohttp.ClientSession, url: str, body: bytes) -> str:
-    """PUT `body` to a presigned URL as the plugin does, Content-MD5 and all; its MD5."""
-    digest = hashlib.md5(body)
-    headers = {"Content-MD5": b64encode(digest.digest()).decode()}
+async def put(session: aiohttp.ClientSession, url: str, body: bytes, headers=None) -> int:
+    """PUT `body` to a presigned URL as the plugin does, its Content-MD5 and the headers
+    the store named; S3's answer."""
+    headers = {
+        "Content-MD5": b64encode(hashlib.md5(body).digest()).decode(),
+        "Content-Type": "application/octet-stream",
+        **(headers or {}),
+    }
     async with session.put(url, data=body, headers=headers) as response:
-        assert response.status == 200, await response.text()
-        assert response.headers["ETag"].strip('"') == digest.hexdigest()
-    return digest.hexdigest()
+        await response.read()
+        return response.status
 
 
-async def put_all(upload, contents, *, skip_indexes=False) -> tuple[list[pb.UploadedPart], str]:
+async def put_all(upload, contents, *, skip_indexes=False) -> list[pb.UploadedPart]:
     """Every part and the indexes PUT in parallel; what the complete request says of them."""
     log = contents[SegmentFile.LOG]
     async with aiohttp.ClientSession() as session:
-        md5s = await asyncio.gather(
+        answers = await asyncio.gather(
             *(put(session, p.url, log[p.position : p.position + p.size]) for p in upload.log_parts)
         )
-        indexes = b"".join(contents.get(SegmentFile(_file(f)), b"") for f in upload.index_order)
-        indexes_md5 = hashlib.md5(indexes).hexdigest()
         if not skip_indexes:
-            await put(session, upload.indexes_url, indexes)
-    parts = [
-        pb.UploadedPart(part_number=p.part_number, size=p.size, md5=md5)
-        for p, md5 in zip(upload.log_parts, md5s, strict=True)
+            answers.append(
+                await put(session, upload.indexes_url, indexes_of(contents), upload.indexes_headers)
+            )
+    assert set(answers) == {200}
+    assert [segment_file_to_proto(f) for f in INDEX_ORDER if f in contents] == list(
+        upload.index_order
+    )
+    return [
+        pb.UploadedPart(
+            part_number=p.part_number,
+            size=p.size,
+            md5=hashlib.md5(log[p.position : p.position + p.size]).hexdigest(),
+        )
+        for p in upload.log_parts
     ]
-    return parts, indexes_md5
 
 
-def _file(proto_value: int) -> str:
-    return {segment_file_to_proto(f): f.value for f in SegmentFile}[proto_value]
-
-
-async def complete(stub, metadata, upload, contents, parts, indexes_md5):
+async def complete(stub, metadata, upload, contents, parts):
     return await stub.rpc.CompleteSegmentUpload(
         pb.CompleteSegmentUploadRequest(
             metadata=segment_metadata_to_proto(metadata),
             upload_id=upload.upload_id,
             files=sizes(contents),
             log_parts=parts,
-            indexes_md5=indexes_md5,
         )
     )
 
@@ -168,8 +196,19 @@ def refused(error: grpc.aio.AioRpcError, code: grpc.StatusCode, field: str | Non
         assert error_info(error).metadata["field"] == field, error.details()
 
 
-async def test_segments_put_by_url_read_back_byte_for_byte(s3, kafka_logs):
-    """A broker-written segment, and a log of three parts (the last short)."""
+@pytest_asyncio.fixture(params=["", "aws:kms"], ids=["bucket-default", "sse-kms"])
+async def s3_sse(request, tmp_path, s3_endpoint):
+    """A store on S3 asking for no encryption, and one asking for SSE-KMS: a bucket whose
+    ETags are no MD5s (tests/support/s3_server.py makes them as S3 does)."""
+    stub = Stub(await start_store("s3", tmp_path, s3_endpoint, **{"storage.s3.sse": request.param}))
+    yield stub, request.param
+    await stub.close()
+
+
+async def test_segments_put_by_url_read_back_byte_for_byte(s3_sse, kafka_logs):
+    """A broker-written segment, and a log of three parts (the last short), on a bucket as
+    it comes and on one that encrypts with KMS."""
+    s3, sse = s3_sse
     real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
     synthetic = segment_contents(real) | {SegmentFile.LOG: os.urandom(2 * PART + 12345)}
     for contents in (segment_contents(real), synthetic):
@@ -180,17 +219,50 @@ async def test_segments_put_by_url_read_back_byte_for_byte(s3, kafka_logs):
         before = s3.running.objects()
         upload = await start(s3, metadata, contents)
         assert upload.valid_for_ms == COPY_TIMEOUT_MS + UPLOAD_URL_MARGIN_S * 1000
-        plan = [(p.position, p.size) for p in upload.log_parts]
-        assert plan == part_plan(len(contents[SegmentFile.LOG]), PART)
-        assert [p.part_number for p in upload.log_parts] == list(range(1, len(plan) + 1))
+        plan = [(p.part_number, p.size) for p in upload.log_parts]
+        assert plan == [(p.part_number, p.size) for p in part_plan(contents[SegmentFile.LOG])]
+        assert [p.position for p in upload.log_parts] == [i * PART for i in range(len(plan))]
+        signed = {"x-amz-server-side-encryption": sse} if sse else {}
+        assert dict(upload.indexes_headers) == signed
         assert s3.running.objects() == before  # nothing is there until the caller PUTs it
-        parts, indexes_md5 = await put_all(upload, contents)
-        answer = await complete(s3, metadata, upload, contents, parts, indexes_md5)
+        parts = await put_all(upload, contents)
+        answer = await complete(s3, metadata, upload, contents, parts)
         assert b'"remote_size"' in answer.custom_metadata
         assert await read_back(s3.running.client, metadata) == contents
         assert s3.running.incomplete_uploads() == 0
     assert len(plan) == 3
     assert plan[-1][1] == 12345
+    client = s3_client(s3.running.endpoint)
+    bucket = s3.running.config.s3_bucket_name
+    log_key = next(k for k in s3.running.objects() if k.endswith(".log"))
+    head = client.head_object(Bucket=bucket, Key=log_key)
+    stored = client.get_object(Bucket=bucket, Key=log_key)["Body"].read()
+    if sse:
+        # Every object of the copies is encrypted, and an ETag is no MD5 of its bytes.
+        for key in s3.running.objects():
+            assert client.head_object(Bucket=bucket, Key=key)["ServerSideEncryption"] == sse
+        assert head["ETag"].strip('"') != hashlib.md5(stored).hexdigest()
+
+
+async def test_a_url_puts_only_the_bytes_its_md5_was_signed_for(s3, kafka_logs):
+    """Other bytes by a part's or the indexes' URL are refused by S3, with the MD5 signed
+    or their own; so the indexes URL, valid after the copy, cannot change them."""
+    real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    contents = segment_contents(real)
+    metadata = segment_metadata(real, topic="test_topic_a")
+    upload = await start(s3, metadata, contents)
+    part = upload.log_parts[0]
+    signed_md5 = b64encode(hashlib.md5(contents[SegmentFile.LOG]).digest()).decode()
+    other = b"not the log" * 100
+    async with aiohttp.ClientSession() as session:
+        assert await put(session, part.url, other, {"Content-MD5": signed_md5}) == 400
+        assert await put(session, part.url, other) == 403  # its own MD5: not the signed one
+        assert s3.running.incomplete_uploads() == 1
+        await complete(s3, metadata, upload, contents, await put_all(upload, contents))
+        committed = await read_back(s3.running.client, metadata)
+        for tamper in ({"Content-MD5": signed_md5}, {}):
+            assert await put(session, upload.indexes_url, other, tamper) in (400, 403)
+    assert await read_back(s3.running.client, metadata) == committed == contents
 
 
 async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kafka_logs):
@@ -200,27 +272,39 @@ async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kaf
         segment_metadata(real, topic="test_topic_a"), segment_size_in_bytes=PART + 10
     )
 
-    async def attempt(tamper, field, *, skip_indexes=False):
+    async def attempt(tamper, field, *, skip_indexes=False, parts_put=None):
         upload = await start(s3, metadata, contents)
-        parts, indexes_md5 = await put_all(upload, contents, skip_indexes=skip_indexes)
-        parts, indexes_md5 = tamper(parts, indexes_md5)
+        parts = await put_all(upload, contents, skip_indexes=skip_indexes)
+        if parts_put is not None:  # the store holds only these
+            await s3.rpc.AbortSegmentUpload(
+                pb.AbortSegmentUploadRequest(
+                    metadata=segment_metadata_to_proto(metadata), upload_id=upload.upload_id
+                )
+            )
+            upload = await start(s3, metadata, contents)
+            async with aiohttp.ClientSession() as session:
+                log = contents[SegmentFile.LOG]
+                for p in upload.log_parts[:parts_put]:
+                    assert await put(session, p.url, log[p.position : p.position + p.size]) == 200
+                await put(session, upload.indexes_url, indexes_of(contents), upload.indexes_headers)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await complete(s3, metadata, upload, contents, parts, indexes_md5)
+            await complete(s3, metadata, upload, contents, tamper(parts))
         refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
         # Discarded whole: no part, no indexes object, no manifest.
         assert (s3.running.objects(), s3.running.incomplete_uploads()) == ({}, 0)
         return caught.value.details()
 
-    def other_md5(parts, indexes_md5):
-        parts[1].md5 = hashlib.md5(b"not what was sent").hexdigest()
-        return parts, indexes_md5
+    def other_size(parts):
+        parts[0].size, parts[1].size = parts[0].size + 1, parts[1].size - 1
+        return parts
 
-    details = await attempt(other_md5, "log_parts")
-    assert "part 2 was sent as 10 bytes" in details
+    details = await attempt(other_size, "log_parts")
+    assert f"part 1 was sent as {PART + 1} bytes, but S3 holds {PART}" in details
     assert "X-Amz-Signature" not in details
-    await attempt(lambda parts, md5: (parts, "0" * 32), "indexes_md5")
-    await attempt(lambda parts, md5: (parts[:1], md5), "log_parts")  # the log not whole
-    details = await attempt(lambda p, m: (p, m), "indexes_md5", skip_indexes=True)
+    details = await attempt(lambda parts: parts, "log_parts", parts_put=1)
+    assert "part 2 was sent as 10 bytes, but S3 holds nothing" in details
+    await attempt(lambda parts: parts[:1], "log_parts")  # the log not whole
+    details = await attempt(lambda parts: parts, "files", skip_indexes=True)
     assert "never PUT" in details
 
     # An upload the caller gives up on: aborted, nothing is left.
@@ -260,7 +344,27 @@ async def test_bad_upload_requests_are_refused_naming_the_field(s3, tmp_path, s3
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await start(s3, segment, files, timeout_ms)
         refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
+
+    # Plans of parts S3 would not take, or that do not cover the log.
+    log = b"x" * (PART + 10)
+    long = (replace(metadata, segment_size_in_bytes=len(log)), contents | {SegmentFile.LOG: log})
+    first, last = part_plan(log)
+    plans = [
+        (part_plan(log, PART // 2), "log_parts.size"),  # below S3's smallest but the last
+        ([last, first], "log_parts"),
+        ([first, pb.UploadedPart(part_number=2, size=10, md5="not hex")], "log_parts.md5"),
+        (part_plan(log[:-1]), "log_parts"),  # not the log whole
+    ]
+    for plan, field in plans:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await start(s3, *long, parts=plan)
+        refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
     assert s3.running.incomplete_uploads() == 0
+    # A caller that states no MD5s (a plugin from before they were signed) takes the stream.
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await start(s3, *long, parts=[])
+    refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+    assert "log_parts" in caught.value.details()
 
     # A filesystem store signs nothing, nor does an S3 one told not to.
     for backend, extra in (("filesystem", {}), ("s3", {"storage.s3.copy.urls.enabled": "false"})):
@@ -309,36 +413,83 @@ async def test_segments_copied_by_path_read_back_byte_for_byte(by_path, kafka_lo
 
 async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_path, s3_endpoint):
     broker = tmp_path / "broker"
-    broker.mkdir()
-    log = broker / "00000000000000000000.log"
+    partition = broker / "orders-0"  # segment_metadata's topic and partition
+    partition.mkdir(parents=True)
+    log = partition / "00000000000000000000.log"
     log.write_bytes(b"z" * 500)
-    outside = tmp_path / "elsewhere.log"
-    outside.write_bytes(b"z" * 500)
-    (broker / "link.log").symlink_to(outside)
+    (partition / "00000000000000000000.index").write_bytes(b"i" * 8)
+    outside = tmp_path / "elsewhere"
+    (outside / "orders-0").mkdir(parents=True)
+    (outside / "orders-0" / log.name).write_bytes(b"z" * 500)
+    (broker / "__cluster_metadata-0").mkdir()
+    (broker / "__cluster_metadata-0" / log.name).write_bytes(b"z" * 500)
+    # A link in the partition directory, and a partition directory that is a link.
+    (partition / "00000000000000000000.timeindex").symlink_to(outside / "orders-0" / log.name)
+    (broker / "orders-1").symlink_to(outside / "orders-0")
+    os.mkfifo(partition / "00000000000000000000.snapshot")
     contents = {f: b"i" * 8 for f in SegmentFile if f is not SegmentFile.TRANSACTION_INDEX}
     contents[SegmentFile.LOG] = b"z" * 500
     metadata = segment_metadata(size=500)
+    other_partition = segment_metadata(size=500, partition=1)
+    internal = segment_metadata(size=500, topic="__cluster_metadata")
+    log_at = lambda path: {SegmentFile.LOG: path}  # noqa: E731
     cases = [
-        ({SegmentFile.LOG: outside}, {}, "files.path", "outside copy.paths.allowed"),
-        ({SegmentFile.LOG: broker / "link.log"}, {}, "files.path", "outside"),
-        ({SegmentFile.LOG: "broker/x.log"}, {}, "files.path", "relative"),
-        ({SegmentFile.LOG: broker / "gone.log"}, {}, "files.path", "cannot read"),
-        ({SegmentFile.LOG: broker}, {}, "files.size", "not a regular file"),
-        ({SegmentFile.LOG: log}, {SegmentFile.LOG: 501}, "files.size", "fewer than"),
+        (metadata, log_at(outside / "orders-0" / log.name), {}, "files.path", "not in a partition"),
+        (metadata, log_at(broker / log.name), {}, "files.path", "not in a partition"),
+        (metadata, log_at(f"{partition}/../orders-0/{log.name}"), {}, "files.path", "not a normal"),
+        (metadata, log_at(f"orders-0/{log.name}"), {}, "files.path", "relative"),
+        # A file of the partition's that is not this segment's, or not of its kind.
+        (
+            replace(metadata, start_offset=5),
+            log_at(log),
+            {},
+            "files.path",
+            "orders-0/00000000000000000005.log",
+        ),
+        (metadata, {SegmentFile.OFFSET_INDEX: log}, {}, "files.path", "not a file Kafka wrote"),
+        (other_partition, log_at(log), {}, "files.path", "not a file Kafka wrote"),
+        (metadata, log_at(partition / "00000000000000000000.timeindex"), {}, "files.path", ""),
+        # Links are not followed below an allowed directory.
+        (
+            metadata,
+            {SegmentFile.TIME_INDEX: partition / "00000000000000000000.timeindex"},
+            {},
+            "files.path",
+            "cannot read",
+        ),
+        (other_partition, log_at(broker / "orders-1" / log.name), {}, "files.path", "cannot read"),
+        (internal, log_at(broker / "__cluster_metadata-0" / log.name), {}, "metadata.topic", ""),
+        (metadata, log_at(partition / "00000000000000000099.log"), {}, "files.path", ""),
+        (
+            metadata,
+            {SegmentFile.PRODUCER_SNAPSHOT: partition / "00000000000000000000.snapshot"},
+            {},
+            "files.size",
+            "not a regular file",
+        ),
+        (metadata, log_at(log), {SegmentFile.LOG: 501}, "files.size", "fewer than"),
         # Indexes are read whole: a size past the store's bound is refused before that.
         (
-            {SegmentFile.LOG: log, SegmentFile.OFFSET_INDEX: log},
+            metadata,
+            {
+                SegmentFile.LOG: log,
+                SegmentFile.OFFSET_INDEX: partition / "00000000000000000000.index",
+            },
             {SegmentFile.OFFSET_INDEX: 65 << 20},
             "files",
             "indexes exceed",
         ),
     ]
-    for paths, overrides, field, words in cases:
-        request = files_request(metadata, contents, paths, overrides)
+    for segment, paths, overrides, field, words in cases:
+        request = files_request(segment, contents, paths, overrides)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await by_path.rpc.CopyLogSegmentFiles(request)
         refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, field)
         assert words in caught.value.details()
+    # The same files, right: copied.
+    await by_path.rpc.CopyLogSegmentFiles(files_request(metadata, contents, log_at(log)))
+    assert await read_back(by_path.running.client, metadata) == contents
+    await by_path.running.client.delete_log_segment_data(metadata)
     request = files_request(metadata, contents, {SegmentFile.LOG: log})
     request.inline_files.add(file=segment_file_to_proto(SegmentFile.LOG), data=b"z")
     with pytest.raises(grpc.aio.AioRpcError) as caught:
@@ -377,7 +528,7 @@ async def test_a_copy_by_path_cancelled_while_it_opens_closes_what_it_opened(by_
     log = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
     metadata = segment_metadata(log, topic="test_topic_a")
     contents = segment_contents(log)
-    direct = DirectCopies(by_path.running.service.app, allowed_paths=(kafka_logs.resolve(),))
+    direct = DirectCopies(by_path.running.service.app, allowed_paths=allowed_roots(str(kafka_logs)))
     files = {SegmentFile.LOG: LocalFile(str(log), len(contents[SegmentFile.LOG]))}
     inline = {f: data for f, data in contents.items() if f is not SegmentFile.LOG}
     cancelled = 0

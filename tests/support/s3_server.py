@@ -22,12 +22,21 @@ settings and what the link did (requests, slowed_down, cut, bytes_down, bytes_up
 
 A signed ranged GET of an object is answered from the range's bytes alone (RangedReads):
 moto reads and copies the whole object for every GET.
+
+Where moto answers otherwise than S3, the server answers as S3 does (AsS3Does): a PUT
+whose body is not its Content-MD5's is refused 400 BadDigest; a presigned (SigV4) request
+without a header its URL signs is refused 403 SignatureDoesNotMatch; an SSE-KMS object's
+or part's ETag is no MD5 of its bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import hashlib
+import hmac
+import io
 import json
 import random
 import re
@@ -36,8 +45,9 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, parse_qsl, quote, unquote
 
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.moto_server.werkzeug_app import (
@@ -45,7 +55,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from moto.s3.models import s3_backends
+from moto.s3.models import FakeKey, s3_backends
 from werkzeug.serving import make_server
 
 _ERRORS = {
@@ -224,15 +234,7 @@ class FaultInjector:
             time.sleep(int(fault.get("delay_ms", 1000)) / 1000)
         if mode in _ERRORS:
             _drain(environ)
-            status, code, message = _ERRORS[mode]
-            body = (
-                f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                f"<Message>{message}</Message></Error>"
-            ).encode()
-            start_response(
-                status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
-            )
-            return [body]
+            return _error(start_response, *_ERRORS[mode])
         if mode == "drop":
             _drain(environ)
             _close(environ)
@@ -352,6 +354,118 @@ class RangedReads:
         return (key, first, last) if first <= last else None
 
 
+class AsS3Does:
+    """moto's app, except where S3 answers otherwise. moto checks no signature; this
+    checks a presigned (SigV4) URL's, with its signed headers as sent, and its expiry,
+    for the access keys in `secrets` (id -> secret), and a PUT's Content-MD5."""
+
+    def __init__(self, app: Any, secrets: dict[str, str]) -> None:
+        self.app = app
+        self.secrets = secrets
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        refusal = self._presigned_refusal(environ)
+        if refusal is not None:
+            _drain(environ)
+            return _error(start_response, "403 Forbidden", *refusal)
+        stated = _header(environ, "content-md5")
+        if environ["REQUEST_METHOD"] == "PUT" and stated is not None:
+            body = _drain(environ)
+            if base64.b64encode(hashlib.md5(body).digest()).decode() != stated:
+                return _error(
+                    start_response,
+                    "400 Bad Request",
+                    "BadDigest",
+                    "The Content-MD5 you specified did not match what we received.",
+                )
+            environ["wsgi.input"] = io.BytesIO(body)
+        return self.app(environ, start_response)
+
+    def _presigned_refusal(self, environ: dict[str, Any]) -> tuple[str, str] | None:
+        """(code, message) of a presigned URL S3 would refuse; None: not one, or fine."""
+        pairs = parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        query = dict(pairs)
+        if query.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+            return None
+        key_id, _, scope = query["X-Amz-Credential"].partition("/")
+        secret = self.secrets.get(key_id)
+        if secret is None:
+            return None
+        signed = query["X-Amz-SignedHeaders"].split(";")
+        values = {h: _header(environ, h) for h in signed}
+        if None in values.values():
+            return "SignatureDoesNotMatch", f"unsent signed headers: {sorted(signed)}"
+        issued = datetime.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        if datetime.now(UTC) > issued + timedelta(seconds=int(query["X-Amz-Expires"])):
+            return "AccessDenied", "Request has expired"
+        canonical = "\n".join(
+            [
+                environ["REQUEST_METHOD"],
+                environ.get("RAW_URI", environ.get("PATH_INFO", "/")).partition("?")[0],
+                "&".join(
+                    f"{_encoded(k)}={_encoded(v)}"
+                    for k, v in sorted(pairs)
+                    if k != "X-Amz-Signature"
+                ),
+                "".join(f"{h}:{' '.join(str(values[h]).split())}\n" for h in signed),
+                ";".join(signed),
+                "UNSIGNED-PAYLOAD",
+            ]
+        )
+        to_sign = "\n".join(
+            [
+                "AWS4-HMAC-SHA256",
+                query["X-Amz-Date"],
+                scope,
+                hashlib.sha256(canonical.encode()).hexdigest(),
+            ]
+        )
+        key = f"AWS4{secret}".encode()
+        for part in scope.split("/"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(signature, query.get("X-Amz-Signature", "")):
+            return "SignatureDoesNotMatch", "The request signature we calculated does not match"
+        return None
+
+
+def _encoded(value: str) -> str:
+    return quote(value, safe="-_.~")
+
+
+def _header(environ: dict[str, Any], name: str) -> str | None:
+    if name == "host":
+        return str(environ.get("HTTP_HOST", ""))
+    key = name.upper().replace("-", "_")
+    value = environ.get(key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}")
+    return None if value is None else str(value)
+
+
+def _error(start_response: Any, status: str, code: str, message: str) -> list[bytes]:
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+        f"<Message>{message}</Message></Error>"
+    ).encode()
+    start_response(
+        status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+
+
+def etags_as_s3_makes_them() -> None:
+    """S3's ETag of an object or part under SSE-KMS is no MD5 of its bytes; moto's is.
+    Completing a multipart upload still takes the parts' ETags as listed."""
+    md5_etag = FakeKey.etag
+
+    def etag(key: FakeKey) -> str:
+        tag = str(md5_etag.fget(key))  # type: ignore[attr-defined]
+        if key.encryption != "aws:kms":
+            return tag
+        return f'"{hashlib.md5(b"sse-kms " + tag.encode()).hexdigest()}"'
+
+    FakeKey.etag = property(etag)  # type: ignore[method-assign,assignment]
+
+
 def _drain(environ: dict[str, Any]) -> bytes:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     return environ["wsgi.input"].read(length) if length else b""
@@ -384,7 +498,10 @@ def link_of(argv: list[str]) -> Link | None:
 
 
 def main() -> None:
-    moto = RangedReads(DomainDispatcherApplication(create_backend_app))
+    etags_as_s3_makes_them()
+    # The tests' and benchmarks' S3 credentials: their URLs are checked as S3 checks them.
+    secrets = {"test": "test"}
+    moto = AsS3Does(RangedReads(DomainDispatcherApplication(create_backend_app)), secrets)
     app = FaultInjector(moto, link_of(sys.argv[1:]))
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_port}", flush=True)

@@ -128,7 +128,7 @@ class StoredPart:
 
     number: int
     size: int
-    md5: str  # lowercase hex: S3's ETag of a part
+    etag: str  # S3's, to complete the upload with: an MD5 only on unencrypted buckets
 
 
 @runtime_checkable
@@ -145,10 +145,20 @@ class UploadSigningStore(ObjectStore, Protocol):
         ...
 
     async def presigned_part_url(
-        self, key: str, upload_id: str, number: int, expires_in_s: int
-    ) -> str: ...
+        self, key: str, upload_id: str, number: int, expires_in_s: int, md5: str
+    ) -> str:
+        """A PUT of part `number` that writes only bytes of `md5` (hex), as Content-MD5."""
+        ...
 
-    async def presigned_put_url(self, key: str, expires_in_s: int) -> str: ...
+    async def presigned_put_url(self, key: str, expires_in_s: int, md5: str) -> str:
+        """A PUT of `key` that writes only bytes of `md5` (hex), as Content-MD5."""
+        ...
+
+    @property
+    def signed_put_headers(self) -> dict[str, str]:
+        """Headers a presigned PUT of a whole object signs beside Content-MD5 (S3's
+        server-side encryption): its caller must send them as they are."""
+        ...
 
     async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
         """The upload's parts, by number; RemoteResourceNotFoundError if it is gone."""
@@ -159,5 +169,5 @@ class UploadSigningStore(ObjectStore, Protocol):
     ) -> None: ...
 
     async def head(self, key: str) -> StoredPart:
-        """An object's size and MD5 (a single PUT's ETag), as part number 0."""
+        """An object's size and ETag, as part number 0."""
         ...

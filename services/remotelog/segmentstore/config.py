@@ -60,20 +60,37 @@ class StorageSettings:
     s3_multipart_part_size: int = setting(
         "storage.s3.multipart.upload.part.size",
         25 * MIB,
-        "Uploads above this size are multipart, in parts of this size",
+        "The store's uploads above this size are multipart, in parts of this size (the "
+        "Kafka plugin's URL copies plan their parts by its copy.url.part.bytes)",
         min=5 * MIB,
         max=5 * 1024 * MIB,
+    )
+    s3_sse: str = setting(
+        "storage.s3.sse",
+        "",
+        "Server-side encryption asked of S3 on every PUT and multipart upload, presigned "
+        "ones included (signed into them): AES256 (SSE-S3) or aws:kms (SSE-KMS, with "
+        "storage.s3.sse.kms.key.id or the account's default key); empty = the bucket's "
+        "default encryption",
+        choices=("", "AES256", "aws:kms"),
+    )
+    s3_sse_kms_key_id: str = setting(
+        "storage.s3.sse.kms.key.id",
+        "",
+        "The KMS key (id, ARN or alias) of storage.s3.sse=aws:kms; empty = the account's "
+        "default aws/s3 key",
     )
     s3_upload_concurrency: int = setting(
         "storage.s3.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
     )
     s3_fetch_url_expiry_ms: int = setting(
         "storage.s3.fetch.url.expiry.ms",
-        15 * 60 * 1000,
+        60 * 1000,
         "GetLogSegmentUrl hands out presigned GETs of segment logs valid this long, so "
-        "callers (the fetch service, its bulk readers, the Kafka plugin) read the bytes "
-        "from S3 themselves; each grants a read of its object to whoever holds it. "
-        "0 = none (callers use FetchLogSegment)",
+        "callers (the fetch service, its bulk readers, the Kafka plugin, Spark tasks) read "
+        "the bytes from S3 themselves; each grants a read of its object to whoever holds "
+        "it, so keep it short: callers ask again as it runs out. 0 = none (callers use "
+        "FetchLogSegment)",
         min=0,
         max=7 * 24 * 3600 * 1000,  # SigV4's longest
     )

@@ -4,10 +4,12 @@ By path: a store on the broker's host, allowed to read its log directories,
 opens the segment's files itself, and the filesystem backend has the kernel
 copy them (copy_file_range), as the short circuit does with lent descriptors.
 
-By URL: the store starts an S3 multipart upload of the log and hands the caller
-a presigned PUT per part and one of the indexes object; the caller PUTs the
-bytes itself. Completing checks what arrived against what the caller says it
-sent (each part's size and MD5, the indexes' size and MD5), then completes the
+By URL: the caller plans the log's parts and states each one's MD5 and the
+indexes'; the store starts an S3 multipart upload of the log and hands it a
+presigned PUT per part and one of the indexes object, each signing its MD5
+(Content-MD5), so the object store takes those bytes and no others. An ETag is
+not an MD5 on an SSE-KMS or SSE-C bucket: nothing checks one. Completing checks
+that every part and the indexes are there at their sizes, then completes the
 upload and writes the manifest last, as every copy does. A copy that never
 completes leaves an incomplete upload and at most an indexes object without a
 manifest: the segment's deletion (Kafka deletes a failed copy's segment) and a
@@ -17,6 +19,7 @@ scrub remove both.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import re
@@ -48,6 +51,15 @@ _MD5 = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True, slots=True)
+class SentPart:
+    """A part of the log as the caller plans to PUT it, and PUT it."""
+
+    number: int
+    size: int
+    md5: str  # lowercase hex
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedPart:
     """A part of the log to PUT: `size` bytes from `position`, to `url`."""
 
@@ -66,6 +78,8 @@ class SegmentUpload:
     indexes_url: str
     index_order: tuple[SegmentFile, ...]
     valid_for_s: int
+    # What the indexes' PUT sends besides its Content-MD5: signed into its URL.
+    indexes_headers: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +91,81 @@ class LocalFile:
 
 
 def allowed_roots(paths: str) -> tuple[Path, ...]:
-    """The directories of a comma-separated `copy.paths.allowed`, resolved."""
-    return tuple(Path(p.strip()).resolve() for p in paths.split(",") if p.strip())
+    """The directories of a comma-separated `copy.paths.allowed`, as given (normalised)."""
+    return tuple(Path(os.path.normpath(p.strip())) for p in paths.split(",") if p.strip())
 
 
-def part_plan(size: int, part_size: int) -> list[tuple[int, int]]:
-    """(position, size) of each part of a log of `size` bytes: `part_size` each, larger
-    where S3's 10,000 parts would not hold it; one (empty) part for an empty log."""
-    part_size = max(part_size, math.ceil(size / MAX_PARTS))
-    return [(p, min(part_size, size - p)) for p in range(0, size, part_size)] or [(0, 0)]
+# Kafka's internal topics, and KRaft's metadata log (its directory is
+# __cluster_metadata-0): their records (offsets, transactions, SCRAM credentials,
+# delegation tokens) are no segment to tier.
+INTERNAL_TOPICS = frozenset(
+    {
+        "__consumer_offsets",
+        "__transaction_state",
+        "__share_group_state",
+        "__remote_log_metadata",
+        "__cluster_metadata",
+    }
+)
+# The name Kafka gives each of a segment's files: its base offset, 20 digits.
+SUFFIXES = {
+    SegmentFile.LOG: ".log",
+    SegmentFile.OFFSET_INDEX: ".index",
+    SegmentFile.TIME_INDEX: ".timeindex",
+    SegmentFile.TRANSACTION_INDEX: ".txnindex",
+    SegmentFile.PRODUCER_SNAPSHOT: ".snapshot",
+}
+_OFFSET_NAME = re.compile(r"(\d{20})(\.[a-z]+)")
+
+
+def expected_place(
+    metadata: RemoteLogSegmentMetadata, file: SegmentFile, path: str, roots: tuple[Path, ...]
+) -> tuple[Path, str, str]:
+    """(allowed root, partition directory, file name) of a file Kafka wrote for this
+    segment: `<root>/<topic>-<partition>/<20-digit offset><suffix>`, its offset the
+    segment's start (a producer snapshot's: from its start to the offset after its
+    end, where Kafka names it after the next segment)."""
+    given = Path(path)
+    if not given.is_absolute():
+        raise InvalidArgumentError("files.path", f"the {file.value} file's path is relative")
+    if os.path.normpath(path) != path:
+        raise InvalidArgumentError("files.path", f"{path} ({file.value}) is not a normal path")
+    root = given.parent.parent
+    if root not in roots:
+        raise InvalidArgumentError(
+            "files.path",
+            f"{path} ({file.value}) is not in a partition directory of copy.paths.allowed",
+        )
+    tp = metadata.remote_log_segment_id.topic_id_partition
+    directory = f"{tp.topic}-{tp.partition}"
+    named = _OFFSET_NAME.fullmatch(given.name)
+    offset = int(named[1]) if named else -1
+    if file is SegmentFile.PRODUCER_SNAPSHOT:
+        fits = metadata.start_offset <= offset <= metadata.end_offset + 1
+    else:
+        fits = offset == metadata.start_offset
+    if given.parent.name != directory or not named or named[2] != SUFFIXES[file] or not fits:
+        raise InvalidArgumentError(
+            "files.path",
+            f"{path} ({file.value}) is not a file Kafka wrote for this segment: "
+            f"{directory}/{metadata.start_offset:020d}{SUFFIXES[file]}",
+        )
+    return root, directory, given.name
+
+
+def check_plan(parts: list[SentPart], log_size: int, min_part_size: int) -> None:
+    """The parts a caller plans: numbered from 1 in order, each with a hex MD5, every
+    one but the last at least `min_part_size`, at most MAX_PARTS, the log whole."""
+    if len(parts) > MAX_PARTS:
+        raise InvalidArgumentError("log_parts", f"{len(parts)} parts, more than {MAX_PARTS}")
+    _check_sent(parts, log_size)
+    for part in parts[:-1]:
+        if part.size < min_part_size:
+            raise InvalidArgumentError(
+                "log_parts.size",
+                f"part {part.number} has {part.size} bytes: every part but the last needs "
+                f"{min_part_size}",
+            )
 
 
 def check_sizes(
@@ -136,13 +216,11 @@ class DirectCopies:
         *,
         allowed_paths: tuple[Path, ...] = (),
         upload_urls: bool = False,
-        part_size: int = 25 * 1024 * 1024,
         abort_uploads_after_s: float = 0.0,
     ) -> None:
         self.store = store
         self.allowed_paths = allowed_paths
         self.upload_urls = upload_urls
-        self.part_size = part_size
         # 0: uploads are never aborted for their age (AbandonedUploads).
         self.abort_uploads_after_s = abort_uploads_after_s
 
@@ -161,6 +239,9 @@ class DirectCopies:
                 "(use CopyLogSegmentData)"
             )
         check_copy_state(metadata)
+        topic = metadata.remote_log_segment_id.topic_id_partition.topic
+        if topic in INTERNAL_TOPICS:
+            raise InvalidArgumentError("metadata.topic", f"{topic} is Kafka's own: never tiered")
         both = sorted(f.value for f in files.keys() & inline.keys())
         if both:
             raise InvalidArgumentError("inline_files", f"also named by path: {', '.join(both)}")
@@ -170,7 +251,11 @@ class DirectCopies:
             raise InvalidArgumentError(
                 "files", f"indexes exceed {self.store.options.max_index_bytes} bytes"
             )
-        opening = asyncio.ensure_future(asyncio.to_thread(self._open_all, files))
+        places = {
+            file: expected_place(metadata, file, local.path, self.allowed_paths)
+            for file, local in files.items()
+        }
+        opening = asyncio.ensure_future(asyncio.to_thread(self._open_all, files, places))
         try:
             opened = await asyncio.shield(opening)
         except asyncio.CancelledError:
@@ -190,14 +275,14 @@ class DirectCopies:
             _close_all(opened)
 
     def _open_all(
-        self, files: dict[SegmentFile, LocalFile]
+        self, files: dict[SegmentFile, LocalFile], places: dict[SegmentFile, tuple[Path, str, str]]
     ) -> dict[SegmentFile, FileSlice | bytes]:
         """In one thread hop: the log as a slice of its opened file, the indexes (small)
         read whole."""
         opened: dict[SegmentFile, FileSlice | bytes] = {}
         try:
             for file, local in files.items():
-                fd = self._open(file, local)
+                fd = _open_beneath(file, local, *places[file])
                 if file is SegmentFile.LOG:
                     opened[file] = FileSlice(fd, 0, local.size)
                     continue
@@ -209,35 +294,6 @@ class DirectCopies:
             _close_all(opened)
             raise
         return opened
-
-    def _open(self, file: SegmentFile, local: LocalFile) -> int:
-        """A read-only descriptor of the file, once it is known to be one this store may
-        read and to hold at least its stated size."""
-        path = Path(local.path)
-        if not path.is_absolute():
-            raise InvalidArgumentError("files.path", f"the {file.value} file's path is relative")
-        resolved = path.resolve()
-        if not any(resolved.is_relative_to(root) for root in self.allowed_paths):
-            raise InvalidArgumentError(
-                "files.path",
-                f"{local.path} ({file.value}) is outside copy.paths.allowed",
-            )
-        try:
-            fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            raise InvalidArgumentError(
-                "files.path", f"cannot read {local.path} ({file.value}): {exc.strerror}"
-            ) from None
-        status = os.fstat(fd)
-        problem = None
-        if not stat.S_ISREG(status.st_mode):
-            problem = "is not a regular file"
-        elif status.st_size < local.size:
-            problem = f"has {status.st_size} bytes, fewer than its stated {local.size}"
-        if problem is not None:
-            os.close(fd)
-            raise InvalidArgumentError("files.size", f"{local.path} ({file.value}) {problem}")
-        return fd
 
     # -- by URL ----------------------------------------------------------------
 
@@ -255,10 +311,20 @@ class DirectCopies:
         metadata: RemoteLogSegmentMetadata,
         sizes: dict[SegmentFile, int],
         copy_timeout_s: float,
+        planned: list[SentPart],
+        indexes_md5: str,
     ) -> SegmentUpload:
         signer = self._signer()
+        if not planned:
+            # A caller older than signed MD5s: its URLs could write other bytes.
+            raise UnsupportedOperationError(
+                "this store signs only uploads whose parts' MD5s are stated up front "
+                "(log_parts): use CopyLogSegmentData, or a plugin that states them"
+            )
         check_copy_state(metadata)
         check_sizes(metadata, sizes, self.store.options.max_index_bytes)
+        check_plan(planned, sizes[SegmentFile.LOG], signer.min_part_size)
+        _check_md5("indexes_md5", indexes_md5)
         if not 0 < copy_timeout_s <= MAX_COPY_TIMEOUT_S:
             raise InvalidArgumentError(
                 "copy_timeout_ms", f"must be from 1 to {MAX_COPY_TIMEOUT_S * 1000}"
@@ -274,28 +340,27 @@ class DirectCopies:
         keys = self.store.keys(metadata)
         expires_s = math.ceil(copy_timeout_s) + UPLOAD_URL_MARGIN_S
         upload_id = await signer.start_multipart(keys.log)
-        plan = part_plan(sizes[SegmentFile.LOG], max(self.part_size, signer.min_part_size))
         urls = await asyncio.gather(
-            signer.presigned_put_url(keys.indexes, expires_s),
+            signer.presigned_put_url(keys.indexes, expires_s, indexes_md5),
             *(
-                signer.presigned_part_url(keys.log, upload_id, number, expires_s)
-                for number in range(1, len(plan) + 1)
+                signer.presigned_part_url(keys.log, upload_id, part.number, expires_s, part.md5)
+                for part in planned
             ),
         )
+        positions = itertools.accumulate((p.size for p in planned), initial=0)
         parts = tuple(
-            PlannedPart(number, position, size, url)
-            for number, ((position, size), url) in enumerate(zip(plan, urls[1:], strict=True), 1)
+            PlannedPart(part.number, position, part.size, url)
+            for part, position, url in zip(planned, positions, urls[1:], strict=False)
         )
         order = tuple(f for f in INDEX_FILES if f in sizes)
-        return SegmentUpload(upload_id, parts, urls[0], order, expires_s)
+        return SegmentUpload(upload_id, parts, urls[0], order, expires_s, signer.signed_put_headers)
 
     async def complete_upload(
         self,
         metadata: RemoteLogSegmentMetadata,
         upload_id: str,
         sizes: dict[SegmentFile, int],
-        parts: list[StoredPart],
-        indexes_md5: str,
+        parts: list[SentPart],
     ) -> bytes | None:
         """Check what arrived, complete the upload and write the manifest; the segment's
         custom metadata. Any failure discards the upload."""
@@ -304,9 +369,9 @@ class DirectCopies:
         async def complete(keys: SegmentKeys) -> int:
             try:
                 check_sizes(metadata, sizes, self.store.options.max_index_bytes)
-                _check_sent(parts, indexes_md5, sizes[SegmentFile.LOG])
-                await self._check_arrived(signer, keys, upload_id, sizes, parts, indexes_md5)
-                await signer.complete_multipart(keys.log, upload_id, parts)
+                _check_sent(parts, sizes[SegmentFile.LOG])
+                stored = await self._check_arrived(signer, keys, upload_id, sizes, parts)
+                await signer.complete_multipart(keys.log, upload_id, stored)
                 ranges = ranges_of({f: sizes[f] for f in INDEX_FILES if f in sizes})
                 await self.store.publish(keys, Manifest(metadata, sizes[SegmentFile.LOG], ranges))
             except BaseException:
@@ -322,9 +387,11 @@ class DirectCopies:
         keys: SegmentKeys,
         upload_id: str,
         sizes: dict[SegmentFile, int],
-        parts: list[StoredPart],
-        indexes_md5: str,
-    ) -> None:
+        parts: list[SentPart],
+    ) -> list[StoredPart]:
+        """The parts as S3 holds them (their ETags, to complete the upload with), once
+        each is there at its size. Their bytes are the signed MD5s': nothing compares an
+        ETag, which is no MD5 on an encrypted bucket."""
         try:
             stored = await signer.uploaded_parts(keys.log, upload_id)
         except RemoteResourceNotFoundError:
@@ -332,33 +399,65 @@ class DirectCopies:
                 "upload_id", "names no upload of this segment under way (aborted, or completed)"
             ) from None
         held = {p.number: p for p in stored}
+        arrived = []
         for sent in parts:
             got = held.pop(sent.number, None)
-            if got != sent:
-                found = "nothing" if got is None else f"{got.size} bytes of MD5 {got.md5}"
+            if got is None or got.size != sent.size:
+                found = "nothing" if got is None else f"{got.size} bytes"
                 raise InvalidArgumentError(
                     "log_parts",
-                    f"part {sent.number} was sent as {sent.size} bytes of MD5 {sent.md5}, "
-                    f"but S3 holds {found}",
+                    f"part {sent.number} was sent as {sent.size} bytes, but S3 holds {found}",
                 )
+            arrived.append(got)
         if held:
             raise InvalidArgumentError("log_parts", f"S3 holds parts not sent: {sorted(held)}")
         index_bytes = sum(sizes.values()) - sizes[SegmentFile.LOG]
         try:
             indexes = await signer.head(keys.indexes)
         except RemoteResourceNotFoundError:
-            raise InvalidArgumentError("indexes_md5", "the indexes object was never PUT") from None
-        if (indexes.size, indexes.md5) != (index_bytes, indexes_md5):
+            raise InvalidArgumentError("files", "the indexes object was never PUT") from None
+        if indexes.size != index_bytes:
             raise InvalidArgumentError(
-                "indexes_md5",
-                f"the indexes were sent as {index_bytes} bytes of MD5 {indexes_md5}, but S3 "
-                f"holds {indexes.size} bytes of MD5 {indexes.md5}",
+                "files",
+                f"the indexes were sent as {index_bytes} bytes, but S3 holds {indexes.size}",
             )
+        return arrived
 
     async def abort_upload(self, metadata: RemoteLogSegmentMetadata, upload_id: str) -> None:
         signer = self._signer()
         keys = self.store.keys(metadata)
         await self.store.discard(lambda: _abort(signer, keys, upload_id), keys)
+
+
+def _open_beneath(
+    file: SegmentFile, local: LocalFile, root: Path, directory: str, name: str
+) -> int:
+    """A read-only descriptor of `root/directory/name`, opened one component at a time
+    without following a symlink below the root (openat2's RESOLVE_BENEATH and
+    RESOLVE_NO_SYMLINKS), once it is a regular file of at least its stated size."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        below = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fds.append(os.open(directory, below | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fd = os.open(name, below | os.O_NONBLOCK, dir_fd=fds[-1])
+    except OSError as exc:
+        raise InvalidArgumentError(
+            "files.path", f"cannot read {local.path} ({file.value}): {exc.strerror}"
+        ) from None
+    finally:
+        for opened in fds:
+            os.close(opened)
+    status = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(status.st_mode):
+        problem = "is not a regular file"
+    elif status.st_size < local.size:
+        problem = f"has {status.st_size} bytes, fewer than its stated {local.size}"
+    if problem is not None:
+        os.close(fd)
+        raise InvalidArgumentError("files.size", f"{local.path} ({file.value}) {problem}")
+    return fd
 
 
 def _read_exactly(fd: int, size: int, file: SegmentFile) -> bytes:
@@ -374,8 +473,8 @@ def _read_exactly(fd: int, size: int, file: SegmentFile) -> bytes:
     return b"".join(parts)
 
 
-def _check_sent(parts: list[StoredPart], indexes_md5: str, log_size: int) -> None:
-    """The parts the caller says it sent: numbered from 1 in order, the log whole."""
+def _check_sent(parts: list[SentPart], log_size: int) -> None:
+    """The parts the caller says it sends: numbered from 1 in order, the log whole."""
     if not parts:
         raise InvalidArgumentError("log_parts", "no parts")
     for expected, part in enumerate(parts, 1):
@@ -383,14 +482,18 @@ def _check_sent(parts: list[StoredPart], indexes_md5: str, log_size: int) -> Non
             raise InvalidArgumentError(
                 "log_parts", f"part {part.number} where part {expected} belongs"
             )
-        if not _MD5.fullmatch(part.md5):
-            raise InvalidArgumentError("log_parts.md5", f"part {part.number}: not a hex MD5")
+        if part.size < 0:
+            raise InvalidArgumentError("log_parts.size", f"part {part.number}: negative")
+        _check_md5("log_parts.md5", part.md5, f"part {part.number}: ")
     if sum(p.size for p in parts) != log_size:
         raise InvalidArgumentError(
             "log_parts", f"the parts hold {sum(p.size for p in parts)} bytes, the log {log_size}"
         )
-    if not _MD5.fullmatch(indexes_md5):
-        raise InvalidArgumentError("indexes_md5", "not a hex MD5")
+
+
+def _check_md5(field: str, md5: str, what: str = "") -> None:
+    if not _MD5.fullmatch(md5):
+        raise InvalidArgumentError(field, f"{what}not a lowercase hex MD5")
 
 
 async def _abort(signer: UploadSigningStore, keys: SegmentKeys, upload_id: str) -> None:

@@ -32,6 +32,8 @@ async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> 
             part_size=config.s3_multipart_part_size,
             concurrency=config.s3_upload_concurrency,
             backoff=backoff,
+            sse=config.s3_sse,
+            sse_kms_key_id=config.s3_sse_kms_key_id,
         )
     )
 

@@ -12,6 +12,7 @@ botocore's own retries are off so there is one retry policy, bounded by it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -28,6 +29,7 @@ from botocore.handlers import convert_body_to_file_like_object
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.deadline import current_deadline
 from remotelog.core.errors import (
+    InvalidArgumentError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
     RetriableRemoteStorageError,
@@ -96,6 +98,9 @@ class S3Settings:
     part_size: int
     concurrency: int
     backoff: ExponentialBackoff
+    # Server-side encryption of every PUT and upload: "", "AES256" or "aws:kms".
+    sse: str = ""
+    sse_kms_key_id: str = ""
     # Retries without a caller deadline stop after this long.
     default_retry_s: float = 60.0
     connect_timeout_s: float = 10.0
@@ -109,6 +114,7 @@ class S3Store:
         self._client = client
         self._client_cm = exit_stack
         self._closed = False
+        self.sse = sse_params(settings.sse, settings.sse_kms_key_id)
 
     @classmethod
     async def open(cls, settings: S3Settings) -> S3Store:
@@ -119,6 +125,8 @@ class S3Store:
         )
         config = AioConfig(
             s3={"addressing_style": "path" if settings.path_style else "auto"},
+            # SSE-KMS takes SigV4 only, and presigned URLs sign their headers with it.
+            signature_version="s3v4",
             retries={"total_max_attempts": 1},
             connect_timeout=settings.connect_timeout_s,
             read_timeout=settings.read_timeout_s,
@@ -178,7 +186,7 @@ class S3Store:
 
     async def put(self, key: str, data: bytes) -> None:
         await self.call(
-            key, lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data)
+            key, lambda: self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **self.sse)
         )
 
     async def get(self, key: str) -> bytes:
@@ -245,19 +253,34 @@ class S3Store:
 
     async def start_multipart(self, key: str) -> str:
         created = await self.call(
-            key, partial(self._client.create_multipart_upload, Bucket=self.bucket, Key=key)
+            key,
+            partial(self._client.create_multipart_upload, Bucket=self.bucket, Key=key, **self.sse),
         )
         return str(created["UploadId"])
 
     async def presigned_part_url(
-        self, key: str, upload_id: str, number: int, expires_in_s: int
+        self, key: str, upload_id: str, number: int, expires_in_s: int, md5: str
     ) -> str:
+        # A part takes its upload's encryption: it sends no SSE header.
         return await self._presign(
-            "upload_part", expires_in_s, Key=key, UploadId=upload_id, PartNumber=number
+            "upload_part",
+            expires_in_s,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            ContentMD5=content_md5(md5),
         )
 
-    async def presigned_put_url(self, key: str, expires_in_s: int) -> str:
-        return await self._presign("put_object", expires_in_s, Key=key)
+    async def presigned_put_url(self, key: str, expires_in_s: int, md5: str) -> str:
+        return await self._presign(
+            "put_object", expires_in_s, Key=key, ContentMD5=content_md5(md5), **self.sse
+        )
+
+    @property
+    def signed_put_headers(self) -> dict[str, str]:
+        """Headers a presigned PUT of a whole object signs, beside Content-MD5: its caller
+        sends them as they are."""
+        return {SSE_HEADERS[name]: value for name, value in self.sse.items()}
 
     async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
         parts: list[StoredPart] = []
@@ -265,7 +288,7 @@ class S3Store:
         while True:
             page = await self.call(key, partial(self._client.list_parts, **kwargs))
             parts += [
-                StoredPart(int(p["PartNumber"]), int(p["Size"]), _md5_of(p["ETag"]))
+                StoredPart(int(p["PartNumber"]), int(p["Size"]), p["ETag"])
                 for p in page.get("Parts", [])
             ]
             if not page.get("IsTruncated"):
@@ -273,7 +296,7 @@ class S3Store:
             kwargs["PartNumberMarker"] = page["NextPartNumberMarker"]
 
     async def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
-        listed = [{"PartNumber": p.number, "ETag": f'"{p.md5}"'} for p in parts]
+        listed = [{"PartNumber": p.number, "ETag": p.etag} for p in parts]
         await self.call(
             key,
             partial(
@@ -287,7 +310,7 @@ class S3Store:
 
     async def head(self, key: str) -> StoredPart:
         found = await self.call(key, partial(self._client.head_object, Bucket=self.bucket, Key=key))
-        return StoredPart(0, int(found["ContentLength"]), _md5_of(found["ETag"]))
+        return StoredPart(0, int(found["ContentLength"]), found["ETag"])
 
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -337,9 +360,26 @@ class S3Store:
             return  # already completed or aborted
 
 
-def _md5_of(etag: str) -> str:
-    """The MD5 an ETag of a part or a single PUT is (SSE-KMS objects' are not)."""
-    return etag.strip('"').lower()
+# boto3's parameters of server-side encryption, and the headers they are.
+SSE_HEADERS = {
+    "ServerSideEncryption": "x-amz-server-side-encryption",
+    "SSEKMSKeyId": "x-amz-server-side-encryption-aws-kms-key-id",
+}
+
+
+def sse_params(sse: str, kms_key_id: str) -> dict[str, str]:
+    """boto3's parameters for `storage.s3.sse` and its KMS key."""
+    if kms_key_id and sse != "aws:kms":
+        raise InvalidArgumentError("storage.s3.sse.kms.key.id", "needs storage.s3.sse=aws:kms")
+    params = {"ServerSideEncryption": sse} if sse else {}
+    if kms_key_id:
+        params["SSEKMSKeyId"] = kms_key_id
+    return params
+
+
+def content_md5(md5: str) -> str:
+    """Content-MD5's form (base64) of a lowercase hex MD5."""
+    return base64.b64encode(bytes.fromhex(md5)).decode()
 
 
 async def _chunks(stream: Any, chunk_size: int) -> AsyncGenerator[bytes, None]:
@@ -411,7 +451,9 @@ class S3Upload:
         store = self._store
         created = await store.call(
             self._key,
-            lambda: store._client.create_multipart_upload(Bucket=store.bucket, Key=self._key),
+            lambda: store._client.create_multipart_upload(
+                Bucket=store.bucket, Key=self._key, **store.sse
+            ),
         )
         return str(created["UploadId"])
 

@@ -35,7 +35,6 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
             store,
             allowed_paths=allowed_roots(config.copy_paths_allowed),
             upload_urls=config.storage_backend == "s3" and config.s3_copy_urls,
-            part_size=config.s3_multipart_part_size,
             abort_uploads_after_s=abort_after_s,
         )
         servicer = SegmentStoreServicer(

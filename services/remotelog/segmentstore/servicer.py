@@ -27,8 +27,8 @@ from remotelog.protocol.convert import (
     segment_metadata_from_proto,
     segment_metadata_to_proto,
 )
-from remotelog.segmentstore.backend import Chunk, StoredPart
-from remotelog.segmentstore.direct_copy import DirectCopies, LocalFile, sizes_of
+from remotelog.segmentstore.backend import Chunk
+from remotelog.segmentstore.direct_copy import DirectCopies, LocalFile, SentPart, sizes_of
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 
@@ -71,6 +71,10 @@ def _sizes(files: Iterable[pb.SegmentFileSize]) -> dict[SegmentFile, int]:
     return sizes_of(
         ((segment_file_from_proto(f.file, "files.file"), f.size) for f in files), "files"
     )
+
+
+def _parts(parts: Iterable[pb.UploadedPart]) -> list[SentPart]:
+    return [SentPart(p.part_number, p.size, p.md5) for p in parts]
 
 
 class SegmentStoreServicer:
@@ -162,7 +166,11 @@ class SegmentStoreServicer:
         metadata = segment_metadata_from_proto(request.metadata, "metadata")
         with deadline_after(context.time_remaining()):
             upload = await self.direct.start_upload(
-                metadata, _sizes(request.files), request.copy_timeout_ms / 1000
+                metadata,
+                _sizes(request.files),
+                request.copy_timeout_ms / 1000,
+                _parts(request.log_parts),
+                request.indexes_md5,
             )
         return pb.StartSegmentUploadResponse(
             upload_id=upload.upload_id,
@@ -173,16 +181,16 @@ class SegmentStoreServicer:
             indexes_url=upload.indexes_url,
             index_order=[segment_file_to_proto(f) for f in upload.index_order],
             valid_for_ms=upload.valid_for_s * 1000,
+            indexes_headers=upload.indexes_headers,
         )
 
     async def CompleteSegmentUpload(
         self, request: pb.CompleteSegmentUploadRequest, context: grpc.aio.ServicerContext
     ) -> pb.CompleteSegmentUploadResponse:
         metadata = segment_metadata_from_proto(request.metadata, "metadata")
-        parts = [StoredPart(p.part_number, p.size, p.md5) for p in request.log_parts]
         with deadline_after(context.time_remaining()):
             custom = await self.direct.complete_upload(
-                metadata, request.upload_id, _sizes(request.files), parts, request.indexes_md5
+                metadata, request.upload_id, _sizes(request.files), _parts(request.log_parts)
             )
         return pb.CompleteSegmentUploadResponse(custom_metadata=custom)
 

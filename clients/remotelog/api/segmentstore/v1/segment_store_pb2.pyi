@@ -181,14 +181,18 @@ class SegmentFileSize(_message.Message):
     def __init__(self, file: _Optional[_Union[SegmentFile, str]] = ..., size: _Optional[int] = ...) -> None: ...
 
 class StartSegmentUploadRequest(_message.Message):
-    __slots__ = ("metadata", "files", "copy_timeout_ms")
+    __slots__ = ("metadata", "files", "copy_timeout_ms", "log_parts", "indexes_md5")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     COPY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_MD5_FIELD_NUMBER: _ClassVar[int]
     metadata: _segment_pb2.RemoteLogSegmentMetadata
     files: _containers.RepeatedCompositeFieldContainer[SegmentFileSize]
     copy_timeout_ms: int
-    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., copy_timeout_ms: _Optional[int] = ...) -> None: ...
+    log_parts: _containers.RepeatedCompositeFieldContainer[UploadedPart]
+    indexes_md5: str
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., copy_timeout_ms: _Optional[int] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ...) -> None: ...
 
 class UploadPart(_message.Message):
     __slots__ = ("part_number", "position", "size", "url")
@@ -203,18 +207,27 @@ class UploadPart(_message.Message):
     def __init__(self, part_number: _Optional[int] = ..., position: _Optional[int] = ..., size: _Optional[int] = ..., url: _Optional[str] = ...) -> None: ...
 
 class StartSegmentUploadResponse(_message.Message):
-    __slots__ = ("upload_id", "log_parts", "indexes_url", "index_order", "valid_for_ms")
+    __slots__ = ("upload_id", "log_parts", "indexes_url", "index_order", "valid_for_ms", "indexes_headers")
+    class IndexesHeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
     INDEXES_URL_FIELD_NUMBER: _ClassVar[int]
     INDEX_ORDER_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_HEADERS_FIELD_NUMBER: _ClassVar[int]
     upload_id: str
     log_parts: _containers.RepeatedCompositeFieldContainer[UploadPart]
     indexes_url: str
     index_order: _containers.RepeatedScalarFieldContainer[SegmentFile]
     valid_for_ms: int
-    def __init__(self, upload_id: _Optional[str] = ..., log_parts: _Optional[_Iterable[_Union[UploadPart, _Mapping]]] = ..., indexes_url: _Optional[str] = ..., index_order: _Optional[_Iterable[_Union[SegmentFile, str]]] = ..., valid_for_ms: _Optional[int] = ...) -> None: ...
+    indexes_headers: _containers.ScalarMap[str, str]
+    def __init__(self, upload_id: _Optional[str] = ..., log_parts: _Optional[_Iterable[_Union[UploadPart, _Mapping]]] = ..., indexes_url: _Optional[str] = ..., index_order: _Optional[_Iterable[_Union[SegmentFile, str]]] = ..., valid_for_ms: _Optional[int] = ..., indexes_headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UploadedPart(_message.Message):
     __slots__ = ("part_number", "size", "md5")

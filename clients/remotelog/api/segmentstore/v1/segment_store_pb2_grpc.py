@@ -172,12 +172,14 @@ class SegmentStoreServiceServicer:
     def StartSegmentUpload(self, request, context):
         """The first step of a copy whose bytes the caller PUTs to object storage
         itself: the store starts a multipart upload of the segment's log and
-        answers with a presigned URL per part, and one presigned PUT of the
-        object that holds the indexes. Each URL grants a write of its object to
-        whoever holds it, for the copy's time plus a margin: do not log it.
-        Errors: UNIMPLEMENTED / UNSUPPORTED_OPERATION (a store that signs no
-        uploads: use CopyLogSegmentData), INVALID_ARGUMENT (bad metadata,
-        missing file, sizes), UNAVAILABLE.
+        answers with a presigned URL per part the caller planned, and one
+        presigned PUT of the object that holds the indexes. Each URL signs the
+        MD5 the caller stated (Content-MD5): it writes those bytes and no
+        others, on any bucket encryption, for the copy's time plus a margin. Do
+        not log it. Errors: UNIMPLEMENTED / UNSUPPORTED_OPERATION (a store that
+        signs no uploads, or a request without the parts' MD5s: use
+        CopyLogSegmentData), INVALID_ARGUMENT (bad metadata, missing file,
+        sizes, a bad plan of parts), UNAVAILABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -185,9 +187,10 @@ class SegmentStoreServiceServicer:
 
     def CompleteSegmentUpload(self, request, context):
         """The last step: the store checks what arrived against what the caller
-        sent (every part's size and MD5, the indexes' size and MD5), completes
-        the log's upload and writes the segment's manifest, which makes it
-        visible. A mismatch is INVALID_ARGUMENT and discards the upload.
+        sent (every part and the indexes there, each of its size; their bytes
+        are the signed MD5s'), completes the log's upload and writes the
+        segment's manifest, which makes it visible. A mismatch is
+        INVALID_ARGUMENT and discards the upload.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

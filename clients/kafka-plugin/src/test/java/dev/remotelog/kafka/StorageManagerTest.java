@@ -3,6 +3,8 @@ package dev.remotelog.kafka;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -84,6 +86,7 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc;
 public class StorageManagerTest {
     static final String BROKER = "storage-manager-test";
     static final int CHUNK = 4096;
+    static final int PART = 5 << 20;
     static final int FETCH_CHUNKS = 1000;
     static final int READ_AHEAD_CHUNK = 64 << 10;
 
@@ -109,12 +112,19 @@ public class StorageManagerTest {
     HttpServer objects;
     final Map<String, byte[]> putObjects = new ConcurrentHashMap<>();
     final List<CompleteSegmentUploadRequest> completedUploads = new ArrayList<>();
+    final List<StartSegmentUploadRequest> startedUploads = new ArrayList<>();
+    // The headers each PUT sent, by path; a path here is answered 400 BadDigest, as S3
+    // answers bytes other than the Content-MD5's.
+    final Map<String, com.sun.net.httpserver.Headers> putHeaders = new ConcurrentHashMap<>();
+    volatile String badDigestAt;
     final AtomicInteger abortedUploads = new AtomicInteger();
     // CompleteSegmentUpload answers INVALID_ARGUMENT with this, as for a part other than sent.
     volatile String uploadMismatch;
     // Chunks read ahead of an HTTP reader: none (the plain ranged GETs) unless a test says.
     int readAheadChunks;
     String nextSegmentAddress = "";
+    // Where file:// URLs may point: where JUnit makes each test's directory, unless a test says.
+    String fileRoots = System.getProperty("java.io.tmpdir");
     // Whether the thread was still interrupted as the last failed copy returned.
     boolean interruptKept;
     final AtomicInteger fetchChunksSent = new AtomicInteger();
@@ -196,24 +206,22 @@ public class StorageManagerTest {
                 response.onError(Status.UNIMPLEMENTED.withDescription("no upload URLs").asRuntimeException());
                 return;
             }
+            startedUploads.add(request);
             String base = "http://127.0.0.1:" + objects.getAddress().getPort();
             var upload = StartSegmentUploadResponse.newBuilder().setUploadId("u1").setValidForMs(60_000);
-            long size =
-                    request.getFilesList().stream()
-                            .filter(f -> f.getFile() == SegmentFile.SEGMENT_FILE_LOG)
-                            .findFirst()
-                            .orElseThrow()
-                            .getSize();
-            for (long position = 0, number = 1; position < size; position += CHUNK, number++) {
+            long position = 0;
+            for (UploadedPart part : request.getLogPartsList()) {
                 upload.addLogParts(
                         UploadPart.newBuilder()
-                                .setPartNumber((int) number)
+                                .setPartNumber(part.getPartNumber())
                                 .setPosition(position)
-                                .setSize(Math.min(CHUNK, size - position))
-                                .setUrl(base + "/log/" + number));
+                                .setSize(part.getSize())
+                                .setUrl(base + "/log/" + part.getPartNumber()));
+                position += part.getSize();
             }
             response.onNext(
                     upload.setIndexesUrl(base + "/indexes")
+                            .putIndexesHeaders("x-amz-server-side-encryption", "aws:kms")
                             .addIndexOrder(SegmentFile.SEGMENT_FILE_OFFSET_INDEX)
                             .addIndexOrder(SegmentFile.SEGMENT_FILE_TIME_INDEX)
                             .addIndexOrder(SegmentFile.SEGMENT_FILE_PRODUCER_SNAPSHOT)
@@ -309,7 +317,9 @@ public class StorageManagerTest {
                         Settings.COPY_TIMEOUT, copyTimeoutMs,
                         Settings.CHUNK_BYTES, CHUNK,
                         Settings.COPY_METHOD, copyMethod,
+                        Settings.COPY_PART_BYTES, PART,
                         Settings.FETCH_URLS, true,
+                        Settings.FETCH_FILE_URL_ROOTS, fileRoots,
                         Settings.READ_AHEAD_CHUNKS, readAheadChunks,
                         Settings.READ_AHEAD_CHUNK_BYTES, READ_AHEAD_CHUNK,
                         Settings.NEXT_SEGMENT_ADDRESS, nextSegmentAddress,
@@ -479,8 +489,20 @@ public class StorageManagerTest {
                         awaitAtMost(together, 5);
                     }
                     putsInFlight.decrementAndGet();
-                    putObjects.put(exchange.getRequestURI().getPath(), body);
-                    exchange.getResponseHeaders().add("ETag", "\"" + md5(body) + "\"");
+                    String path = exchange.getRequestURI().getPath();
+                    putHeaders.put(path, exchange.getRequestHeaders());
+                    String stated = exchange.getRequestHeaders().getFirst("Content-MD5");
+                    if (path.equals(badDigestAt)
+                            || !java.util.Base64.getEncoder().encodeToString(md5Bytes(body)).equals(stated)) {
+                        byte[] error = "<Error><Code>BadDigest</Code></Error>".getBytes(StandardCharsets.UTF_8);
+                        exchange.sendResponseHeaders(400, error.length);
+                        exchange.getResponseBody().write(error);
+                        exchange.close();
+                        return;
+                    }
+                    putObjects.put(path, body);
+                    // An SSE-KMS bucket's ETag: no MD5 of the bytes.
+                    exchange.getResponseHeaders().add("ETag", "\"" + md5(("kms" + md5(body)).getBytes()) + "\"");
                     exchange.sendResponseHeaders(200, -1);
                     exchange.close();
                 });
@@ -498,10 +520,22 @@ public class StorageManagerTest {
         }
     }
 
+    /** A segment whose log is three parts of copy.url.part.bytes (5 MiB here), the last short. */
+    static LogSegmentData urlSegmentData(Path dir) throws Exception {
+        LogSegmentData data = segmentData(dir);
+        byte[] log = new byte[2 * PART + 100];
+        new java.util.Random(7).nextBytes(log);
+        Files.write(data.logSegment(), log);
+        return data;
+    }
+
     static String md5(byte[] bytes) {
+        return String.format("%032x", new java.math.BigInteger(1, md5Bytes(bytes)));
+    }
+
+    static byte[] md5Bytes(byte[] bytes) {
         try {
-            return String.format(
-                    "%032x", new java.math.BigInteger(1, java.security.MessageDigest.getInstance("MD5").digest(bytes)));
+            return java.security.MessageDigest.getInstance("MD5").digest(bytes);
         } catch (java.security.NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
@@ -510,7 +544,7 @@ public class StorageManagerTest {
     @Test
     void aCopyByUrlPutsEveryPartAndTheIndexesAndTellsTheStoreWhatItSent(@TempDir Path dir) throws Exception {
         objectStore();
-        LogSegmentData data = segmentData(dir);
+        LogSegmentData data = urlSegmentData(dir);
         var custom = manager.copyLogSegmentData(segment(), data);
         assertEquals("u", new String(custom.orElseThrow().value(), StandardCharsets.UTF_8));
         assertEquals(List.of(), copied); // nothing went by the stream
@@ -522,15 +556,24 @@ public class StorageManagerTest {
         }
         assertArrayEquals(log, parts.toByteArray());
         assertArrayEquals(new byte[] {1, 2, 3, '0', '\n', '1', '\n', '0', ' ', '0', '\n'}, putObjects.get("/indexes"));
-        CompleteSegmentUploadRequest sent = completedUploads.get(0);
-        assertEquals("u1", sent.getUploadId());
+        // Every MD5 was stated before any PUT, for the store to sign; each PUT sent its own
+        // (the object server refuses another), and the indexes' the headers its URL signs.
+        StartSegmentUploadRequest started = startedUploads.get(0);
         assertEquals(
                 List.of(1, 2, 3),
-                sent.getLogPartsList().stream().map(UploadedPart::getPartNumber).collect(Collectors.toList()));
-        for (UploadedPart part : sent.getLogPartsList()) {
+                started.getLogPartsList().stream().map(UploadedPart::getPartNumber).collect(Collectors.toList()));
+        assertEquals(
+                List.of((long) PART, (long) PART, 100L),
+                started.getLogPartsList().stream().map(UploadedPart::getSize).collect(Collectors.toList()));
+        for (UploadedPart part : started.getLogPartsList()) {
             assertEquals(md5(putObjects.get("/log/" + part.getPartNumber())), part.getMd5());
         }
-        assertEquals(md5(putObjects.get("/indexes")), sent.getIndexesMd5());
+        assertEquals(md5(putObjects.get("/indexes")), started.getIndexesMd5());
+        assertEquals("aws:kms", putHeaders.get("/indexes").getFirst("x-amz-server-side-encryption"));
+        assertNull(putHeaders.get("/log/1").getFirst("x-amz-server-side-encryption"));
+        CompleteSegmentUploadRequest sent = completedUploads.get(0);
+        assertEquals("u1", sent.getUploadId());
+        assertEquals(started.getLogPartsList(), sent.getLogPartsList());
         assertEquals(0, abortedUploads.get());
     }
 
@@ -542,12 +585,12 @@ public class StorageManagerTest {
         Path second = Files.createDirectory(dir.resolve("second"));
         var other = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
             try {
-                return manager.copyLogSegmentData(segment(), segmentData(second));
+                return manager.copyLogSegmentData(segment(), urlSegmentData(second));
             } catch (Exception e) {
                 throw new java.util.concurrent.CompletionException(e);
             }
         });
-        manager.copyLogSegmentData(segment(), segmentData(first));
+        manager.copyLogSegmentData(segment(), urlSegmentData(first));
         other.get(30, TimeUnit.SECONDS);
         // Four at a time a segment: both segments' parts were PUT at once.
         assertEquals(6, mostPutsInFlight.get());
@@ -556,12 +599,24 @@ public class StorageManagerTest {
     @Test
     void anUploadTheStoreFindsOtherThanSentFailsForGoodAndIsAborted(@TempDir Path dir) throws Exception {
         objectStore();
-        uploadMismatch = "part 2 was sent as 4096 bytes of MD5 x, but S3 holds nothing";
+        uploadMismatch = "part 2 was sent as 4096 bytes, but S3 holds nothing";
         RemoteStorageException failure =
-                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), segmentData(dir)));
+                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), urlSegmentData(dir)));
         // A RemoteStorageException, so Kafka deletes the attempt and copies again.
         assertFalse(KafkaApi.isRetriable(failure), failure.toString());
         assertTrue(failure.getCause().getMessage().contains("other bytes than sent"), failure.toString());
+        assertEquals(1, abortedUploads.get());
+    }
+
+    @Test
+    void aPartTheObjectStoreFindsOtherThanItsMd5FailsTheCopyForGoodUnasked(@TempDir Path dir) throws Exception {
+        objectStore();
+        badDigestAt = "/log/2"; // the file changed between its MD5 and its PUT
+        RemoteStorageException failure =
+                assertThrows(RemoteStorageException.class, () -> manager.copyLogSegmentData(segment(), urlSegmentData(dir)));
+        assertFalse(KafkaApi.isRetriable(failure), failure.toString());
+        assertTrue(failure.getCause().getMessage().contains("part 2: HTTP 400 to its PUT (BadDigest)"), failure.toString());
+        assertEquals(List.of(), completedUploads);
         assertEquals(1, abortedUploads.get());
     }
 
@@ -762,6 +817,26 @@ public class StorageManagerTest {
                 readAll(manager.fetchLogSegment(segment, 777, 70_000)));
         assertEquals(0, fetchChunksSent.get());
         assertEquals(1, urlsAsked.get());
+    }
+
+    @Test
+    void aFileUrlOutsideTheRootsOrLinkedOutOfThemIsNotOpened(@TempDir Path dir) throws Exception {
+        Path root = Files.createDirectory(dir.resolve("segments"));
+        fileRoots = root.toString();
+        Path outside = Files.write(dir.resolve("0.log"), new byte[] {7});
+        Path link = Files.createSymbolicLink(root.resolve("1.log"), outside);
+        urlsToGive.add(outside.toUri().toString());
+        urlsToGive.add(link.toUri().toString());
+        urlsToGive.add(root.resolve("../0.log").toUri().toString());
+        for (int read = 1; read <= 3; read++) {
+            connect(serverName); // a reader whose URL reads have not paused after a failure
+            // Through the stream (its chunks marked by their count), not the file's byte 7.
+            try (InputStream stream = manager.fetchLogSegment(segment(), 0, 0)) {
+                assertNotEquals(7, stream.read());
+            }
+            assertEquals(read, fetchCalls.get());
+        }
+        assertEquals(3, urlsAsked.get());
     }
 
     @Test

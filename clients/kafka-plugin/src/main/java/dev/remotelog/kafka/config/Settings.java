@@ -61,7 +61,9 @@ public final class Settings {
     public static final String CHUNK_BYTES = "copy.chunk.bytes";
     public static final String COPY_METHOD = "copy.method";
     static final String COPY_PARALLEL_PARTS = "copy.url.parallel.parts";
+    public static final String COPY_PART_BYTES = "copy.url.part.bytes";
     public static final String FETCH_URLS = "fetch.urls.enabled";
+    public static final String FETCH_FILE_URL_ROOTS = "fetch.file.url.roots";
     public static final String READ_AHEAD_CHUNKS = "fetch.read.ahead.chunks";
     public static final String READ_AHEAD_CHUNK_BYTES = "fetch.read.ahead.chunk.bytes";
     static final String READ_AHEAD_MAX_BYTES = "fetch.read.ahead.max.bytes";
@@ -186,12 +188,30 @@ public final class Settings {
                     "Parts of one segment PUT at once with copy.method=url. Each streams from the"
                             + " segment's file, so memory does not grow with it.");
             def.define(
+                    p + COPY_PART_BYTES,
+                    Type.LONG,
+                    25L * 1024 * 1024,
+                    Range.between(5L * 1024 * 1024, 5L * 1024 * 1024 * 1024),
+                    Importance.LOW,
+                    "Bytes of each part of a segment's log with copy.method=url (more where S3's"
+                            + " 10,000 parts would not hold it). The plugin takes each part's MD5"
+                            + " before the copy starts, and the store signs it into the part's URL.");
+            def.define(
                     p + FETCH_URLS,
                     Type.BOOLEAN,
                     false,
                     Importance.MEDIUM,
                     "Read segment logs and indexes from the URLs the store hands out instead of"
                             + " through its streams.");
+            def.define(
+                    p + FETCH_FILE_URL_ROOTS,
+                    Type.LIST,
+                    "",
+                    Importance.LOW,
+                    "Directories, comma-separated, whose files the plugin reads by the file:// URLs a"
+                            + " filesystem store on this host hands out (its storage.root). A file:// URL"
+                            + " outside them, or with a link out of them, is not opened: that read takes"
+                            + " the stream. Empty: no file:// URL is read.");
             def.define(
                     p + READ_AHEAD_CHUNKS,
                     Type.INT,
@@ -446,6 +466,14 @@ public final class Settings {
 
     public int copyParallelParts() {
         return values.getInt(role.prefix + COPY_PARALLEL_PARTS);
+    }
+
+    public long copyPartBytes() {
+        return values.getLong(role.prefix + COPY_PART_BYTES);
+    }
+
+    public List<String> fetchFileUrlRoots() {
+        return values.getList(role.prefix + FETCH_FILE_URL_ROOTS);
     }
 
     public boolean fetchUrls() {

@@ -33,7 +33,6 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.LogSegmentData;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentMetadata;
@@ -58,8 +57,10 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc.SegmentStoreService
  * Copies whose bytes skip the store's CopyLogSegmentData stream (copy.method): by path,
  * the store reading the broker's files itself; by URL, the broker PUTting the parts of
  * the multipart upload the store starts, in parallel, each streamed from the segment's
- * file while its MD5 is taken. The store checks the MD5s and sizes before it makes the
- * segment visible. URLs are never logged: errors name the part, not its URL.
+ * file. Each part's MD5 is taken first: the store signs it into the part's URL, so the
+ * object store takes those bytes and no others, on any bucket encryption. The store
+ * checks every part and the indexes arrived before it makes the segment visible. URLs
+ * are never logged: errors name the part, not its URL.
  */
 public final class DirectCopy {
     private static final Logger LOG = LoggerFactory.getLogger(DirectCopy.class);
@@ -68,6 +69,8 @@ public final class DirectCopy {
     private static final int MAX_PUT_ATTEMPTS = 5;
     private static final long FIRST_BACKOFF_MS = 100;
     private static final long ABORT_TIMEOUT_MS = 5_000;
+    /** S3's most parts of one upload. */
+    private static final long MAX_PARTS = 10_000;
 
     /** This copy takes the stream: the store does not do the method (UNIMPLEMENTED, and
      * then copies take the stream for a while), or cannot read this segment's files. */
@@ -174,37 +177,66 @@ public final class DirectCopy {
             sizes.add(size(file.getKey(), Files.size(file.getValue())));
         }
         sizes.add(size(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, checkpoint.length));
-        StartSegmentUploadResponse upload =
-                copyCall()
-                        .startSegmentUpload(
-                                StartSegmentUploadRequest.newBuilder()
+        byte[] indexes = indexes(files, checkpoint);
+        String indexesMd5 = hex(md5().digest(indexes));
+        try (FileChannel log = FileChannel.open(files.get(SegmentFile.SEGMENT_FILE_LOG), StandardOpenOption.READ)) {
+            List<UploadedPart> parts = plan(log, deadline);
+            StartSegmentUploadResponse upload =
+                    copyCall()
+                            .startSegmentUpload(
+                                    StartSegmentUploadRequest.newBuilder()
+                                            .setMetadata(Protos.metadata(metadata))
+                                            .addAllFiles(sizes)
+                                            .setCopyTimeoutMs(settings.copyTimeoutMs())
+                                            .addAllLogParts(parts)
+                                            .setIndexesMd5(indexesMd5)
+                                            .build());
+            boolean completed = false;
+            try {
+                putLog(log, upload, parts, deadline);
+                put("the indexes", upload.getIndexesUrl(), deadline, indexes.length, indexesMd5,
+                        upload.getIndexesHeadersMap(), () -> new java.io.ByteArrayInputStream(indexes));
+                var response =
+                        complete(
+                                CompleteSegmentUploadRequest.newBuilder()
                                         .setMetadata(Protos.metadata(metadata))
+                                        .setUploadId(upload.getUploadId())
                                         .addAllFiles(sizes)
-                                        .setCopyTimeoutMs(settings.copyTimeoutMs())
+                                        .addAllLogParts(parts)
                                         .build());
-        boolean completed = false;
-        try {
-            List<UploadedPart> parts = putLog(files.get(SegmentFile.SEGMENT_FILE_LOG), upload, deadline);
-            byte[] indexes = indexes(upload, files, checkpoint);
-            String indexesMd5 =
-                    put("the indexes", upload.getIndexesUrl(), deadline, indexes.length,
-                            () -> new java.io.ByteArrayInputStream(indexes));
-            var response =
-                    complete(
-                            CompleteSegmentUploadRequest.newBuilder()
-                                    .setMetadata(Protos.metadata(metadata))
-                                    .setUploadId(upload.getUploadId())
-                                    .addAllFiles(sizes)
-                                    .addAllLogParts(parts)
-                                    .setIndexesMd5(indexesMd5)
-                                    .build());
-            completed = true;
-            return result(response.hasCustomMetadata(), response.getCustomMetadata());
-        } finally {
-            if (!completed) {
-                abort(metadata, upload.getUploadId());
+                completed = true;
+                return result(response.hasCustomMetadata(), response.getCustomMetadata());
+            } finally {
+                if (!completed) {
+                    abort(metadata, upload.getUploadId());
+                }
             }
         }
+    }
+
+    /** The log's parts, copy.url.part.bytes each (more where S3's 10,000 would not hold
+     * it), each with the MD5 the store signs into its URL: taken before any byte is PUT,
+     * copy.url.parallel.parts at a time. */
+    private List<UploadedPart> plan(FileChannel log, long deadline) throws IOException, InterruptedException {
+        long size = log.size();
+        long partBytes = Math.max(settings.copyPartBytes(), -Math.floorDiv(-size, MAX_PARTS));
+        int count = (int) Math.max(1, -Math.floorDiv(-size, partBytes));
+        return inParallel(
+                count,
+                deadline,
+                index -> {
+                    long position = index * partBytes;
+                    long bytes = Math.min(partBytes, size - position);
+                    MessageDigest md5 = md5();
+                    try (InputStream in = new DigestInputStream(new FileRange(log, position, bytes), md5)) {
+                        in.transferTo(java.io.OutputStream.nullOutputStream());
+                    }
+                    return UploadedPart.newBuilder()
+                            .setPartNumber(index + 1)
+                            .setSize(bytes)
+                            .setMd5(hex(md5.digest()))
+                            .build();
+                });
     }
 
     /** The store's check of what arrived. Bytes other than sent are a failed copy, not bad
@@ -257,90 +289,104 @@ public final class DirectCopy {
         return bytes;
     }
 
-    /** The index files one after another, in the order the store gave. */
-    private static byte[] indexes(
-            StartSegmentUploadResponse upload, Map<SegmentFile, Path> files, byte[] checkpoint)
-            throws IOException {
+    /** The index files one after another, in SegmentFile's order (the store's index_order). */
+    private static byte[] indexes(Map<SegmentFile, Path> files, byte[] checkpoint) throws IOException {
         java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
-        for (SegmentFile file : upload.getIndexOrderList()) {
+        for (SegmentFile file : SegmentFile.values()) {
             if (file == SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT) {
                 out.write(checkpoint);
-            } else if (files.containsKey(file)) {
+            } else if (file != SegmentFile.SEGMENT_FILE_LOG && files.containsKey(file)) {
                 out.write(Files.readAllBytes(files.get(file)));
             }
         }
         return out.toByteArray();
     }
 
-    /** Every part of the log PUT, copy.url.parallel.parts of this segment at a time (the
-     * broker's copies at once are Kafka's copier threads); what each was, for the store to
-     * check. A part that finds no free slot before the copy's deadline fails the copy. */
-    private List<UploadedPart> putLog(Path log, StartSegmentUploadResponse upload, long deadline)
+    /** Every part of the log PUT as planned, copy.url.parallel.parts of this segment at a
+     * time (the broker's copies at once are Kafka's copier threads). */
+    private void putLog(FileChannel log, StartSegmentUploadResponse upload, List<UploadedPart> parts, long deadline)
             throws IOException, InterruptedException {
-        List<CompletableFuture<UploadedPart>> puts = new ArrayList<>();
-        try (FileChannel channel = FileChannel.open(log, StandardOpenOption.READ)) {
+        List<UploadPart> urls = upload.getLogPartsList();
+        if (urls.size() != parts.size()) {
+            throw new IOException("the store answered " + urls.size() + " parts for " + parts.size() + " planned");
+        }
+        inParallel(
+                parts.size(),
+                deadline,
+                index -> {
+                    UploadPart part = urls.get(index);
+                    UploadedPart planned = parts.get(index);
+                    if (part.getPartNumber() != planned.getPartNumber() || part.getSize() != planned.getSize()) {
+                        throw new IOException("the store answered another part " + planned.getPartNumber());
+                    }
+                    put("part " + part.getPartNumber(), part.getUrl(), deadline, part.getSize(), planned.getMd5(),
+                            Map.of(), () -> new FileRange(log, part.getPosition(), part.getSize()));
+                    return part;
+                });
+    }
+
+    interface Task<T> {
+        T run(int index) throws Exception;
+    }
+
+    /** Tasks 0..count-1, copy.url.parallel.parts at a time, their results in order; the
+     * first failure fails the copy. A task that finds no free slot before the copy's
+     * deadline fails it too. */
+    private <T> List<T> inParallel(int count, long deadline, Task<T> task) throws IOException, InterruptedException {
+        List<CompletableFuture<T>> runs = new ArrayList<>();
+        try {
             ExecutorService threads = threads();
             Semaphore slots = new Semaphore(settings.copyParallelParts());
-            for (UploadPart part : upload.getLogPartsList()) {
+            for (int i = 0; i < count; i++) {
                 if (!slots.tryAcquire(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                    throw new IOException(
-                            "part " + part.getPartNumber() + " found no free PUT before the copy's timeout");
+                    throw new IOException("part " + (i + 1) + " found no free thread before the copy's timeout");
                 }
-                CompletableFuture<UploadedPart> put = new CompletableFuture<>();
-                puts.add(put);
+                CompletableFuture<T> run = new CompletableFuture<>();
+                runs.add(run);
+                int index = i;
                 threads.execute(
                         () -> {
                             try {
-                                String md5 =
-                                        put("part " + part.getPartNumber(), part.getUrl(), deadline,
-                                                part.getSize(),
-                                                () -> new FileRange(channel, part.getPosition(), part.getSize()));
-                                put.complete(
-                                        UploadedPart.newBuilder()
-                                                .setPartNumber(part.getPartNumber())
-                                                .setSize(part.getSize())
-                                                .setMd5(md5)
-                                                .build());
+                                run.complete(task.run(index));
                             } catch (Throwable e) {
-                                put.completeExceptionally(e);
+                                run.completeExceptionally(e);
                             } finally {
                                 slots.release();
                             }
                         });
-                failFast(puts);
+                failFast(runs);
             }
-            List<UploadedPart> parts = new ArrayList<>();
-            for (CompletableFuture<UploadedPart> put : puts) {
-                parts.add(await(put, deadline));
+            List<T> results = new ArrayList<>();
+            for (CompletableFuture<T> run : runs) {
+                results.add(await(run, deadline));
             }
-            return parts;
+            return results;
         } finally {
-            for (CompletableFuture<UploadedPart> put : puts) {
-                put.cancel(true);
+            for (CompletableFuture<T> run : runs) {
+                run.cancel(true);
             }
         }
     }
 
-    private static void failFast(List<CompletableFuture<UploadedPart>> puts) throws IOException {
-        for (CompletableFuture<UploadedPart> put : puts) {
-            if (put.isCompletedExceptionally()) {
-                await(put);
+    private static <T> void failFast(List<CompletableFuture<T>> runs) throws IOException {
+        for (CompletableFuture<T> run : runs) {
+            if (run.isCompletedExceptionally()) {
+                await(run);
             }
         }
     }
 
-    private static void await(CompletableFuture<UploadedPart> put) throws IOException {
+    private static <T> void await(CompletableFuture<T> run) throws IOException {
         try {
-            put.getNow(null);
+            run.getNow(null);
         } catch (java.util.concurrent.CompletionException e) {
             throw asIo(e.getCause());
         }
     }
 
-    private static UploadedPart await(CompletableFuture<UploadedPart> put, long deadline)
-            throws IOException, InterruptedException {
+    private static <T> T await(CompletableFuture<T> run, long deadline) throws IOException, InterruptedException {
         try {
-            return put.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            return run.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (ExecutionException e) {
             throw asIo(e.getCause());
         } catch (TimeoutException e) {
@@ -353,13 +399,15 @@ public final class DirectCopy {
     }
 
     /**
-     * One PUT of `size` bytes from `body` (opened again for each attempt), retried on a
-     * 5xx, a 429 or a broken connection with backoff, within the deadline; the MD5 of the
-     * bytes sent, once the object store's ETag shows it received exactly them.
+     * One PUT of `size` bytes from `body` (opened again for each attempt), with the MD5
+     * its URL signs as Content-MD5 and the `headers` it signs: the object store takes those
+     * bytes or answers 400 (BadDigest), whatever its encryption does to ETags. Retried on a
+     * 5xx, a 429 or a broken connection with backoff, within the deadline.
      */
-    private String put(String what, String url, long deadline, long size, Opener body)
-            throws IOException, InterruptedException {
+    private void put(String what, String url, long deadline, long size, String md5, Map<String, String> headers,
+            Opener body) throws IOException, InterruptedException {
         IOException last = null;
+        String contentMd5 = java.util.Base64.getEncoder().encodeToString(unhex(md5));
         for (int attempt = 0; attempt < MAX_PUT_ATTEMPTS; attempt++) {
             if (attempt > 0) {
                 long backoffMs = FIRST_BACKOFF_MS << Math.min(attempt - 1, 6);
@@ -368,55 +416,65 @@ public final class DirectCopy {
                 }
                 Thread.sleep(backoffMs);
             }
-            AtomicReference<MessageDigest> digest = new AtomicReference<>();
-            HttpRequest request =
+            HttpRequest.Builder request =
                     HttpRequest.newBuilder(URI.create(url))
                             .timeout(Duration.ofNanos(Math.max(1, deadline - System.nanoTime())))
+                            .header("Content-MD5", contentMd5)
                             .PUT(
                                     HttpRequest.BodyPublishers.fromPublisher(
-                                            HttpRequest.BodyPublishers.ofInputStream(
-                                                    () -> digesting(body, digest)),
-                                            size))
-                            .build();
+                                            HttpRequest.BodyPublishers.ofInputStream(() -> opened(body)), size));
+            headers.forEach(request::header);
             HttpResponse<String> response;
             try {
-                response = client().send(request, HttpResponse.BodyHandlers.ofString());
+                response = client().send(request.build(), HttpResponse.BodyHandlers.ofString());
             } catch (IOException e) {
                 last = new IOException(what + ": " + e.getClass().getSimpleName(), e);
                 continue;
             }
             int status = response.statusCode();
             if (status == 200) {
-                String md5 = hex(digest.get().digest());
-                String etag = response.headers().firstValue("ETag").orElse("").replace("\"", "");
-                if (!etag.equalsIgnoreCase(md5)) {
-                    last = new IOException(what + ": the object store received other bytes than sent");
-                    continue;
-                }
-                return md5;
+                return;
             }
-            last = new IOException(what + ": HTTP " + status + " to its PUT");
+            last = new IOException(what + ": HTTP " + status + " to its PUT" + (status == 400 ? reason(response) : ""));
             if (status != 429 && status < 500) {
-                break; // refused (an expired or altered URL): another attempt would be too
+                break; // refused (other bytes, an expired or altered URL): another attempt would be too
             }
         }
         throw last;
+    }
+
+    /** S3's error code of a refused PUT (BadDigest: the bytes are not the MD5's). */
+    private static String reason(HttpResponse<String> response) {
+        java.util.regex.Matcher code = java.util.regex.Pattern.compile("<Code>([A-Za-z]+)</Code>").matcher(response.body());
+        return code.find() ? " (" + code.group(1) + ")" : "";
     }
 
     interface Opener {
         InputStream open() throws IOException;
     }
 
-    private static InputStream digesting(Opener body, AtomicReference<MessageDigest> digest) {
+    private static InputStream opened(Opener body) {
         try {
-            MessageDigest md5 = MessageDigest.getInstance("MD5");
-            digest.set(md5);
-            return new DigestInputStream(body.open(), md5);
+            return body.open();
         } catch (IOException e) {
             throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    private static MessageDigest md5() {
+        try {
+            return MessageDigest.getInstance("MD5");
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException("every Java has MD5", e);
         }
+    }
+
+    private static byte[] unhex(String hex) {
+        byte[] bytes = new byte[hex.length() / 2];
+        for (int i = 0; i < bytes.length; i++) {
+            bytes[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+        }
+        return bytes;
     }
 
     private static String hex(byte[] bytes) {
