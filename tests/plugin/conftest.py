@@ -73,6 +73,9 @@ def tiering_broker(
         ),
         **QUICK_RETENTION,
         "log.segment.bytes": str(SEGMENT_BYTES),
+        # The root of a filesystem store in `tmp` (support.services.store_config), whose
+        # file:// URLs the plugin may read.
+        "rsm.config.fetch.file.url.roots": str(tmp / "segments"),
         **broker,
     }
     return KafkaNode(tmp / "kafka", properties=properties, **node)
@@ -114,8 +117,8 @@ async def tiering_stack(
         metadata_listen=metadata,
         store_settings={
             "storage.filesystem.fetch.urls.enabled": "true",
-            # The broker's log directories, for a plugin that copies by path.
-            "copy.paths.allowed": str(tmp / "kafka"),
+            # The broker's log directory, for a plugin that copies by path.
+            "copy.paths.allowed": str(broker.data_dir),
             **store_settings,
         },
         metadata_settings=dict(metadata_settings),

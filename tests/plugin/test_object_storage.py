@@ -9,6 +9,7 @@ stopped before its read's deadline, and holds none of Kafka's reader threads for
 store killed mid-copy loses nothing."""
 
 import asyncio
+import hashlib
 import uuid
 
 import pytest_asyncio
@@ -69,6 +70,8 @@ async def over_s3(tmp_path_factory):
         "s3",
         store_listen=store,
         metadata_listen=metadata,
+        # A bucket that encrypts with KMS: its ETags are no MD5s, as on S3.
+        store_settings={"storage.s3.sse": "aws:kms"},
     )
     try:
         async with started(stack):
@@ -82,7 +85,7 @@ async def over_s3(tmp_path_factory):
 
 
 async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(over_s3):
-    broker, s3, _ = over_s3
+    broker, s3, stack = over_s3
     bootstrap = broker.bootstrap_servers
     topic = f"s3-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(create_tiered_topic, bootstrap, topic)
@@ -108,6 +111,8 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     copies = [line for line in log if "Copied segment" in line and topic in line]
     assert copies
     assert all("to the segment store by url" in line for line in copies), copies[:3]
+    s3.link("POST", **LINK)  # the check's own reads meet no faults
+    encrypted_and_etags_not_md5s(s3, stack.bucket, topic)
     read_ahead = {
         name: sum((await asyncio.to_thread(broker.jmx, STORAGE_METRICS, attribute=name)).values())
         for name in (
@@ -121,6 +126,24 @@ async def test_kafka_reads_its_history_from_s3_whole_through_slowdowns_and_cuts(
     # held up by a SlowDown's pause was asked a second time; segments were got ready
     # (looked up, their URLs and first chunks asked for) before Kafka crossed into them.
     assert all(count > 0 for count in read_ahead.values()), read_ahead
+
+
+def encrypted_and_etags_not_md5s(s3: S3Server, bucket: str, topic: str) -> None:
+    """Every object of the topic's copies is SSE-KMS encrypted, and a log's ETag (a
+    single PUT's or a multipart upload's) is no MD5 of its bytes."""
+    client = s3_client(s3.endpoint)
+    keys = [
+        o["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=topic)
+        for o in page.get("Contents", [])
+    ]
+    assert any(key.endswith(".log") for key in keys), keys[:3]
+    for key in keys:
+        head = client.head_object(Bucket=bucket, Key=key)
+        assert head["ServerSideEncryption"] == "aws:kms", key
+        if key.endswith(".log"):
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            assert head["ETag"].strip('"') != hashlib.md5(body).hexdigest(), key
 
 
 def fetch_errors(broker, topic: str) -> float:

@@ -140,6 +140,8 @@ def version_broker(tmp: Path, stack: FetchStack, version: str) -> KafkaBroker:
         isolated=isolated,
         lacks_monitorable=lacks_monitorable(version),
         **FILE_URLS,
+        # The shared store's root, not this broker's directory.
+        **{"rsm.config.fetch.file.url.roots": stack.store.config.storage_root},
     )
     # Kafka 3.7's shutdown never ends once local retention has run: its delete-logs task
     # waits on an empty queue (LogManager.deleteLogs). The others stop within a second.

@@ -147,7 +147,11 @@ class DevStack:
                     task_interval_ms=TASK_INTERVAL_MS,
                     # The store is on this host: Kafka reads its files (file:// URLs),
                     # and the store reads the segments Kafka copies from their files.
-                    storage_settings={"fetch.urls.enabled": "true", "copy.method": "path"},
+                    storage_settings={
+                        "fetch.urls.enabled": "true",
+                        "fetch.file.url.roots": str(self.segments_dir),
+                        "copy.method": "path",
+                    },
                 ),
                 **QUICK_RETENTION,
             }
@@ -227,6 +231,12 @@ class DevStack:
         """The settings each service gets beyond its defaults: where the others are."""
         return {**self._own_properties(service), **self.config.overrides.get(service, {})}
 
+    def _log_dirs(self, key: str) -> dict[str, str]:
+        """`key` set to Kafka's log directory, where the broker is Kafka's own."""
+        if isinstance(self.broker, KafkaBroker):
+            return {key: str(self.broker.data_dir)}
+        return {}
+
     def _own_properties(self, service: str) -> dict[str, str]:
         data = self.data_dir
         socket = data / "store.sock"
@@ -249,7 +259,7 @@ class DevStack:
                 "short.circuit.socket.path": short_circuit,
                 "storage.filesystem.fetch.urls.enabled": "true",
                 # The broker's log directory, for the plugin's copies by path.
-                "copy.paths.allowed": str(data / "kafka"),
+                **self._log_dirs("copy.paths.allowed"),
             },
             "metadata-manager": {
                 **metadata_topic,
@@ -280,7 +290,7 @@ class DevStack:
             "remote.log.manager.discovery.enabled": "true",
             "remote.log.manager.discovery.interval.ms": str(DISCOVERY_INTERVAL_MS),
             "remote.log.manager.discovery.topic.pattern": SIDECAR_TOPIC_PATTERN,
-            "log.dirs": str(self.broker.data_dir),
+            **self._log_dirs("log.dirs"),
             "bootstrap.servers": self.broker.bootstrap_servers,
             "broker.id": str(self.broker.node_id),
             "partition.remover.address": f"127.0.0.1:{self.reserved_ports['partition-remover']}",

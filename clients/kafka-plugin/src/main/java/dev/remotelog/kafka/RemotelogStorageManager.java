@@ -106,7 +106,10 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
         Instruments instruments = service.instruments();
         Sensor urlRetries =
                 instruments.counter("url-read-retries", "Ranged GETs asked again after a 5xx answer or a cut");
-        urlReader = settings.fetchUrls() ? new UrlReader(settings.timeoutMs(), urlRetries::record) : null;
+        urlReader =
+                settings.fetchUrls()
+                        ? new UrlReader(settings.timeoutMs(), settings.fetchFileUrlRoots(), urlRetries::record)
+                        : null;
         if (urlReader != null && settings.readAheadChunks() > 0) {
             Sensor fetchedAhead =
                     instruments.counter(

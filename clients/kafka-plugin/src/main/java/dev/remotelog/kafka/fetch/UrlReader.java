@@ -4,6 +4,7 @@ import dev.remotelog.kafka.rpc.Protos;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
+import java.util.List;
 import java.util.function.Supplier;
 import org.apache.kafka.server.log.remote.storage.RemoteLogSegmentId;
 import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundException;
@@ -35,14 +36,17 @@ public final class UrlReader {
     private final long timeoutMs;
     private final SegmentUrls urls = new SegmentUrls();
     private final HttpRanges http;
+    private final FileRanges files;
     private final ResumingReads resuming;
     private volatile boolean usedOnce;
     private HedgedFetcher hedging;
     private ReadAhead readAhead;
 
-    /** Reads of `timeoutMs` at most each, retries included; `retried` counts each retry. */
-    public UrlReader(long timeoutMs, Runnable retried) {
+    /** Reads of `timeoutMs` at most each, retries included, file:// ones only beneath
+     * `fileRoots`; `retried` counts each retry. */
+    public UrlReader(long timeoutMs, List<String> fileRoots, Runnable retried) {
         this.timeoutMs = timeoutMs;
+        this.files = new FileRanges(fileRoots);
         this.http = new HttpRanges(timeoutMs);
         this.resuming = new ResumingReads(http, timeoutMs, retried);
     }
@@ -179,7 +183,7 @@ public final class UrlReader {
             ahead.warm(kept.log, segment, size);
         }
         if ("file".equals(url.getScheme())) {
-            return FileRanges.open(url, first, last);
+            return files.open(url, first, last);
         }
         if (ahead != null && index == null && size > 0) {
             return ahead.open(url, segment, false, size, first, last);
