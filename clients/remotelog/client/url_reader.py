@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import urllib.parse
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
@@ -89,6 +90,7 @@ class UrlReader:
         import aiohttp
 
         want = last + 1 - start
+        failure: Exception | None = None
         try:
             async with self._http().get(
                 url,
@@ -106,13 +108,13 @@ class UrlReader:
                     yield chunk
         # First: a connect timeout is a ClientError and a TimeoutError both.
         except (aiohttp.ClientError, asyncio.IncompleteReadError, ConnectionError) as exc:
-            # The signature is a credential for the object: never in a message.
-            said = str(exc).replace(url, url.partition("?")[0])
-            raise UrlReadUnavailable(f"{what}: {type(exc).__name__}: {said}") from exc
+            failure = UrlReadUnavailable(f"{what}: {type(exc).__name__}: {unsigned(str(exc))}")
         except TimeoutError:
-            raise DeadlineExceededError(
-                f"{what}: no answer from its URL within the deadline"
-            ) from None
+            failure = DeadlineExceededError(f"{what}: no answer from its URL within the deadline")
+        if failure is not None:
+            # Raised outside the handler: the library's exception, which may print the
+            # URL whole (a connect timeout's does), is neither its cause nor its context.
+            raise failure
 
     async def close(self) -> None:
         if self._session is not None:
@@ -137,6 +139,15 @@ async def _read_file(url: str, start: int, last: int, what: str) -> AsyncGenerat
             yield chunk
     finally:
         file.close()
+
+
+_SIGNED_QUERY = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s?'\"<>]*)\?[^\s'\"<>]*", re.IGNORECASE)
+
+
+def unsigned(text: str) -> str:
+    """`text` with the query of every URL in it cut off: a presigned URL's signature is a
+    credential for its object, never to be logged."""
+    return _SIGNED_QUERY.sub(r"\1?…", text)
 
 
 def _check(status: int, length: int | None, want: int, start: int, what: str) -> None:
