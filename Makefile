@@ -122,7 +122,7 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 # Every hand-written package is checked strictly; the generated stubs only through their .pyi.
-TYPED_PACKAGES := core kafka fileio process protocol rpc segmentstore metadata coordination scheduler fetch \
+TYPED_PACKAGES := core kafka fileio process transforms protocol rpc segmentstore metadata coordination scheduler fetch \
 	remover recovery dev cli client spark
 
 typecheck: setup

@@ -159,7 +159,7 @@ async def test_gaps_and_overlaps_are_reported_and_bad_manifests_skipped_by_key(s
     backend = await open_backend(store, store.backoff())
     try:
         manifest = json.loads(await backend.get(SegmentKeys.of("", newer).manifest))
-        manifest["version"] = 2
+        manifest["version"] = 3
         await backend.put(SegmentKeys.of("", newer).manifest, json.dumps(manifest).encode())
         await backend.put(SegmentKeys.of("", damaged).manifest, b'{"version": 1, "metad')
         # Another segment's manifest under a key that names a segment it is not.
@@ -180,7 +180,7 @@ async def test_gaps_and_overlaps_are_reported_and_bad_manifests_skipped_by_key(s
         misplaced_key,
     }
     assert (
-        "manifest version 2 is newer than the 1 this remotelog reads"
+        "manifest version 3 is newer than the 2 this remotelog reads"
         in skipped[SegmentKeys.of("", newer).manifest]
     )
     assert "unreadable manifest" in skipped[SegmentKeys.of("", damaged).manifest]

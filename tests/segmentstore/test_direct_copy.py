@@ -366,15 +366,20 @@ async def test_bad_upload_requests_are_refused_naming_the_field(s3, tmp_path, s3
     refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
     assert "log_parts" in caught.value.details()
 
-    # A filesystem store signs nothing, nor does an S3 one told not to.
-    for backend, extra in (("filesystem", {}), ("s3", {"storage.s3.copy.urls.enabled": "false"})):
-        (tmp_path / backend).mkdir()
-        unsigned = Stub(await start_store(backend, tmp_path / backend, s3_endpoint, **extra))
+    # A filesystem store signs nothing, nor does an S3 one told not to, nor one that
+    # compresses new segments: the bytes a URL takes would be stored untransformed.
+    for name, backend, extra, says in (
+        ("filesystem", "filesystem", {}, "storage.s3.copy.urls.enabled"),
+        ("off", "s3", {"storage.s3.copy.urls.enabled": "false"}, "storage.s3.copy.urls.enabled"),
+        ("chunked", "s3", {"compression.enabled": "true"}, "compression.enabled"),
+    ):
+        (tmp_path / name).mkdir()
+        unsigned = Stub(await start_store(backend, tmp_path / name, s3_endpoint, **extra))
         try:
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await start(unsigned, metadata, contents)
             refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
-            assert "storage.s3.copy.urls.enabled" in caught.value.details()
+            assert says in caught.value.details()
         finally:
             await unsigned.close()
 
@@ -497,18 +502,26 @@ async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_pat
     refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, "inline_files")
     assert (by_path.running.objects(), by_path.running.incomplete_uploads()) == ({}, 0)
 
-    # A store allowed no directory reads no path.
-    (tmp_path / "closed").mkdir()
-    closed = Stub(await start_store(by_path.running.backend, tmp_path / "closed", s3_endpoint))
-    try:
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await closed.rpc.CopyLogSegmentFiles(
-                files_request(metadata, contents, {SegmentFile.LOG: log})
-            )
-        refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
-        assert "copy.paths.allowed" in caught.value.details()
-    finally:
-        await closed.close()
+    # A store allowed no directory reads no path; one that compresses new segments
+    # copies them only through the stream.
+    chunked = {"copy.paths.allowed": str(broker), "compression.enabled": "true"}
+    for name, extra, says in (
+        ("closed", {}, "copy.paths.allowed"),
+        ("chunked", chunked, "compression.enabled"),
+    ):
+        (tmp_path / name).mkdir()
+        closed = Stub(
+            await start_store(by_path.running.backend, tmp_path / name, s3_endpoint, **extra)
+        )
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await closed.rpc.CopyLogSegmentFiles(
+                    files_request(metadata, contents, {SegmentFile.LOG: log})
+                )
+            refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+            assert says in caught.value.details()
+        finally:
+            await closed.close()
 
 
 def open_descriptors_of(path) -> int:

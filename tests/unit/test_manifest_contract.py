@@ -18,8 +18,11 @@ from remotelog.segmentstore.layout import (
     Manifest,
     ManifestVersionError,
     SegmentKeys,
+    SegmentTransforms,
+    WrappedDataKey,
     segment_custom_metadata,
 )
+from remotelog.transforms.chunks import ChunkIndex
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 2)
 
@@ -88,11 +91,11 @@ def test_unknown_fields_of_a_known_version_are_ignored():
 
 def test_a_newer_version_is_named_and_never_guessed_at():
     document = json.loads(MANIFEST.to_json())
-    document["version"] = 2
+    document["version"] = 3
     with pytest.raises(ManifestVersionError) as newer:
         Manifest.from_json(json.dumps(document).encode(), "t/0/x.rsm-manifest")
     assert str(newer.value) == (
-        "t/0/x.rsm-manifest: manifest version 2 is newer than the 1 this remotelog reads"
+        "t/0/x.rsm-manifest: manifest version 3 is newer than the 2 this remotelog reads"
     )
 
 
@@ -121,3 +124,57 @@ def test_the_custom_metadata_a_copy_returns_keeps_what_fits():
     assert json.loads(full) == {"remote_size": 4296, "object_prefix": keys.base}
     assert segment_custom_metadata(4296, keys, 30) == b'{"remote_size":4296}'
     assert segment_custom_metadata(4296, keys, 5) is None
+
+
+TRANSFORMED = Manifest(
+    MANIFEST.metadata,
+    4096,
+    MANIFEST.indexes,
+    SegmentTransforms(
+        ChunkIndex(4096, 4096, (1201,)),
+        ChunkIndex(4096, 200, (97,)),
+        "zstd",
+        WrappedDataKey("aws-kms", "arn:aws:kms:eu-west-1:1:key/k", b"\x00wrapped"),
+    ),
+)
+
+
+def test_the_documented_fields_of_version_2():
+    document = json.loads(TRANSFORMED.to_json())
+    assert document["version"] == 2
+    assert document["log"] == {"size": 4096}  # the original bytes, as in version 1
+    assert document["transforms"] == {
+        "compression": "zstd",
+        "log_chunks": {"chunk_size": 4096, "size": 4096, "stored_sizes": [1201]},
+        "indexes_chunks": {"chunk_size": 4096, "size": 200, "stored_sizes": [97]},
+        "encryption": {
+            "algorithm": "AES-256-GCM",
+            "key_provider": "aws-kms",
+            "key_id": "arn:aws:kms:eu-west-1:1:key/k",
+            "wrapped_data_key": "AHdyYXBwZWQ=",
+        },
+    }
+    read = Manifest.from_json(TRANSFORMED.to_json(), "k")
+    assert read == TRANSFORMED
+    assert read.remote_size == 1201 + 97  # what the objects hold
+
+
+def test_a_plain_segment_is_still_written_as_version_1():
+    assert json.loads(MANIFEST.to_json())["version"] == 1
+    assert "transforms" not in json.loads(MANIFEST.to_json())
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda t: t["encryption"].update(algorithm="AES-128-CBC"), "encryption algorithm"),
+        (lambda t: t.update(compression="brotli"), "unknown compression 'brotli'"),
+        (lambda t: t["log_chunks"].update(stored_sizes=[1, 2]), "do not hold 4096 bytes"),
+        (lambda t: t.pop("log_chunks"), "log_chunks"),
+    ],
+)
+def test_a_version_2_manifest_it_cannot_follow_is_damaged_by_name(change, says):
+    document = json.loads(TRANSFORMED.to_json())
+    change(document["transforms"])
+    with pytest.raises(RemoteStorageError, match=f"k: unreadable manifest: .*{says}"):
+        Manifest.from_json(json.dumps(document).encode(), "k")

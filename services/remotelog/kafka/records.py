@@ -106,6 +106,23 @@ def _parse_header(data: memoryview, position: int, source: str) -> BatchHeader:
     return header
 
 
+_LENGTH_AND_ATTRIBUTES = struct.Struct(">8xi9xh")  # batchLength, then attributes at 21
+
+
+def batches_compressed(data: bytes | bytearray | memoryview) -> bool:
+    """Whether every batch whose header lies whole in `data` (a segment's first bytes)
+    was compressed by its producer, from the batch attributes alone; False where no
+    header is whole, or on bytes that are no batches."""
+    position, seen = 0, 0
+    while position + HEADER_SIZE <= len(data):
+        batch_length, attributes = _LENGTH_AND_ATTRIBUTES.unpack_from(data, position)
+        if batch_length < HEADER_SIZE - LOG_OVERHEAD or not attributes & 0x07:
+            return False
+        seen += 1
+        position += LOG_OVERHEAD + batch_length
+    return seen > 0
+
+
 def iter_batches(
     data: bytes | bytearray | memoryview,
     *,

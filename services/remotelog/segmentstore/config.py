@@ -139,6 +139,82 @@ class StorageSettings:
         min=64 * 1024,
     )
 
+    chunk_size: int = setting(
+        "chunk.size",
+        4 * MIB,
+        "With compression or encryption on, new segments' logs and indexes are stored as "
+        "chunks of this many original bytes, each compressed and encrypted on its own; a "
+        "ranged read fetches only its chunks (manifest version 2)",
+        min=64 * 1024,
+        max=64 * MIB,
+    )
+    compression_enabled: bool = setting(
+        "compression.enabled",
+        False,
+        "New segments' chunks are compressed with zstd, each one only where that shrinks it",
+    )
+    compression_heuristic: bool = setting(
+        "compression.heuristic.enabled",
+        True,
+        "A segment whose first batches Kafka's producers already compressed is not "
+        "compressed again (read from the batch attributes)",
+    )
+    compression_zstd_level: int = setting(
+        "compression.zstd.level", 3, "zstd level of compressed chunks", min=1, max=22
+    )
+    encryption_key_provider: str = setting(
+        "encryption.key.provider",
+        "",
+        "Where the key-encryption keys live: local (a key ring of files, "
+        "encryption.key.ring.dir) or aws-kms. New segments are encrypted (AES-256-GCM, a "
+        "data key each, wrapped by encryption.key.id); segments encrypted earlier decrypt "
+        "with the key their manifest names. Empty = new segments are not encrypted, and "
+        "encrypted ones cannot be read",
+        choices=("", "local", "aws-kms"),
+    )
+    encryption_key_id: str = setting(
+        "encryption.key.id",
+        "",
+        "The active key-encryption key: a key file's name (without .key) of the local key "
+        "ring, or a KMS key id, ARN or alias",
+    )
+    encryption_key_ring_dir: str = setting(
+        "encryption.key.ring.dir",
+        "",
+        "Directory of the local key ring: a file <key id>.key per key, 32 random bytes in "
+        "base64 (remotelog keys new writes one)",
+    )
+    encryption_kms_endpoint_url: str = setting(
+        "encryption.kms.endpoint.url",
+        "",
+        "KMS endpoint (moto, a VPC endpoint); empty = AWS's for storage.s3.region",
+        form=HTTP_URL_FORM,
+        check=HTTP_URL,
+    )
+    encryption_kms_timeout_ms: int = setting(
+        "encryption.kms.timeout.ms",
+        5000,
+        "A KMS call not answered within this is a retriable error (the copy fails, Kafka "
+        "copies again)",
+        min=100,
+    )
+    encryption_key_cache_entries: int = setting(
+        "encryption.key.cache.entries",
+        10_000,
+        "Unwrapped data keys kept, so a segment read again needs no KMS call",
+        min=1,
+    )
+    encryption_key_cache_ttl_ms: int = setting(
+        "encryption.key.cache.ttl.ms",
+        300_000,
+        "How long an unwrapped data key is kept: a key revoked in the KMS opens no new "
+        "reads after this",
+        min=1000,
+    )
+    transform_threads: int = setting(
+        "transform.threads", 4, "Threads that compress, encrypt and decode chunks", min=1
+    )
+
 
 @dataclass(frozen=True)
 class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings, CustomMetadataSettings):

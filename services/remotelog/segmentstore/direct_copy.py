@@ -224,6 +224,15 @@ class DirectCopies:
         # 0: uploads are never aborted for their age (AbandonedUploads).
         self.abort_uploads_after_s = abort_uploads_after_s
 
+    def _plain_copies(self) -> None:
+        """UnsupportedOperationError where new segments are chunked: copies whose bytes
+        skip the store would store them untransformed (the caller takes the stream)."""
+        if self.store.transforms_new_segments:
+            raise UnsupportedOperationError(
+                "this store compresses or encrypts new segments (compression.enabled, "
+                "encryption.key.provider): it copies them only by CopyLogSegmentData"
+            )
+
     # -- by path ---------------------------------------------------------------
 
     async def copy_files(
@@ -233,6 +242,7 @@ class DirectCopies:
         inline: dict[SegmentFile, bytes],
     ) -> bytes | None:
         """Store the segment from its files on this host, and `inline` ones sent whole."""
+        self._plain_copies()
         if not self.allowed_paths:
             raise UnsupportedOperationError(
                 "copy.paths.allowed is empty: this store reads no broker's files "
@@ -314,6 +324,7 @@ class DirectCopies:
         planned: list[SentPart],
         indexes_md5: str,
     ) -> SegmentUpload:
+        self._plain_copies()
         signer = self._signer()
         if not planned:
             # A caller older than signed MD5s: its URLs could write other bytes.

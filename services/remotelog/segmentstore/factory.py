@@ -5,13 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from remotelog.core.backoff import ExponentialBackoff
-from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.errors import InvalidArgumentError, RemoteLogError
 from remotelog.segmentstore.backend import ObjectStore
 from remotelog.segmentstore.config import StorageSettings
 from remotelog.segmentstore.filesystem import FileSystemStore
+from remotelog.segmentstore.key_providers import (
+    AWS_KMS,
+    LOCAL,
+    AwsKms,
+    KeyProvider,
+    LocalKeyRing,
+    UnwrappedKeys,
+)
 from remotelog.segmentstore.layout import validate_key_prefix
 from remotelog.segmentstore.s3 import S3Settings, S3Store
 from remotelog.segmentstore.store import SegmentStore, StoreOptions
+from remotelog.segmentstore.transformed import TransformOptions
 
 
 async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
@@ -38,6 +47,64 @@ async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> 
     )
 
 
+async def open_key_provider(config: StorageSettings) -> KeyProvider | None:
+    """The configured key provider (None: none), its active key checked where that
+    needs no call."""
+    provider = config.encryption_key_provider
+    if not provider:
+        return None
+    if not config.encryption_key_id:
+        raise InvalidArgumentError(
+            "encryption.key.id", f"encryption.key.provider={provider} needs its active key id"
+        )
+    if provider == LOCAL:
+        if not config.encryption_key_ring_dir:
+            raise InvalidArgumentError(
+                "encryption.key.ring.dir", "encryption.key.provider=local needs its directory"
+            )
+        ring = Path(config.encryption_key_ring_dir).expanduser()
+        try:
+            return LocalKeyRing(ring, config.encryption_key_id)
+        except RemoteLogError as exc:
+            raise InvalidArgumentError("encryption.key.id", exc.message) from None
+    assert provider == AWS_KMS
+    import aioboto3
+    from aiobotocore.config import AioConfig
+
+    timeout_s = config.encryption_kms_timeout_ms / 1000
+    session = aioboto3.Session(
+        aws_access_key_id=config.aws_access_key_id or None,
+        aws_secret_access_key=config.aws_secret_access_key or None,
+        region_name=config.s3_region,
+    )
+    client_cm = session.client(
+        "kms",
+        endpoint_url=config.encryption_kms_endpoint_url or None,
+        config=AioConfig(
+            connect_timeout=timeout_s, read_timeout=timeout_s, retries={"total_max_attempts": 2}
+        ),
+    )
+    return AwsKms(client_cm, await client_cm.__aenter__(), config.encryption_key_id)
+
+
+def transform_options(config: StorageSettings, provider: KeyProvider | None) -> TransformOptions:
+    keys = None
+    if provider is not None:
+        keys = UnwrappedKeys(
+            provider,
+            config.encryption_key_cache_entries,
+            config.encryption_key_cache_ttl_ms / 1000,
+        )
+    return TransformOptions(
+        chunk_size=config.chunk_size,
+        compression_level=config.compression_zstd_level if config.compression_enabled else None,
+        compression_heuristic=config.compression_heuristic,
+        encrypt=provider is not None,
+        keys=keys,
+        threads=config.transform_threads,
+    )
+
+
 async def open_segment_store(
     config: StorageSettings,
     backoff: ExponentialBackoff,
@@ -49,6 +116,7 @@ async def open_segment_store(
     validate_key_prefix(config.key_prefix)
     if config.storage_backend == "s3" and not config.s3_bucket_name:
         raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    provider = await open_key_provider(config)
     backend = await open_backend(config, backoff)
     return SegmentStore(
         backend,
@@ -62,5 +130,6 @@ async def open_segment_store(
             read_ahead_chunks=config.fetch_read_ahead_chunks,
             read_ahead_chunk_bytes=config.fetch_read_ahead_chunk_bytes,
             read_ahead_max_bytes=config.fetch_read_ahead_max_bytes,
+            transforms=transform_options(config, provider),
         ),
     )

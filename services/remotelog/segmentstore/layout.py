@@ -29,8 +29,14 @@ from remotelog.core.model import (
     parse_kafka_uuid,
 )
 from remotelog.core.states import RemoteLogSegmentState
+from remotelog.transforms.chunks import ChunkIndex
 
-MANIFEST_VERSION = 1
+# Version 1: plain objects. Version 2: chunked objects, compressed and/or encrypted
+# (its `transforms`). A plain segment is still written as version 1, so a release
+# that reads only version 1 reads every segment not transformed.
+MANIFEST_VERSION = 2
+PLAIN_MANIFEST_VERSION = 1
+ENCRYPTION_ALGORITHM = "AES-256-GCM"
 
 
 class ManifestVersionError(RemoteStorageError):
@@ -162,22 +168,92 @@ def index_ranges(sizes: dict[SegmentFile, int]) -> dict[SegmentFile, IndexRange]
 
 
 @dataclass(frozen=True, slots=True)
+class WrappedDataKey:
+    """A segment's data key as its manifest keeps it: wrapped by the key-encryption key
+    `key_id` of `key_provider`."""
+
+    key_provider: str
+    key_id: str
+    wrapped: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "algorithm": ENCRYPTION_ALGORITHM,
+            "key_provider": self.key_provider,
+            "key_id": self.key_id,
+            "wrapped_data_key": base64.b64encode(self.wrapped).decode(),
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> WrappedDataKey:
+        if document["algorithm"] != ENCRYPTION_ALGORITHM:
+            raise ValueError(f"unknown encryption algorithm {document['algorithm']!r}")
+        return cls(
+            str(document["key_provider"]),
+            str(document["key_id"]),
+            base64.b64decode(document["wrapped_data_key"], validate=True),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTransforms:
+    """How a version-2 segment's objects are stored: as chunks, each compressed (zstd)
+    where that shrinks it, then encrypted under the wrapped data key (if any)."""
+
+    log_chunks: ChunkIndex
+    indexes_chunks: ChunkIndex
+    compression: str | None  # "zstd", or None: no chunk is compressed
+    encryption: WrappedDataKey | None
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "compression": self.compression or "none",
+            "log_chunks": self.log_chunks.to_json(),
+            "indexes_chunks": self.indexes_chunks.to_json(),
+        }
+        if self.encryption is not None:
+            document["encryption"] = self.encryption.to_json()
+        return document
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> SegmentTransforms:
+        compression = document["compression"]
+        if compression not in ("zstd", "none"):
+            raise ValueError(f"unknown compression {compression!r}")
+        encryption = document.get("encryption")
+        return cls(
+            ChunkIndex.from_json(document["log_chunks"]),
+            ChunkIndex.from_json(document["indexes_chunks"]),
+            None if compression == "none" else compression,
+            None if encryption is None else WrappedDataKey.from_json(encryption),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     metadata: RemoteLogSegmentMetadata
-    log_size: int
-    indexes: dict[SegmentFile, IndexRange]
+    log_size: int  # the log's original bytes
+    indexes: dict[SegmentFile, IndexRange]  # where each index lies in the original indexes
+    transforms: SegmentTransforms | None = None  # None: plain objects (version 1)
 
     @property
     def remote_size(self) -> int:
         """The bytes the segment's objects hold, as its copy reported them."""
+        if self.transforms is not None:
+            t = self.transforms
+            return t.log_chunks.stored_size + t.indexes_chunks.stored_size
         return self.log_size + sum(r.size for r in self.indexes.values())
+
+    @property
+    def version(self) -> int:
+        return PLAIN_MANIFEST_VERSION if self.transforms is None else MANIFEST_VERSION
 
     def to_json(self) -> bytes:
         m = self.metadata
         segment_id = m.remote_log_segment_id
         tip = segment_id.topic_id_partition
         document: dict[str, Any] = {
-            "version": MANIFEST_VERSION,
+            "version": self.version,
             "metadata": {
                 "topic": tip.topic,
                 "topic_id": kafka_uuid_str(tip.topic_id),
@@ -199,6 +275,8 @@ class Manifest:
         }
         if m.custom_metadata is not None:
             document["metadata"]["custom_metadata"] = base64.b64encode(m.custom_metadata).decode()
+        if self.transforms is not None:
+            document["transforms"] = self.transforms.to_json()
         return json.dumps(document, indent=2, sort_keys=True).encode()
 
     @classmethod
@@ -211,7 +289,7 @@ class Manifest:
                     f"{source}: manifest version {version} is newer than the "
                     f"{MANIFEST_VERSION} this remotelog reads"
                 )
-            if version != MANIFEST_VERSION:
+            if version not in (PLAIN_MANIFEST_VERSION, MANIFEST_VERSION):
                 raise ValueError(f"unsupported manifest version {version!r}")
             md = document["metadata"]
             tip = TopicIdPartition(
@@ -239,6 +317,9 @@ class Manifest:
                 SegmentFile(name): IndexRange(int(r["position"]), int(r["size"]))
                 for name, r in document["indexes"].items()
             }
-            return cls(metadata, int(document["log"]["size"]), indexes)
+            transforms = None
+            if version == MANIFEST_VERSION:
+                transforms = SegmentTransforms.from_json(document["transforms"])
+            return cls(metadata, int(document["log"]["size"]), indexes, transforms)
         except (ValueError, KeyError, TypeError, AttributeError, InvalidArgumentError) as exc:
             raise RemoteStorageError(f"{source}: unreadable manifest: {exc}") from None

@@ -16,6 +16,7 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -50,6 +51,13 @@ from remotelog.segmentstore.layout import (
     segment_custom_metadata,
 )
 from remotelog.segmentstore.read_ahead import ReadAhead
+from remotelog.segmentstore.transformed import (
+    SegmentEncoder,
+    TransformOptions,
+    data_key_of,
+    read_original,
+)
+from remotelog.transforms.chunks import SegmentObjectKind
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("remotelog.segmentstore")
@@ -109,6 +117,9 @@ class StoreOptions:
     read_ahead_chunks: int = 0
     read_ahead_chunk_bytes: int = 1024 * 1024
     read_ahead_max_bytes: int = 64 * 1024 * 1024
+    # How new segments are chunked, compressed and encrypted, and the keys that open
+    # encrypted ones (transformed.py); None: every new segment is plain, version 1.
+    transforms: TransformOptions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +146,9 @@ class SegmentStore:
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
         # Cleanups of failed copies still running after their call was cancelled.
         self._discards: set[asyncio.Task[None]] = set()
+        threads = options.transforms.threads if options.transforms is not None else 1
+        # Chunks are compressed, encrypted and decoded here, never on the event loop.
+        self._chunk_executor = ThreadPoolExecutor(threads, thread_name_prefix="chunks")
         self._read_ahead: ReadAhead | None = None
         if options.read_ahead_chunks > 0 and self.local_files is None:
             self._read_ahead = ReadAhead(
@@ -156,7 +170,16 @@ class SegmentStore:
                 await asyncio.wait(late)
         if self._read_ahead is not None:
             await self._read_ahead.close()
+        self._chunk_executor.shutdown(wait=True)
+        transforms = self.options.transforms
+        if transforms is not None and transforms.keys is not None:
+            await transforms.keys.provider.close()
         await self.objects.close()
+
+    @property
+    def transforms_new_segments(self) -> bool:
+        transforms = self.options.transforms
+        return transforms is not None and transforms.transforms_new_segments
 
     async def _fetch_range(self, key: str, first: int, last: int) -> bytes:
         """Bytes `first`..`last` of an object, fewer where it ends first: one chunk."""
@@ -172,6 +195,26 @@ class SegmentStore:
         if self._read_ahead is not None:
             return self._read_ahead.read(key, start, last, self.options.fetch_chunk_size)
         return self.objects.read(key, start, last, self.options.fetch_chunk_size)
+
+    async def _read_transformed(
+        self, manifest: Manifest, key: str, first: int, last: int
+    ) -> AsyncGenerator[Chunk, None]:
+        """Original bytes `first`..`last` of a version-2 segment's object `key`."""
+        transforms = self.options.transforms
+        data_key = await data_key_of(manifest, transforms.keys if transforms else None, key)
+        kind = SegmentObjectKind.LOG if key.endswith(".log") else SegmentObjectKind.INDEXES
+        return read_original(
+            manifest, kind, first, last, data_key, partial(self._read, key), self._chunk_executor
+        )
+
+    async def _plain(self, keys: SegmentKeys, what: str) -> None:
+        """UnsupportedOperationError for a segment stored as chunks: its objects' bytes
+        are not its original bytes, so `what` (a URL, a descriptor) cannot serve it."""
+        if (await self._manifest(keys)).transforms is not None:
+            raise UnsupportedOperationError(
+                f"{keys.base} is stored compressed or encrypted (manifest version 2): "
+                f"no {what} serves its bytes; use FetchLogSegment"
+            )
 
     def keys(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:
         return SegmentKeys.of(self.options.key_prefix, metadata)
@@ -213,7 +256,9 @@ class SegmentStore:
     async def publish(self, keys: SegmentKeys, manifest: Manifest) -> None:
         """Write the manifest, last: from then on the segment is complete."""
         await self.objects.put(keys.manifest, manifest.to_json())
-        self._manifests.pop(keys.base, None)
+        # Kept: the segment's first reads (Kafka reads what it just copied for
+        # followers and consumers) need it, and a fetch reads it before any byte.
+        self._remember(keys, manifest)
 
     async def discard(self, abort: Callable[[], Awaitable[None]], keys: SegmentKeys | None) -> None:
         """Clean up after a failed copy: `abort` its upload, then delete the segment's
@@ -235,7 +280,17 @@ class SegmentStore:
         received: dict[SegmentFile, int] = {}
         indexes: dict[SegmentFile, bytearray] = {}
         index_bytes = 0
-        upload = self.objects.open_upload(keys.log)
+        encoder = None
+        if self.options.transforms is not None and self.transforms_new_segments:
+            # The data key first (a KMS call): a KMS that does not answer fails the
+            # copy before anything is written.
+            encoder = await SegmentEncoder.new(
+                self.options.transforms, self._chunk_executor, metadata
+            )
+        upload: Upload = self.objects.open_upload(keys.log)
+        chunking = None if encoder is None else encoder.log_upload(upload)
+        if chunking is not None:
+            upload = chunking
         written_objects = False
         try:
             async for chunk in chunks:
@@ -280,6 +335,19 @@ class SegmentStore:
             written_objects = True
             ranges = index_ranges({f: received[f] for f in INDEX_FILES if f in received})
             body = b"".join(bytes(indexes.get(index, b"")) for index in ranges)
+            if encoder is not None and chunking is not None:
+                await chunking.complete()
+                log_chunks = chunking.index
+                indexes_chunks, stored = await encoder.indexes(body)
+                await self.objects.put(keys.indexes, stored)
+                manifest = Manifest(
+                    metadata,
+                    log_chunks.original_size,
+                    ranges,
+                    encoder.transforms(log_chunks, indexes_chunks),
+                )
+                await self.publish(keys, manifest)
+                return manifest.remote_size
             # The log and the indexes together; the manifest, which says the
             # segment is complete, only once both are there.
             log_size, _ = await asyncio.gather(
@@ -320,7 +388,12 @@ class SegmentStore:
         span = _tracer.start_span("SegmentStore.fetch_log_segment", attributes=attributes)
         try:
             chunk_size = self.options.fetch_chunk_size
-            chunks = self._read(self.keys(metadata).log, start, last)
+            keys = self.keys(metadata)
+            manifest = await self._manifest(keys)
+            if manifest.transforms is not None:
+                chunks = await self._read_transformed(manifest, keys.log, start, last)
+            else:
+                chunks = self._read(keys.log, start, last)
             if last - start >= _READ_AHEAD_CHUNKS * chunk_size:
                 # Long reads overlap the backend with the consumer; a short one
                 # (a Fetch) would only pay for the extra task.
@@ -354,6 +427,7 @@ class SegmentStore:
         attributes = {"topic": metadata.topic_id_partition.topic}
         self._metrics.add(m.STORE_FETCH_REQUESTS, 1, attributes)
         try:
+            await self._plain(self.keys(metadata), "file descriptor")
             opened = await local_files.open_descriptor(self.keys(metadata).log)
         except Exception:
             self._metrics.add(m.STORE_FETCH_ERRORS, 1, attributes)
@@ -375,6 +449,7 @@ class SegmentStore:
         if self.options.local_fetch_urls and local_files is not None:
             # A path names no credential and does not expire; the caller asks again
             # after a while all the same, so a moved root is noticed.
+            await self._plain(keys, "file URL")
             manifest = await self._manifest(keys)
             return SegmentUrls(
                 local_files.path(keys.log).as_uri(),
@@ -390,6 +465,7 @@ class SegmentStore:
                 "storage.s3.fetch.url.expiry.ms, or the filesystem backend and "
                 "storage.filesystem.fetch.urls.enabled); use FetchLogSegment"
             )
+        await self._plain(keys, "fetch URL")
         manifest = await self._manifest(keys)
         return SegmentUrls(
             await presigning.presigned_get_url(keys.log, expiry_s),
@@ -420,7 +496,11 @@ class SegmentStore:
                     f"{metadata.remote_log_segment_id}: no {index.value} index"
                 )
             if where.size:
-                chunks = self._read(keys.indexes, where.position, where.position + where.size - 1)
+                first, last = where.position, where.position + where.size - 1
+                if manifest.transforms is not None:
+                    chunks = await self._read_transformed(manifest, keys.indexes, first, last)
+                else:
+                    chunks = self._read(keys.indexes, first, last)
                 async with contextlib.aclosing(chunks):
                     async for chunk in chunks:
                         self._metrics.add(m.STORE_FETCH_BYTES, len(chunk), attributes)
@@ -446,12 +526,16 @@ class SegmentStore:
         manifest = self._manifests.get(keys.base)
         if manifest is None:
             manifest = Manifest.from_json(await self.objects.get(keys.manifest), keys.manifest)
-            self._manifests[keys.base] = manifest
-            while len(self._manifests) > self.options.manifest_cache_entries:
-                self._manifests.popitem(last=False)
+            self._remember(keys, manifest)
         else:
             self._manifests.move_to_end(keys.base)
         return manifest
+
+    def _remember(self, keys: SegmentKeys, manifest: Manifest) -> None:
+        self._manifests[keys.base] = manifest
+        self._manifests.move_to_end(keys.base)
+        while len(self._manifests) > self.options.manifest_cache_entries:
+            self._manifests.popitem(last=False)
 
     # -- delete ----------------------------------------------------------------
 

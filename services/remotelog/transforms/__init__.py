@@ -1,0 +1,1 @@
+"""Segment objects as stored chunks: compressed (zstd), then encrypted (AES-256-GCM)."""

@@ -1,0 +1,260 @@
+"""Segments stored compressed and encrypted (manifest version 2), on each backend with each
+key provider: read back exactly, no record in the clear, keys rotated, faults named."""
+
+import json
+import random
+import socket
+
+import boto3
+import grpc
+import pytest
+import pytest_asyncio
+from support.services import new_bucket, start_store
+
+from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
+from remotelog.core.errors import (
+    RemoteStorageError,
+    RetriableRemoteStorageError,
+    UnsupportedOperationError,
+)
+from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.key_providers import new_key_file
+from remotelog.segmentstore.layout import Manifest, SegmentKeys
+
+from .segments import segment_files, segment_metadata, synthetic_files
+
+CHUNK = 64 * 1024
+TRANSFORMED = {
+    "chunk.size": str(CHUNK),
+    "compression.enabled": "true",
+    "storage.filesystem.fetch.urls.enabled": "true",
+}
+INDEXES = (IndexType.OFFSET, IndexType.TIMESTAMP, IndexType.PRODUCER_SNAPSHOT)
+
+
+def kms_key(endpoint: str) -> str:
+    """A new key of the test server's KMS (moto's, beside its S3)."""
+    return kms(endpoint).create_key(Description="remotelog test")["KeyMetadata"]["Arn"]
+
+
+def kms(endpoint: str):
+    return boto3.client(
+        "kms",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+def local_ring(tmp_path, *key_ids: str) -> dict[str, str]:
+    ring = tmp_path / "keys"
+    for key_id in key_ids:
+        new_key_file(ring, key_id)
+    return {
+        "encryption.key.provider": "local",
+        "encryption.key.ring.dir": str(ring),
+        "encryption.key.id": key_ids[-1],
+    }
+
+
+def aws_kms(endpoint: str, key_id: str) -> dict[str, str]:
+    return {
+        "encryption.key.provider": "aws-kms",
+        "encryption.kms.endpoint.url": endpoint,
+        "encryption.key.id": key_id,
+    }
+
+
+@pytest_asyncio.fixture(params=["filesystem-local", "s3-aws-kms"])
+async def transformed(request, tmp_path, s3_endpoint):
+    backend, _, provider = request.param.partition("-")
+    keys = (
+        local_ring(tmp_path, "k1")
+        if provider == "local"
+        else aws_kms(s3_endpoint, kms_key(s3_endpoint))
+    )
+    running = await start_store(backend, tmp_path, s3_endpoint, **TRANSFORMED, **keys)
+    yield running, keys["encryption.key.id"]
+    await running.stop()
+
+
+async def fetch(store, metadata, start=0, end=None) -> bytes:
+    return b"".join([c async for c in store.client.fetch_log_segment(metadata, start, end)])
+
+
+async def manifest_of(store, metadata) -> Manifest:
+    key = SegmentKeys.of("", metadata).manifest
+    return Manifest.from_json(await store.service.app.objects.get(key), key)
+
+
+async def stored_objects(store) -> dict[str, bytes]:
+    objects = store.service.app.objects
+    return {key: await objects.get(key) for key in store.objects()}
+
+
+async def test_real_segments_read_back_exactly_and_no_record_lies_in_the_clear(
+    transformed, kafka_logs
+):
+    store, key_id = transformed
+    rng = random.Random(7)
+    for log in sorted((kafka_logs / "timeindex_test").glob("*.log"))[:2]:
+        metadata = segment_metadata(log, topic="timeindex_test")
+        files = segment_files(log)
+        original = log.read_bytes()
+        custom = json.loads(await store.client.copy_log_segment_data(metadata, files))
+        assert await fetch(store, metadata) == original
+        for _ in range(8):  # ranges across and within chunks, to the last byte
+            first = rng.randrange(len(original))
+            last = min(len(original) - 1, first + rng.choice([0, 10, CHUNK, 3 * CHUNK + 5]))
+            assert await fetch(store, metadata, first, last) == original[first : last + 1]
+        for index, source in zip(
+            INDEXES,
+            (files.offset_index, files.time_index, files.producer_snapshot_index),
+            strict=True,
+        ):
+            expected = source.read_bytes() if hasattr(source, "read_bytes") else source
+            assert await store.client.fetch_index(metadata, index) == expected
+
+        manifest = await manifest_of(store, metadata)
+        transforms = manifest.transforms
+        assert transforms is not None
+        assert transforms.compression == "zstd"
+        assert transforms.encryption is not None
+        assert transforms.encryption.key_id == key_id
+        assert transforms.log_chunks.original_size == len(original)
+        assert len(transforms.log_chunks.stored_sizes) == -(-len(original) // CHUNK)
+        # The copy reports what the bucket holds: text-like records shrink.
+        assert custom["remote_size"] == manifest.remote_size < len(original) / 2
+    for key, body in (await stored_objects(store)).items():
+        if not key.endswith(".rsm-manifest"):
+            assert b"kafkaVal-" not in body, key
+            assert b"header1" not in body, key
+
+
+async def test_no_url_or_descriptor_serves_a_chunked_segment(transformed):
+    """Their bytes would be the stored chunks: the caller takes FetchLogSegment."""
+    store, _ = transformed
+    data = b"some record bytes " * 1000
+    metadata = segment_metadata(size=len(data))
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    app = store.service.app
+    refusals = [app.log_segment_url(metadata)]
+    if store.backend == "filesystem":
+        refusals.append(app.open_log_segment(metadata, 0, None))
+    for refusal in refusals:
+        with pytest.raises(UnsupportedOperationError, match="manifest version 2"):
+            await refusal
+    assert await fetch(store, metadata, 5, 40) == data[5:41]
+
+
+async def test_a_tampered_chunk_is_reported_by_segment_and_chunk_and_none_of_it_served(
+    tmp_path, s3_endpoint
+):
+    store = await start_store(
+        "filesystem", tmp_path, s3_endpoint, **TRANSFORMED, **local_ring(tmp_path, "k1")
+    )
+    try:
+        data = bytes(random.Random(1).getrandbits(8) for _ in range(4 * CHUNK))
+        metadata = segment_metadata(size=len(data))
+        await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+        manifest = await manifest_of(store, metadata)
+        assert manifest.transforms is not None
+        start, _ = manifest.transforms.log_chunks.stored_range(2, 2)
+        path = store.service.app.objects.path(SegmentKeys.of("", metadata).log)
+        stored = bytearray(path.read_bytes())
+        stored[start + 40] ^= 0x01
+        path.write_bytes(bytes(stored))
+
+        got = bytearray()
+
+        async def read_all() -> None:
+            async for chunk in store.client.fetch_log_segment(metadata, 0, None):
+                got.extend(chunk)
+
+        with pytest.raises(RemoteStorageError) as failed:
+            await read_all()
+        segment_id = metadata.remote_log_segment_id.id
+        assert f"segment {segment_id} log chunk 2: fails its authentication" in str(failed.value)
+        assert len(got) <= 2 * CHUNK  # nothing of chunk 2
+        assert bytes(got) == data[: len(got)]
+        # The chunks before and after it still read.
+        assert await fetch(store, metadata, 3 * CHUNK, 4 * CHUNK - 1) == data[3 * CHUNK :]
+    finally:
+        await store.stop()
+
+
+async def test_keys_rotate_old_segments_still_open_and_a_missing_key_is_named(
+    tmp_path, s3_endpoint
+):
+    """A plain segment, one under k1, then k2 made active: all three read, each
+    encrypted one names its key; with k1 gone from the ring, its segment is refused by
+    that name and the others still read."""
+    bucket = new_bucket(s3_endpoint)
+    segments = {}
+
+    async def copy_and_read(settings, name):
+        data = bytes([len(segments) + 1]) * (3 * CHUNK + 7)
+        segments[name] = (segment_metadata(size=len(data)), data)
+        store = await start_store("s3", tmp_path, s3_endpoint, bucket, **settings)
+        try:
+            await store.client.copy_log_segment_data(segments[name][0], synthetic_files(data))
+            return {n: await fetch(store, m) for n, (m, _) in segments.items()}, store
+        finally:
+            await store.stop()
+
+    await copy_and_read({}, "plain")
+    await copy_and_read({**TRANSFORMED, **local_ring(tmp_path, "k1")}, "old")
+    rotated = {**TRANSFORMED, **local_ring(tmp_path, "k2")}  # k1 stays in the ring
+    read, store = await copy_and_read(rotated, "new")
+    assert read == {name: data for name, (_, data) in segments.items()}
+    objects = await open_backend(store.config, store.config.backoff())
+    try:
+        for name, key_id in (("old", "k1"), ("new", "k2")):
+            key = SegmentKeys.of("", segments[name][0]).manifest
+            encryption = Manifest.from_json(await objects.get(key), key).transforms.encryption
+            assert encryption.key_id == key_id
+    finally:
+        await objects.close()
+
+    (tmp_path / "keys" / "k1.key").unlink()
+    lost = await start_store("s3", tmp_path, s3_endpoint, bucket, **rotated)
+    try:
+        for name in ("plain", "new"):
+            assert await fetch(lost, segments[name][0]) == segments[name][1]
+        with pytest.raises(RemoteStorageError, match="key k1 is not in the local key ring"):
+            await fetch(lost, segments["old"][0])
+    finally:
+        await lost.stop()
+
+
+async def test_a_kms_that_does_not_answer_fails_the_copy_retriably_and_writes_nothing(
+    tmp_path, s3_endpoint
+):
+    """A KMS that takes the connection and never answers: the copy is UNAVAILABLE (Kafka
+    copies again) within the caller's deadline, and the bucket holds nothing of it."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:  # never accepts
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        store = await start_store(
+            "s3",
+            tmp_path,
+            s3_endpoint,
+            **TRANSFORMED,
+            **aws_kms(endpoint, "alias/remotelog"),
+            **{"encryption.kms.timeout.ms": "300"},
+        )
+        client = SegmentStoreClient(
+            f"127.0.0.1:{store.service.port}", options=ClientOptions(timeout_s=3)
+        )
+        try:
+            data = b"x" * 1000
+            metadata = segment_metadata(size=len(data))
+            with pytest.raises(RetriableRemoteStorageError) as caught:
+                await client.copy_log_segment_data(metadata, synthetic_files(data))
+            assert caught.value.grpc_code == grpc.StatusCode.UNAVAILABLE
+            assert "KMS key alias/remotelog: no answer" in str(caught.value)
+            assert store.objects() == {}
+            assert store.incomplete_uploads() == 0
+        finally:
+            await client.close()
+            await store.stop()
