@@ -1,6 +1,7 @@
 """Segments stored compressed and encrypted (manifest version 2), on each backend with each
 key provider: read back exactly, no record in the clear, keys rotated, faults named."""
 
+import asyncio
 import json
 import random
 import socket
@@ -11,6 +12,7 @@ import pytest
 import pytest_asyncio
 from support.services import new_bucket, start_store
 
+from remotelog.cli.main import main
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.errors import (
     RemoteStorageError,
@@ -258,3 +260,62 @@ async def test_a_kms_that_does_not_answer_fails_the_copy_retriably_and_writes_no
         finally:
             await client.close()
             await store.stop()
+
+
+async def test_rewrap_moves_data_keys_to_another_key_rewriting_only_manifests(
+    transformed, tmp_path, s3_endpoint, capsys
+):
+    store, old_key = transformed
+    local = store.config.encryption_key_provider == "local"
+    target = "k2" if local else kms_key(s3_endpoint)
+    if local:
+        new_key_file(tmp_path / "keys", "k2")
+    segments = [segment_metadata(size=3 * CHUNK) for _ in range(2)]
+    for metadata in segments:
+        await store.client.copy_log_segment_data(metadata, synthetic_files(b"r" * 3 * CHUNK))
+    before = await stored_objects(store)
+
+    async def rewrap(*flags: str) -> str:
+        config = tmp_path / f"{store.backend}.properties"
+        command = ["keys", "rewrap", "--config", str(config), "--to", target, *flags]
+        assert await asyncio.to_thread(main, command) == 0
+        return capsys.readouterr().out
+
+    out = await rewrap("--dry-run")
+    assert f"would re-wrap 2 data keys under {target}; 0 already under it" in out
+    assert await stored_objects(store) == before
+    out = await rewrap()
+    assert f"re-wrapped 2 data keys under {target}; 0 already under it" in out
+    after = await stored_objects(store)
+    for key, body in before.items():
+        if key.endswith(".rsm-manifest"):
+            manifest = Manifest.from_json(after[key], key)
+            assert manifest.transforms.encryption.key_id.endswith(target)
+            assert Manifest.from_json(body, key).transforms.encryption.key_id == old_key
+        else:
+            assert after[key] == body, key  # not a byte of a chunk rewritten
+    assert "re-wrapped 0 data keys" in await rewrap()  # a second run finds nothing to do
+
+    if local:  # the old key retired: a store started afresh opens them by the new one
+        (tmp_path / "keys" / f"{old_key}.key").unlink()
+    keys = {
+        "encryption.key.provider": store.config.encryption_key_provider,
+        "encryption.key.ring.dir": str(tmp_path / "keys"),
+        "encryption.kms.endpoint.url": s3_endpoint,
+        "encryption.key.id": target,
+    }
+    (tmp_path / "reader").mkdir()
+    reader = await start_store(
+        store.backend,
+        tmp_path / "reader",
+        s3_endpoint,
+        store.config.s3_bucket_name,
+        **TRANSFORMED,
+        **keys,
+        **{"storage.root": store.config.storage_root},
+    )
+    try:
+        for metadata in segments:
+            assert await fetch(reader, metadata) == b"r" * 3 * CHUNK
+    finally:
+        await reader.stop()

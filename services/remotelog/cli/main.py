@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from remotelog.cli.dev import add_dev_commands
 from remotelog.cli.errors import CliError
 from remotelog.cli.health import add_health_command
+from remotelog.cli.keys import new_key, run_rewrap
 from remotelog.cli.recover import INCOMPLETE, run_recover
 from remotelog.cli.scrub import parse_duration_s, run_scrub
 from remotelog.cli.services import (
@@ -40,6 +41,7 @@ from remotelog.remover.config import ScrubConfig
 from remotelog.rpc.logs import configure_logging
 from remotelog.rpc.serve import serve_until_signal
 from remotelog.scheduler.config import DiscoverySettings
+from remotelog.segmentstore.config import SegmentStoreConfig
 
 # Named, not __name__: run as `python -m remotelog.cli.main` that is "__main__".
 log = logging.getLogger("remotelog.cli")
@@ -165,6 +167,25 @@ def _recover(args: argparse.Namespace) -> int:
     return _operator_command("recover", RecoverConfig, args, run, status)
 
 
+def _keys_new(args: argparse.Namespace) -> int:
+    try:
+        new_key(Path(args.ring).expanduser(), args.key_id, print)
+    except RemoteLogError as exc:
+        raise CliError(f"keys new: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"keys new: {exc}") from None
+    return 0
+
+
+def _keys_rewrap(args: argparse.Namespace) -> int:
+    def run(config: SegmentStoreConfig) -> Coroutine[Any, Any, object]:
+        return run_rewrap(
+            config, to_key_id=args.to, topic=args.topic, dry_run=args.dry_run, out=print
+        )
+
+    return _operator_command("keys rewrap", SegmentStoreConfig, args, run)
+
+
 def _version(_: argparse.Namespace) -> int:
     print(f"remotelog {__version__}")
     return 0
@@ -256,6 +277,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the segments it would write, and write nothing",
     )
     recover.set_defaults(run=_recover)
+
+    keys = commands.add_parser(
+        "keys", help="key-encryption keys of encrypted segments (docs/segment-store.md)"
+    )
+    keys_commands = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    new = keys_commands.add_parser(
+        "new", help="write a new random key into a local key ring (never over one)"
+    )
+    new.add_argument("--ring", required=True, help="the key ring's directory")
+    new.add_argument("key_id", metavar="KEY_ID", help="the key's id: its file is KEY_ID.key")
+    new.set_defaults(run=_keys_new)
+    rewrap = keys_commands.add_parser(
+        "rewrap",
+        help="re-wrap encrypted segments' data keys under another key, rewriting only "
+        "their manifests",
+        description=(
+            "Lists the segment manifests under key.prefix and re-wraps the data key of "
+            "each segment encrypted under another key of the configured key provider, "
+            "then rewrites its manifest in one PUT: no segment byte is read or written. "
+            "Segments under the target key already, plain ones and those of another key "
+            "provider are counted and left. A second run re-wraps nothing."
+        ),
+    )
+    rewrap.add_argument(
+        "--config",
+        help="the segment store's properties (storage.*, encryption.*; default: built-in)",
+    )
+    rewrap.add_argument("--to", help="the key to wrap under (default: encryption.key.id)")
+    rewrap.add_argument("--topic", help="only this topic's segments")
+    rewrap.add_argument(
+        "--dry-run", action="store_true", help="print what it would re-wrap; write nothing"
+    )
+    rewrap.set_defaults(run=_keys_rewrap)
 
     add_dev_commands(commands)
     add_health_command(commands)

@@ -41,6 +41,7 @@ from remotelog.segmentstore.backend import (
     Upload,
     UploadSigningStore,
 )
+from remotelog.segmentstore.key_providers import KeyNotFoundError
 from remotelog.segmentstore.layout import (
     INDEX_FILES,
     REQUIRED_FILES,
@@ -197,12 +198,23 @@ class SegmentStore:
         return self.objects.read(key, start, last, self.options.fetch_chunk_size)
 
     async def _read_transformed(
-        self, manifest: Manifest, key: str, first: int, last: int
+        self, keys: SegmentKeys, manifest: Manifest, kind: SegmentObjectKind, first: int, last: int
     ) -> AsyncGenerator[Chunk, None]:
-        """Original bytes `first`..`last` of a version-2 segment's object `key`."""
+        """Original bytes `first`..`last` of one object of a version-2 segment."""
         transforms = self.options.transforms
-        data_key = await data_key_of(manifest, transforms.keys if transforms else None, key)
-        kind = SegmentObjectKind.LOG if key.endswith(".log") else SegmentObjectKind.INDEXES
+        key_cache = transforms.keys if transforms else None
+        try:
+            data_key = await data_key_of(manifest, key_cache, keys.manifest)
+        except KeyNotFoundError:
+            # Re-wrapped since this manifest was cached (remotelog keys rewrap), its
+            # old key since retired: the bucket's manifest names the new one.
+            self._manifests.pop(keys.base, None)
+            fresh = await self._manifest(keys)
+            if fresh == manifest:
+                raise
+            manifest = fresh
+            data_key = await data_key_of(manifest, key_cache, keys.manifest)
+        key = keys.log if kind is SegmentObjectKind.LOG else keys.indexes
         return read_original(
             manifest, kind, first, last, data_key, partial(self._read, key), self._chunk_executor
         )
@@ -391,7 +403,9 @@ class SegmentStore:
             keys = self.keys(metadata)
             manifest = await self._manifest(keys)
             if manifest.transforms is not None:
-                chunks = await self._read_transformed(manifest, keys.log, start, last)
+                chunks = await self._read_transformed(
+                    keys, manifest, SegmentObjectKind.LOG, start, last
+                )
             else:
                 chunks = self._read(keys.log, start, last)
             if last - start >= _READ_AHEAD_CHUNKS * chunk_size:
@@ -498,7 +512,9 @@ class SegmentStore:
             if where.size:
                 first, last = where.position, where.position + where.size - 1
                 if manifest.transforms is not None:
-                    chunks = await self._read_transformed(manifest, keys.indexes, first, last)
+                    chunks = await self._read_transformed(
+                        keys, manifest, SegmentObjectKind.INDEXES, first, last
+                    )
                 else:
                     chunks = self._read(keys.indexes, first, last)
                 async with contextlib.aclosing(chunks):
