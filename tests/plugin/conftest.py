@@ -96,14 +96,15 @@ async def tiering_stack(
     node=None,
     *,
     isolated=True,
+    backend: str = "filesystem",
     store_settings: Mapping[str, str] = {},
     metadata_settings: Mapping[str, str] = {},
     **broker_properties: str,
 ):
     """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
     default properties, `isolated` as tiering_broker's) and the services it calls (their
-    settings over the defaults), in `tmp`; the broker stopped before the services
-    however the test ends."""
+    settings over the defaults; the store on `backend`), in `tmp`; the broker stopped
+    before the services however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     broker = tiering_broker(
         tmp, store, metadata, node, isolated=isolated, **broker_properties
@@ -112,7 +113,7 @@ async def tiering_stack(
         tmp,
         broker.bootstrap_servers,
         s3_endpoint,
-        "filesystem",
+        backend,
         store_listen=store,
         metadata_listen=metadata,
         store_settings={

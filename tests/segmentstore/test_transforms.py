@@ -6,10 +6,10 @@ import json
 import random
 import socket
 
-import boto3
 import grpc
 import pytest
 import pytest_asyncio
+from support.kms import aws_kms, kms_key
 from support.services import new_bucket, start_store
 
 from remotelog.cli.main import main
@@ -34,21 +34,6 @@ TRANSFORMED = {
 INDEXES = (IndexType.OFFSET, IndexType.TIMESTAMP, IndexType.PRODUCER_SNAPSHOT)
 
 
-def kms_key(endpoint: str) -> str:
-    """A new key of the test server's KMS (moto's, beside its S3)."""
-    return kms(endpoint).create_key(Description="remotelog test")["KeyMetadata"]["Arn"]
-
-
-def kms(endpoint: str):
-    return boto3.client(
-        "kms",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-
-
 def local_ring(tmp_path, *key_ids: str) -> dict[str, str]:
     ring = tmp_path / "keys"
     for key_id in key_ids:
@@ -57,14 +42,6 @@ def local_ring(tmp_path, *key_ids: str) -> dict[str, str]:
         "encryption.key.provider": "local",
         "encryption.key.ring.dir": str(ring),
         "encryption.key.id": key_ids[-1],
-    }
-
-
-def aws_kms(endpoint: str, key_id: str) -> dict[str, str]:
-    return {
-        "encryption.key.provider": "aws-kms",
-        "encryption.kms.endpoint.url": endpoint,
-        "encryption.key.id": key_id,
     }
 
 
