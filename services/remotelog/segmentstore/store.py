@@ -53,6 +53,7 @@ from remotelog.segmentstore.layout import (
 )
 from remotelog.segmentstore.read_ahead import ReadAhead
 from remotelog.segmentstore.transformed import (
+    DecodedChunks,
     SegmentEncoder,
     TransformOptions,
     data_key_of,
@@ -150,6 +151,9 @@ class SegmentStore:
         threads = options.transforms.threads if options.transforms is not None else 1
         # Chunks are compressed, encrypted and decoded here, never on the event loop.
         self._chunk_executor = ThreadPoolExecutor(threads, thread_name_prefix="chunks")
+        self._decoded = DecodedChunks(
+            options.transforms.decoded_cache_bytes if options.transforms is not None else 0
+        )
         self._read_ahead: ReadAhead | None = None
         if options.read_ahead_chunks > 0 and self.local_files is None:
             self._read_ahead = ReadAhead(
@@ -216,7 +220,16 @@ class SegmentStore:
             data_key = await data_key_of(manifest, key_cache, keys.manifest)
         key = keys.log if kind is SegmentObjectKind.LOG else keys.indexes
         return read_original(
-            manifest, kind, first, last, data_key, partial(self._read, key), self._chunk_executor
+            manifest,
+            kind,
+            first,
+            last,
+            data_key,
+            partial(self._read, key),
+            self._chunk_executor,
+            self._decoded,
+            key,
+            min(self.options.fetch_chunk_size, self.options.read_ahead_chunk_bytes),
         )
 
     async def _plain(self, keys: SegmentKeys, what: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from remotelog.transforms.chunks import (
     ChunkIndex,
     DataKey,
     SegmentObjectKind,
-    decode_range,
 )
 
 ZSTD = "zstd"
@@ -37,6 +37,7 @@ class TransformOptions:
     encrypt: bool  # new segments are encrypted under `keys`' active key
     keys: UnwrappedKeys | None  # None: no key provider, encrypted segments are unreadable
     threads: int = 4  # the executor that encodes and decodes chunks
+    decoded_cache_bytes: int = 64 * 1024 * 1024  # chunks kept decoded (DecodedChunks)
 
     @property
     def transforms_new_segments(self) -> bool:
@@ -175,10 +176,29 @@ async def data_key_of(
     return DataKey(plaintext, wrapped.key_provider, wrapped.key_id, wrapped.wrapped)
 
 
-def _decoded(
-    codec: ChunkCodec, index: ChunkIndex, number: int, stored: bytes, first: int, last: int
-) -> list[bytes]:
-    return list(decode_range(codec, index, number, stored, first, last))
+class DecodedChunks:
+    """Chunks decoded lately, within `max_bytes`: Kafka reads a segment one fetch (1 MiB)
+    at a time, and each fetch would otherwise decode its whole chunk (4 MiB) again."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: str, number: int) -> bytes | None:
+        found = self._chunks.get((key, number))
+        if found is not None:
+            self._chunks.move_to_end((key, number))
+        return found
+
+    def put(self, key: str, number: int, original: bytes) -> None:
+        if len(original) > self.max_bytes or (key, number) in self._chunks:
+            return
+        self._chunks[key, number] = original
+        self._bytes += len(original)
+        while self._bytes > self.max_bytes:
+            _, dropped = self._chunks.popitem(last=False)
+            self._bytes -= len(dropped)
 
 
 async def read_original(
@@ -189,38 +209,47 @@ async def read_original(
     data_key: DataKey | None,
     read: Callable[[int, int], AsyncGenerator[Chunk, None]],
     executor: Executor,
-) -> AsyncGenerator[bytes, None]:
-    """Original bytes `first`..`last` of a version-2 object, by its chunks: `read`
-    (stored first..last) fetches only the chunks that hold them, and each is
-    authenticated and decoded whole before any of its bytes is yielded."""
+    decoded: DecodedChunks,
+    key: str,
+    piece_bytes: int,
+) -> AsyncGenerator[Chunk, None]:
+    """Original bytes `first`..`last` of a version-2 object (`key`), by its chunks: `read`
+    (stored first..last) fetches one chunk's stored bytes, each authenticated and
+    decoded whole before any of its bytes is yielded; chunks decoded lately are taken
+    from `decoded`."""
     transforms = manifest.transforms
     assert transforms is not None
     if last < first:
         return
     index = transforms.log_chunks if kind is SegmentObjectKind.LOG else transforms.indexes_chunks
     first_chunk, last_chunk = index.chunks_of(first, last)
-    stored_first, stored_last = index.stored_range(first_chunk, last_chunk)
     # Decoding needs no compression level: the flag of each chunk says.
     codec = codec_of(manifest.metadata, kind, None, data_key)
     loop = asyncio.get_running_loop()
-    pending = bytearray()
-    number = first_chunk
-    chunks = read(stored_first, stored_last)
-    async with contextlib.aclosing(chunks):
-        async for piece in chunks:
-            pending += piece
-            while number <= last_chunk and len(pending) >= index.stored_sizes[number]:
-                size = index.stored_sizes[number]
-                stored = bytes(pending[:size])
-                del pending[:size]
-                parts = await loop.run_in_executor(
-                    executor, _decoded, codec, index, number, stored, first, last
+    for number in range(first_chunk, last_chunk + 1):
+        original = decoded.get(key, number)
+        if original is None:
+            stored_first, stored_last = index.stored_range(number, number)
+            pieces = []
+            chunks = read(stored_first, stored_last)
+            async with contextlib.aclosing(chunks):
+                async for piece in chunks:
+                    pieces.append(bytes(piece))
+            stored = b"".join(pieces)
+            if len(stored) != index.stored_sizes[number]:
+                raise RemoteStorageError(
+                    f"segment {manifest.metadata.remote_log_segment_id.id}: its "
+                    f"{kind.name.lower()} object ends within chunk {number}"
                 )
-                for part in parts:
-                    yield part
-                number += 1
-    if number <= last_chunk:
-        raise RemoteStorageError(
-            f"segment {manifest.metadata.remote_log_segment_id.id}: its "
-            f"{kind.name.lower()} object ends before chunk {number}"
-        )
+            original = await loop.run_in_executor(
+                executor, codec.decode, number, stored, index.original_size_of(number)
+            )
+            decoded.put(key, number, original)
+        chunk_start = number * index.chunk_size
+        low = max(first - chunk_start, 0)
+        high = min(last - chunk_start, len(original) - 1)
+        # In pieces no larger than a plain read's: Kafka takes one fetch (1 MiB) and
+        # closes, and what was already sent of a whole 4 MiB chunk is wasted.
+        view = memoryview(original)
+        for start in range(low, high + 1, piece_bytes):
+            yield view[start : min(start + piece_bytes, high + 1)]
