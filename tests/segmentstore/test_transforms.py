@@ -19,6 +19,7 @@ from remotelog.core.errors import (
     RetriableRemoteStorageError,
     UnsupportedOperationError,
 )
+from remotelog.kafka.records import CompressionType, Record, build_batch
 from remotelog.segmentstore.factory import open_backend
 from remotelog.segmentstore.key_providers import new_key_file
 from remotelog.segmentstore.layout import Manifest, SegmentKeys
@@ -296,3 +297,62 @@ async def test_rewrap_moves_data_keys_to_another_key_rewriting_only_manifests(
             assert await fetch(reader, metadata) == b"r" * 3 * CHUNK
     finally:
         await reader.stop()
+
+
+def batches_of(codec: CompressionType, count: int = 400) -> bytes:
+    """A log of `count` batches of ten text records each, compressed by `codec`."""
+    return b"".join(
+        build_batch(
+            [
+                Record(10 * n + i, 1_700_000_000_000, None, b'{"order": %d, "ok": true}' % i)
+                for i in range(10)
+            ],
+            compression=codec,
+        )
+        for n in range(count)
+    )
+
+
+async def test_only_segments_kafka_did_not_compress_are_compressed(tmp_path, s3_endpoint):
+    """zstd over a segment of lz4 batches would spend CPU for nothing: its chunks are
+    stored as they are (still encrypted); a plain segment's are compressed. Without a
+    key provider nothing is encrypted, and an encrypted segment is refused by its key."""
+    store = await start_store(
+        "filesystem", tmp_path, s3_endpoint, **TRANSFORMED, **local_ring(tmp_path, "k1")
+    )
+    try:
+        for codec, compression in ((CompressionType.LZ4, None), (CompressionType.NONE, "zstd")):
+            log = batches_of(codec)
+            metadata = segment_metadata(size=len(log))
+            await store.client.copy_log_segment_data(metadata, synthetic_files(log))
+            transforms = (await manifest_of(store, metadata)).transforms
+            assert transforms.compression == compression, codec
+            assert transforms.encryption is not None
+            assert await fetch(store, metadata) == log
+        encrypted = metadata
+    finally:
+        await store.stop()
+
+    (tmp_path / "plain").mkdir()
+    compressing = await start_store(
+        "filesystem",
+        tmp_path / "plain",
+        s3_endpoint,
+        **TRANSFORMED,
+        **{"storage.root": store.config.storage_root},
+    )
+    try:
+        log = batches_of(CompressionType.NONE)
+        metadata = segment_metadata(size=len(log))
+        await compressing.client.copy_log_segment_data(metadata, synthetic_files(log))
+        transforms = (await manifest_of(compressing, metadata)).transforms
+        assert transforms.compression == "zstd"
+        assert transforms.encryption is None
+        assert await fetch(compressing, metadata) == log
+        with pytest.raises(
+            RemoteStorageError,
+            match=r"under key k1 of key provider local.*encryption\.key\.provider",
+        ):
+            await fetch(compressing, encrypted)
+    finally:
+        await compressing.stop()
