@@ -29,6 +29,7 @@ RENDERS = {
     "base": (["base"], []),
     "base+otel": (["base"], ["components/otel"]),
     "base+tls": (["base"], ["components/tls"]),
+    "base+encryption": (["base"], ["components/encryption"]),
     "dev": (["overlays/dev"], []),
     "dev+tls": (["overlays/dev"], ["components/tls"]),
     "dev-sidecar": (["overlays/dev-sidecar"], []),
@@ -310,6 +311,32 @@ def test_the_dev_broker_tiers_through_the_plugin_alone(rendered, tmp_path):
         environment_of(pod["containers"][0]),
     )
     assert signing.s3_fetch_url_expiry_ms > 0
+
+
+def test_the_encryption_component_keeps_segments_under_the_secrets_key_ring(rendered, tmp_path):
+    objects = rendered["base+encryption"]
+    deployment = find(objects, "Deployment", "segment-store")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    config = effective(
+        "segment-store",
+        properties_of(objects, pod, container, tmp_path),
+        environment_of(container),
+    )
+    assert config.compression_enabled
+    assert (config.encryption_key_provider, config.encryption_key_id) == ("local", "key-1")
+    (mount,) = [
+        m for m in container["volumeMounts"] if m["mountPath"] == config.encryption_key_ring_dir
+    ]
+    assert mount["readOnly"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"] == {"secretName": "remotelog-keys", "defaultMode": 0o400}
+    # The other services are as they were: only the store holds the keys.
+    for name in ("metadata-manager", "remote-fetch", "partition-remover"):
+        env = environment_of(
+            find(objects, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        )
+        assert not [k for k in env if k.startswith("REMOTELOG_ENCRYPTION")], name
 
 
 def test_without_the_plugin_the_broker_is_the_pinned_apache_kafka(rendered):
