@@ -31,6 +31,7 @@ from remotelog.segmentstore.direct_copy import (
     LocalFile,
     allowed_roots,
 )
+from remotelog.segmentstore.layout import Manifest, SegmentKeys
 
 from .segments import segment_files, segment_metadata
 
@@ -502,26 +503,50 @@ async def test_bad_copies_by_path_are_refused_and_write_nothing(by_path, tmp_pat
     refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, "inline_files")
     assert (by_path.running.objects(), by_path.running.incomplete_uploads()) == ({}, 0)
 
-    # A store allowed no directory reads no path; one that compresses new segments
-    # copies them only through the stream.
-    chunked = {"copy.paths.allowed": str(broker), "compression.enabled": "true"}
-    for name, extra, says in (
-        ("closed", {}, "copy.paths.allowed"),
-        ("chunked", chunked, "compression.enabled"),
-    ):
-        (tmp_path / name).mkdir()
-        closed = Stub(
-            await start_store(by_path.running.backend, tmp_path / name, s3_endpoint, **extra)
+    # A store allowed no directory reads no path.
+    (tmp_path / "closed").mkdir()
+    closed = Stub(await start_store(by_path.running.backend, tmp_path / "closed", s3_endpoint))
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await closed.rpc.CopyLogSegmentFiles(
+                files_request(metadata, contents, {SegmentFile.LOG: log})
+            )
+        refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+        assert "copy.paths.allowed" in caught.value.details()
+    finally:
+        await closed.close()
+
+
+async def test_a_path_copy_into_a_compressing_store_is_stored_as_chunks(
+    by_path, tmp_path, s3_endpoint
+):
+    """The store reads the files itself, so it transforms them as a stream's bytes."""
+    partition = tmp_path / "broker" / "orders-0"
+    partition.mkdir(parents=True)
+    log = partition / f"{0:020d}.log"
+    contents = {f: b"i" * 8 for f in SegmentFile if f is not SegmentFile.TRANSACTION_INDEX}
+    contents[SegmentFile.LOG] = b"a record's bytes " * 20_000
+    log.write_bytes(contents[SegmentFile.LOG])
+    metadata = segment_metadata(size=len(contents[SegmentFile.LOG]))
+    settings = {"copy.paths.allowed": str(tmp_path / "broker"), "compression.enabled": "true"}
+    (tmp_path / "chunked").mkdir()
+    chunked = Stub(
+        await start_store(by_path.running.backend, tmp_path / "chunked", s3_endpoint, **settings)
+    )
+    try:
+        await chunked.rpc.CopyLogSegmentFiles(
+            files_request(metadata, contents, {SegmentFile.LOG: log})
         )
-        try:
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await closed.rpc.CopyLogSegmentFiles(
-                    files_request(metadata, contents, {SegmentFile.LOG: log})
-                )
-            refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
-            assert says in caught.value.details()
-        finally:
-            await closed.close()
+        assert await read_back(chunked.running.client, metadata) == contents
+        key = SegmentKeys.of("", metadata)
+        stored = await chunked.running.service.app.objects.get(key.log)
+        assert len(stored) < len(contents[SegmentFile.LOG]) / 10
+        manifest = Manifest.from_json(
+            await chunked.running.service.app.objects.get(key.manifest), ""
+        )
+        assert manifest.transforms is not None
+    finally:
+        await chunked.close()
 
 
 def open_descriptors_of(path) -> int:

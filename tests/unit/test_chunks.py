@@ -132,6 +132,10 @@ def test_batches_compressed_reads_the_attributes_of_the_whole_headers(codecs, co
     assert batches_compressed(log[:30]) is False
 
 
+def test_bytes_that_are_no_batches_are_not_taken_for_compressed_ones():
+    assert batches_compressed(b"a record's bytes " * 100) is False
+
+
 def test_real_uncompressed_segments_are_not_taken_for_compressed(kafka_logs):
     for log in sorted((kafka_logs / "timeindex_test").glob("*.log")):
         assert batches_compressed(log.read_bytes()[: 4 * 1024 * 1024]) is False

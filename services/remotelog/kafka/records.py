@@ -106,7 +106,8 @@ def _parse_header(data: memoryview, position: int, source: str) -> BatchHeader:
     return header
 
 
-_LENGTH_AND_ATTRIBUTES = struct.Struct(">8xi9xh")  # batchLength, then attributes at 21
+# batchLength at 8, magic at 16, attributes at 21
+_LENGTH_MAGIC_ATTRIBUTES = struct.Struct(">8xi4xb4xh")
 
 
 def batches_compressed(data: bytes | bytearray | memoryview) -> bool:
@@ -115,8 +116,8 @@ def batches_compressed(data: bytes | bytearray | memoryview) -> bool:
     header is whole, or on bytes that are no batches."""
     position, seen = 0, 0
     while position + HEADER_SIZE <= len(data):
-        batch_length, attributes = _LENGTH_AND_ATTRIBUTES.unpack_from(data, position)
-        if batch_length < HEADER_SIZE - LOG_OVERHEAD or not attributes & 0x07:
+        batch_length, magic, attributes = _LENGTH_MAGIC_ATTRIBUTES.unpack_from(data, position)
+        if magic != MAGIC or batch_length < HEADER_SIZE - LOG_OVERHEAD or not attributes & 0x07:
             return False
         seen += 1
         position += LOG_OVERHEAD + batch_length

@@ -225,8 +225,8 @@ class DirectCopies:
         self.abort_uploads_after_s = abort_uploads_after_s
 
     def _plain_copies(self) -> None:
-        """UnsupportedOperationError where new segments are chunked: copies whose bytes
-        skip the store would store them untransformed (the caller takes the stream)."""
+        """UnsupportedOperationError where new segments are chunked: bytes PUT by URL
+        would be stored untransformed (the caller takes the stream)."""
         if self.store.transforms_new_segments:
             raise UnsupportedOperationError(
                 "this store compresses or encrypts new segments (compression.enabled, "
@@ -241,8 +241,8 @@ class DirectCopies:
         files: dict[SegmentFile, LocalFile],
         inline: dict[SegmentFile, bytes],
     ) -> bytes | None:
-        """Store the segment from its files on this host, and `inline` ones sent whole."""
-        self._plain_copies()
+        """Store the segment from its files on this host, and `inline` ones sent whole
+        (through the store's copy, so chunked, compressed and encrypted as a stream's)."""
         if not self.allowed_paths:
             raise UnsupportedOperationError(
                 "copy.paths.allowed is empty: this store reads no broker's files "
