@@ -356,3 +356,30 @@ async def test_only_segments_kafka_did_not_compress_are_compressed(tmp_path, s3_
             await fetch(compressing, encrypted)
     finally:
         await compressing.stop()
+
+
+async def test_a_chunked_segment_leaves_the_others_read_by_url(tmp_path, s3_endpoint):
+    """A bucket of plain and chunked segments, as after compression is turned on: the
+    store has no URL for a chunked one, and the client still reads the plain ones by
+    theirs (they read after the store is gone)."""
+    bucket, urls = new_bucket(s3_endpoint), {"storage.s3.fetch.url.expiry.ms": "600000"}
+    plain_log, chunked_log = b"p" * 200_000, b"c" * 200_000
+    plain, chunked = segment_metadata(size=len(plain_log)), segment_metadata(size=len(chunked_log))
+    before = await start_store("s3", tmp_path, s3_endpoint, bucket, **urls)
+    await before.client.copy_log_segment_data(plain, synthetic_files(plain_log))
+    await before.stop()
+    store = await start_store("s3", tmp_path, s3_endpoint, bucket, **urls, **TRANSFORMED)
+    client = SegmentStoreClient(
+        f"127.0.0.1:{store.service.port}", fetch_urls=True, options=ClientOptions(timeout_s=5)
+    )
+    try:
+        await store.client.copy_log_segment_data(chunked, synthetic_files(chunked_log))
+        read = b"".join([c async for c in client.fetch_log_segment(chunked, 0, None)])
+        assert read == chunked_log  # through the store's stream
+        read = b"".join([c async for c in client.fetch_log_segment(plain, 0, None)])
+        assert read == plain_log
+        await store.stop()
+        read = b"".join([c async for c in client.fetch_log_segment(plain, 10, 99)])
+        assert read == plain_log[10:100]  # by the URL it kept
+    finally:
+        await client.close()

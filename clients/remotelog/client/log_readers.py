@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,7 +27,12 @@ from remotelog.client.short_circuit import (
     read_range,
 )
 from remotelog.client.url_reader import UrlReader, UrlReadUnavailable
-from remotelog.core.errors import RemoteLogError, UnsupportedOperationError
+from remotelog.core.errors import (
+    SCOPE_KEY,
+    SEGMENT_SCOPE,
+    RemoteLogError,
+    UnsupportedOperationError,
+)
 from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.url_cache import SignedUrlCache
@@ -36,6 +42,7 @@ LogPiece = bytes | memoryview
 # After a read its URL could not finish, reads take the next reader for this long: an
 # object store this host cannot reach would otherwise cost each read a timeout.
 URL_PAUSE_S = 10.0
+NO_URL_SEGMENTS = 4096
 _log = logging.getLogger(__name__)
 
 
@@ -82,6 +89,8 @@ class UrlLogReader:
         self._enabled = True
         self._paused_until = 0.0
         self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
+        # Segments the store has no URL for (stored as chunks): read by the next reader.
+        self._no_url: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
         self._reader = UrlReader()
 
     async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
@@ -114,11 +123,19 @@ class UrlLogReader:
 
     async def _new_url(self, wanted: LogRange) -> str | None:
         """A new URL of the log, kept for the next reads; None where there are none."""
+        key = wanted.metadata.remote_log_segment_id
+        if key in self._no_url:
+            return None
         try:
             url, valid_for_s = await self._sign(wanted.metadata, wanted.remaining_s())
         except RemoteLogError as exc:
             if exc.code != "UNIMPLEMENTED":  # a store with no URLs, or an older one
                 raise
+            if exc.metadata.get(SCOPE_KEY) == SEGMENT_SCOPE:  # this segment has none
+                self._no_url[key] = None
+                while len(self._no_url) > NO_URL_SEGMENTS:
+                    self._no_url.popitem(last=False)
+                return None
             self._enabled = False
             return None
         self._urls.keep(wanted.metadata.remote_log_segment_id, url, valid_for_s)

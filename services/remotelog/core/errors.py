@@ -186,6 +186,12 @@ class ReaderQueueFullError(RemoteLogError):
     code = "RESOURCE_EXHAUSTED"
 
 
+# The ErrorInfo metadata of an UNSUPPORTED_OPERATION that holds for one segment only (a
+# segment stored as chunks has no fetch URL): the caller goes on asking for the others.
+SCOPE_KEY = "scope"
+SEGMENT_SCOPE = "segment"
+
+
 class UnsupportedOperationError(RemoteLogError):
     """Not done this way here (a short-circuit fetch from S3): the regular call does it."""
 

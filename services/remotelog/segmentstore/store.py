@@ -25,6 +25,8 @@ from opentelemetry.trace import StatusCode
 
 from remotelog.core import metrics as m
 from remotelog.core.errors import (
+    SCOPE_KEY,
+    SEGMENT_SCOPE,
     InvalidArgumentError,
     RemoteResourceNotFoundError,
     UnsupportedOperationError,
@@ -236,9 +238,11 @@ class SegmentStore:
         """UnsupportedOperationError for a segment stored as chunks: its objects' bytes
         are not its original bytes, so `what` (a URL, a descriptor) cannot serve it."""
         if (await self._manifest(keys)).transforms is not None:
+            # Of this segment only: the caller still takes URLs for the others.
             raise UnsupportedOperationError(
                 f"{keys.base} is stored compressed or encrypted (manifest version 2): "
-                f"no {what} serves its bytes; use FetchLogSegment"
+                f"no {what} serves its bytes; use FetchLogSegment",
+                metadata={SCOPE_KEY: SEGMENT_SCOPE},
             )
 
     def keys(self, metadata: RemoteLogSegmentMetadata) -> SegmentKeys:

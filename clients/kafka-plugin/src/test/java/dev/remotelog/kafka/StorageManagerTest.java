@@ -132,6 +132,9 @@ public class StorageManagerTest {
     final AtomicInteger urlsAsked = new AtomicInteger();
     final AtomicInteger fetchCalls = new AtomicInteger();
     final List<FetchLogSegmentRequest> fetchesAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    // Segments (their ids as the request carries them) GetLogSegmentUrl has no URL for.
+    final java.util.Set<com.google.protobuf.ByteString> chunkedSegments =
+            java.util.concurrent.ConcurrentHashMap.newKeySet();
     // What GetLogSegmentUrl answers, one per call (the last again); none: UNIMPLEMENTED.
     final List<String> urlsToGive = new ArrayList<>();
     // Merged into each answer: where the indexes are.
@@ -283,6 +286,12 @@ public class StorageManagerTest {
             }
             if (urlsToGive.isEmpty()) {
                 response.onError(Status.UNIMPLEMENTED.withDescription("no URLs").asRuntimeException());
+                return;
+            }
+            if (chunkedSegments.contains(request.getRemoteLogSegmentMetadata().getRemoteLogSegmentId().getId())) {
+                // A segment stored as chunks: UNSUPPORTED_OPERATION of this segment only.
+                response.onError(FailuresTest.remotelog(
+                        com.google.rpc.Code.UNIMPLEMENTED, "UNSUPPORTED_OPERATION", Map.of("scope", "segment")));
                 return;
             }
             String url = urlsToGive.get(Math.min(asked, urlsToGive.size() - 1));
@@ -837,6 +846,27 @@ public class StorageManagerTest {
             assertEquals(read, fetchCalls.get());
         }
         assertEquals(3, urlsAsked.get());
+    }
+
+    @Test
+    void aSegmentWithoutAUrlIsStreamedAndTheOthersStillGoByTheirs(@TempDir Path dir) throws Exception {
+        byte[] log = new byte[10_000];
+        new java.util.Random(11).nextBytes(log);
+        urlsToGive.add(Files.write(dir.resolve("0.log"), log).toUri().toString());
+        fileRoots = dir.toString();
+        connect(serverName);
+        RemoteLogSegmentMetadata chunked = segment();
+        chunkedSegments.add(Protos.metadata(chunked).getRemoteLogSegmentId().getId());
+        for (int read = 1; read <= 2; read++) {
+            try (InputStream stream = manager.fetchLogSegment(chunked, 0)) {
+                assertTrue(stream.read() >= 0);
+            }
+            assertEquals(read, fetchCalls.get()); // through the stream
+        }
+        assertEquals(1, urlsAsked.get()); // asked once for it, then remembered
+        assertArrayEquals(log, readAll(manager.fetchLogSegment(segment(), 0)));
+        assertEquals(2, fetchCalls.get()); // the plain segment by its URL
+        assertEquals(2, urlsAsked.get());
     }
 
     @Test

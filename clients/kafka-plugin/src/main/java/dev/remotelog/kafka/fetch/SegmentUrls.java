@@ -1,5 +1,6 @@
 package dev.remotelog.kafka.fetch;
 
+import dev.remotelog.kafka.rpc.Failures;
 import dev.remotelog.kafka.util.BoundedMaps;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -58,6 +59,8 @@ public final class SegmentUrls {
     }
 
     private final Map<RemoteLogSegmentId, Kept> urls = BoundedMaps.keepingNewest(MAX_ENTRIES, true);
+    // Segments the store has no URL for (stored as chunks): read through the stream.
+    private final Map<RemoteLogSegmentId, Boolean> noUrl = BoundedMaps.keepingNewest(MAX_ENTRIES, true);
     private volatile boolean offered = true;
     private volatile long pausedUntilNanos = System.nanoTime();
 
@@ -69,7 +72,15 @@ public final class SegmentUrls {
     /** The segment's URLs: kept, or asked of `ask` now; null where there are none to use. */
     Kept of(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
         Kept kept = kept(segment);
-        return kept != null ? kept : fresh(segment, ask);
+        if (kept != null) {
+            return kept;
+        }
+        synchronized (this) {
+            if (noUrl.containsKey(segment)) {
+                return null;
+            }
+        }
+        return fresh(segment, ask);
     }
 
     synchronized void forget(RemoteLogSegmentId segment) {
@@ -104,6 +115,13 @@ public final class SegmentUrls {
             answer = ask.get();
         } catch (StatusRuntimeException e) {
             Status.Code code = e.getStatus().getCode();
+            if (code == Status.Code.UNIMPLEMENTED && Failures.ofOneSegment(e)) {
+                // This segment has none (stored as chunks): the others still go by URL.
+                synchronized (this) {
+                    noUrl.put(segment, Boolean.TRUE);
+                }
+                return null;
+            }
             if (code == Status.Code.UNIMPLEMENTED) {
                 // This store hands out no URLs (its backend, or its settings): stop asking.
                 offered = false;

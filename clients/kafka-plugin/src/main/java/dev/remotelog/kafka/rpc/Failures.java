@@ -38,6 +38,12 @@ public final class Failures {
         return info(failure).getMetadataOrDefault("field", "");
     }
 
+    /** Whether a service's UNSUPPORTED_OPERATION holds for the one segment asked about
+     * (a segment stored as chunks has no fetch URL), not for every call of its kind. */
+    public static boolean ofOneSegment(Throwable failure) {
+        return "segment".equals(info(failure).getMetadataOrDefault("scope", ""));
+    }
+
     /** The remotelog ErrorInfo of a service's error; an empty one where it has none. */
     private static ErrorInfo info(Throwable failure) {
         com.google.rpc.Status status = StatusProto.fromThrowable(failure);
