@@ -10,7 +10,9 @@ import grpc
 import pytest
 import pytest_asyncio
 from support.kms import aws_kms, kms_key
+from support.s3 import s3_client
 from support.services import new_bucket, start_store
+from support.tls import make_certificates, server_tls_settings
 
 from remotelog.cli.main import main
 from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
@@ -135,7 +137,7 @@ async def test_a_tampered_chunk_is_reported_by_segment_and_chunk_and_none_of_it_
         "filesystem", tmp_path, s3_endpoint, **TRANSFORMED, **local_ring(tmp_path, "k1")
     )
     try:
-        data = bytes(random.Random(1).getrandbits(8) for _ in range(4 * CHUNK))
+        data = random.Random(1).randbytes(4 * CHUNK)
         metadata = segment_metadata(size=len(data))
         await store.client.copy_log_segment_data(metadata, synthetic_files(data))
         manifest = await manifest_of(store, metadata)
@@ -359,27 +361,73 @@ async def test_only_segments_kafka_did_not_compress_are_compressed(tmp_path, s3_
 
 
 async def test_a_chunked_segment_leaves_the_others_read_by_url(tmp_path, s3_endpoint):
-    """A bucket of plain and chunked segments, as after compression is turned on: the
-    store has no URL for a chunked one, and the client still reads the plain ones by
-    theirs (they read after the store is gone)."""
+    """A bucket of plain and encrypted segments, as after encryption is turned on, and a
+    store without TLS: it hands no data key out, so it has no URL for an encrypted
+    segment (of that segment only, naming the setting), and the client still reads the
+    plain ones by theirs (they read after the store is gone)."""
     bucket, urls = new_bucket(s3_endpoint), {"storage.s3.fetch.url.expiry.ms": "600000"}
-    plain_log, chunked_log = b"p" * 200_000, b"c" * 200_000
-    plain, chunked = segment_metadata(size=len(plain_log)), segment_metadata(size=len(chunked_log))
+    plain_log, sealed_log = b"p" * 200_000, b"c" * 200_000
+    plain, sealed = segment_metadata(size=len(plain_log)), segment_metadata(size=len(sealed_log))
     before = await start_store("s3", tmp_path, s3_endpoint, bucket, **urls)
     await before.client.copy_log_segment_data(plain, synthetic_files(plain_log))
     await before.stop()
-    store = await start_store("s3", tmp_path, s3_endpoint, bucket, **urls, **TRANSFORMED)
+    keys = local_ring(tmp_path, "k1")
+    store = await start_store("s3", tmp_path, s3_endpoint, bucket, **urls, **TRANSFORMED, **keys)
     client = SegmentStoreClient(
         f"127.0.0.1:{store.service.port}", fetch_urls=True, options=ClientOptions(timeout_s=5)
     )
     try:
-        await store.client.copy_log_segment_data(chunked, synthetic_files(chunked_log))
-        read = b"".join([c async for c in client.fetch_log_segment(chunked, 0, None)])
-        assert read == chunked_log  # through the store's stream
-        read = b"".join([c async for c in client.fetch_log_segment(plain, 0, None)])
-        assert read == plain_log
+        await store.client.copy_log_segment_data(sealed, synthetic_files(sealed_log))
+        with pytest.raises(UnsupportedOperationError, match=r"tls\.cert\.file is unset"):
+            await store.service.app.log_segment_url(sealed, chunks_accepted=True)
+        assert await read_by(client, sealed) == sealed_log  # through the store's stream
+        assert await read_by(client, plain) == plain_log
         await store.stop()
-        read = b"".join([c async for c in client.fetch_log_segment(plain, 10, 99)])
-        assert read == plain_log[10:100]  # by the URL it kept
+        assert await read_by(client, plain, 10, 99) == plain_log[10:100]  # by its URL
+    finally:
+        await client.close()
+
+
+async def read_by(client, metadata, start=0, end=None) -> bytes:
+    return b"".join([c async for c in client.fetch_log_segment(metadata, start, end)])
+
+
+async def test_over_tls_a_reader_decodes_a_sealed_segment_read_by_url(tmp_path, s3_endpoint):
+    """Over TLS the store hands the reader the segment's chunk index and data key with
+    its URL: every range reads by URL and is decoded by the reader (it reads after the
+    store is gone), and a chunk altered in the bucket is refused, not served."""
+    certificates = make_certificates(tmp_path)
+    store = await start_store(
+        "s3",
+        tmp_path,
+        s3_endpoint,
+        **{"storage.s3.fetch.url.expiry.ms": "600000"},
+        **TRANSFORMED,
+        **local_ring(tmp_path, "k1"),
+        **server_tls_settings(certificates),
+    )
+    tls = ClientOptions(
+        timeout_s=5,
+        tls_root_certs_file=str(certificates.ca),
+        tls_cert_file=str(certificates.client_cert),
+        tls_key_file=str(certificates.client_key),
+    )
+    client = SegmentStoreClient(f"localhost:{store.service.port}", fetch_urls=True, options=tls)
+    try:
+        log = random.Random(5).randbytes(3 * CHUNK) + b"t" * 5000
+        metadata = segment_metadata(size=len(log))
+        await client.copy_log_segment_data(metadata, synthetic_files(log))
+        assert await read_by(client, metadata) == log
+        await store.stop()
+        for first, last in ((0, 0), (CHUNK - 3, CHUNK + 3), (len(log) - 10, len(log) - 1)):
+            assert await read_by(client, metadata, first, last) == log[first : last + 1]
+        # A byte of chunk 1 altered in the bucket: the reader refuses the chunk by name.
+        bucket, key = store.config.s3_bucket_name, SegmentKeys.of("", metadata).log
+        s3 = s3_client(s3_endpoint)
+        stored = bytearray(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        stored[CHUNK + 100] ^= 1
+        s3.put_object(Bucket=bucket, Key=key, Body=bytes(stored))
+        with pytest.raises(RemoteStorageError, match="log chunk 1: fails its authentication"):
+            await read_by(client, metadata, CHUNK, CHUNK + 10)
     finally:
         await client.close()

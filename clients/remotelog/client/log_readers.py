@@ -9,12 +9,13 @@ come before it is chosen where the client is made (`fetch_urls`,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
@@ -37,6 +38,7 @@ from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.url_cache import SignedUrlCache
 from remotelog.protocol.convert import segment_metadata_to_proto
+from remotelog.transforms.chunks import ChunkCodec, ChunkIndex, DataKey, SegmentObjectKind
 
 LogPiece = bytes | memoryview
 # After a read its URL could not finish, reads take the next reader for this long: an
@@ -78,19 +80,39 @@ class LogReader(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class LogChunks:
+    """How a log read by URL is stored as chunks, and its data key (None: not encrypted)."""
+
+    index: ChunkIndex
+    data_key: bytes | None = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SignedLog:
+    """A log's URL, how long it lasts, and its chunks where it is stored as such."""
+
+    url: str
+    valid_for_s: float
+    chunks: LogChunks | None = None
+
+
 class UrlLogReader:
     """Ranged reads of the URL the store signs for the log (a presigned S3 URL, or a file
-    on this host). Off once the store says it hands out none; paused after a failure."""
+    on this host); a log stored as chunks is read by its chunks and decoded here. Off
+    once the store says it hands out none; paused after a failure."""
 
     def __init__(
-        self, sign: Callable[[RemoteLogSegmentMetadata, float], Awaitable[tuple[str, float]]]
+        self, sign: Callable[[RemoteLogSegmentMetadata, float], Awaitable[SignedLog]]
     ) -> None:
-        self._sign = sign  # (metadata, timeout_s) -> (URL, seconds it lasts)
+        self._sign = sign  # (metadata, timeout_s) -> the URL, its life and its chunks
         self._enabled = True
         self._paused_until = 0.0
         self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
         # Segments the store has no URL for (stored as chunks): read by the next reader.
         self._no_url: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
+        # How the segments of URLs kept are stored as chunks (none: plain).
+        self._chunks: OrderedDict[RemoteLogSegmentId, LogChunks] = OrderedDict()
         self._reader = UrlReader()
 
     async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
@@ -105,9 +127,14 @@ class UrlLogReader:
             url = self._urls.get(key) or await self._new_url(wanted)
             if url is None:
                 return
-            reads = self._reader.read(
-                url, start, wanted.last, what=what, timeout_s=wanted.remaining_s()
-            )
+            chunks = self._chunks.get(key)
+            reads: AsyncGenerator[LogPiece, None]
+            if chunks is None:
+                reads = self._reader.read(
+                    url, start, wanted.last, what=what, timeout_s=wanted.remaining_s()
+                )
+            else:
+                reads = self._read_chunks(url, chunks, wanted, start, what)
             try:
                 async with contextlib.aclosing(reads):
                     async for chunk in reads:
@@ -127,7 +154,7 @@ class UrlLogReader:
         if key in self._no_url:
             return None
         try:
-            url, valid_for_s = await self._sign(wanted.metadata, wanted.remaining_s())
+            signed = await self._sign(wanted.metadata, wanted.remaining_s())
         except RemoteLogError as exc:
             if exc.code != "UNIMPLEMENTED":  # a store with no URLs, or an older one
                 raise
@@ -138,8 +165,40 @@ class UrlLogReader:
                 return None
             self._enabled = False
             return None
-        self._urls.keep(wanted.metadata.remote_log_segment_id, url, valid_for_s)
-        return url
+        self._urls.keep(key, signed.url, signed.valid_for_s)
+        if signed.chunks is not None:
+            self._chunks[key] = signed.chunks
+            while len(self._chunks) > NO_URL_SEGMENTS:
+                self._chunks.popitem(last=False)
+        return signed.url
+
+    async def _read_chunks(
+        self, url: str, chunks: LogChunks, wanted: LogRange, start: int, what: str
+    ) -> AsyncGenerator[LogPiece, None]:
+        """Original bytes `start`..`wanted.last` of a log stored as chunks: each chunk
+        that holds them GET by its stored range and decoded (authenticated) whole in a
+        worker thread before any of its bytes is yielded."""
+        segment_id = wanted.metadata.remote_log_segment_id
+        key = None if chunks.data_key is None else DataKey(chunks.data_key, "", "", b"")
+        codec = ChunkCodec(
+            segment_id.topic_id_partition.topic_id, segment_id.id, SegmentObjectKind.LOG, None, key
+        )
+        index = chunks.index
+        first_chunk, last_chunk = index.chunks_of(start, wanted.last)
+        for number in range(first_chunk, last_chunk + 1):
+            stored_first, stored_last = index.stored_range(number, number)
+            pieces = self._reader.read(
+                url, stored_first, stored_last, what=what, timeout_s=wanted.remaining_s()
+            )
+            async with contextlib.aclosing(pieces):
+                stored = b"".join([bytes(piece) async for piece in pieces])
+            original = await asyncio.to_thread(
+                codec.decode, number, stored, index.original_size_of(number)
+            )
+            chunk_start = number * index.chunk_size
+            low = max(start - chunk_start, 0)
+            high = min(wanted.last - chunk_start, len(original) - 1)
+            yield memoryview(original)[low : high + 1]
 
     async def close(self) -> None:
         await self._reader.close()

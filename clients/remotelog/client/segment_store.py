@@ -14,9 +14,11 @@ from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.client.log_readers import (
     GrpcLogReader,
+    LogChunks,
     LogRange,
     LogReader,
     ShortCircuitLogReader,
+    SignedLog,
     UrlLogReader,
 )
 from remotelog.client.short_circuit import (
@@ -24,7 +26,7 @@ from remotelog.client.short_circuit import (
     ShortCircuitUnavailable,
     lend,
 )
-from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.errors import InvalidArgumentError, RemoteStorageError
 from remotelog.core.model import (
     IndexType,
     LogSegmentData,
@@ -39,6 +41,7 @@ from remotelog.protocol.convert import (
     segment_metadata_from_proto,
     segment_metadata_to_proto,
 )
+from remotelog.transforms.chunks import ChunkIndex
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 
@@ -232,10 +235,29 @@ class SegmentStoreClient(ServiceClient):
         )
         return str(response.url), response.valid_for_ms / 1000
 
-    async def _sign(
-        self, metadata: RemoteLogSegmentMetadata, timeout_s: float
-    ) -> tuple[str, float]:
-        return await self.get_log_segment_url(metadata, timeout_s=timeout_s)
+    async def _sign(self, metadata: RemoteLogSegmentMetadata, timeout_s: float) -> SignedLog:
+        """The log's URL, and how to decode it where the segment is stored as chunks."""
+        response = await self.call_unary(
+            self._stub.GetLogSegmentUrl,
+            pb.GetLogSegmentUrlRequest(
+                remote_log_segment_metadata=segment_metadata_to_proto(metadata),
+                chunks_accepted=True,
+            ),
+            timeout_s=timeout_s,
+        )
+        chunks = None
+        if response.HasField("chunks"):
+            c = response.chunks
+            size = metadata.segment_size_in_bytes
+            try:
+                index = ChunkIndex(c.chunk_size, size, tuple(c.log_stored_sizes))
+            except ValueError as exc:
+                raise RemoteStorageError(
+                    f"segment {metadata.remote_log_segment_id.id}: the store's chunks of its "
+                    f"log: {exc}"
+                ) from None
+            chunks = LogChunks(index, c.data_key or None)
+        return SignedLog(str(response.url), response.valid_for_ms / 1000, chunks)
 
     async def close(self) -> None:
         for reader in self._log_readers:

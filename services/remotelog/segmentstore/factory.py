@@ -111,6 +111,7 @@ async def open_segment_store(
     custom_metadata_max_bytes: int = 128,
     *,
     fetch_chunk_size: int | None = None,
+    data_keys_over_tls: bool = False,
 ) -> SegmentStore:
     """The RemoteStorageManager over the configured backend (for the service or a direct reader)."""
     validate_key_prefix(config.key_prefix)
@@ -131,5 +132,6 @@ async def open_segment_store(
             read_ahead_chunk_bytes=config.fetch_read_ahead_chunk_bytes,
             read_ahead_max_bytes=config.fetch_read_ahead_max_bytes,
             transforms=transform_options(config, provider),
+            data_keys_over_tls=data_keys_over_tls,
         ),
     )

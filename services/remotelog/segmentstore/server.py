@@ -20,7 +20,12 @@ SERVICE_NAME = "remotelog.api.segmentstore.v1.SegmentStoreService"
 
 async def start_segment_store(config: SegmentStoreConfig) -> RunningService[SegmentStore]:
     async with AsyncExitStack() as stack:
-        store = await open_segment_store(config, config.backoff(), config.custom_metadata_max_bytes)
+        store = await open_segment_store(
+            config,
+            config.backoff(),
+            config.custom_metadata_max_bytes,
+            data_keys_over_tls=bool(config.tls_cert_file),
+        )
         stack.push_async_callback(store.close)
         if config.short_circuit_socket_path:
             short_circuit = ShortCircuitServer(config.short_circuit_socket_path, store)

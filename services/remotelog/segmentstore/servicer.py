@@ -239,7 +239,16 @@ class SegmentStoreServicer:
         self, request: pb.GetLogSegmentUrlRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetLogSegmentUrlResponse:
         metadata = segment_metadata_from_proto(request.remote_log_segment_metadata)
-        urls = await self.store.log_segment_url(metadata)
+        urls = await self.store.log_segment_url(metadata, request.chunks_accepted)
+        chunks = None
+        if urls.chunks is not None:
+            chunks = pb.SegmentChunks(
+                chunk_size=urls.chunks.log.chunk_size,
+                log_stored_sizes=urls.chunks.log.stored_sizes,
+                indexes_size=urls.chunks.indexes.original_size,
+                indexes_stored_sizes=urls.chunks.indexes.stored_sizes,
+                data_key=urls.chunks.data_key or b"",
+            )
         return pb.GetLogSegmentUrlResponse(
             url=urls.log,
             valid_for_ms=urls.valid_for_s * 1000,
@@ -252,6 +261,7 @@ class SegmentStoreServicer:
                 )
                 for file, where in urls.index_ranges.items()
             ],
+            chunks=chunks,
         )
 
     async def DeleteLogSegmentData(

@@ -17,7 +17,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from opentelemetry import trace
@@ -61,7 +61,7 @@ from remotelog.segmentstore.transformed import (
     data_key_of,
     read_original,
 )
-from remotelog.transforms.chunks import SegmentObjectKind
+from remotelog.transforms.chunks import ChunkIndex, SegmentObjectKind
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("remotelog.segmentstore")
@@ -124,6 +124,9 @@ class StoreOptions:
     # How new segments are chunked, compressed and encrypted, and the keys that open
     # encrypted ones (transformed.py); None: every new segment is plain, version 1.
     transforms: TransformOptions | None = None
+    # Whether a chunked segment's data key may go to a caller by URL: only where the
+    # service serves TLS (its callers are authenticated by the roles as well).
+    data_keys_over_tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,17 @@ class SegmentUrls:
     indexes: str
     # Where each index the segment has lies in the object at `indexes`.
     index_ranges: dict[SegmentFile, IndexRange]
+    # For a segment stored as chunks: how, and the key that opens them.
+    chunks: UrlChunks | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UrlChunks:
+    """What a caller needs to decode a chunked segment's objects read by URL."""
+
+    log: ChunkIndex
+    indexes: ChunkIndex
+    data_key: bytes | None = field(repr=False)  # None: not encrypted
 
 
 class SegmentStore:
@@ -466,27 +480,33 @@ class SegmentStore:
         self._metrics.add(m.STORE_FETCH_BYTES, last - start + 1, attributes)
         return opened
 
-    async def log_segment_url(self, metadata: RemoteLogSegmentMetadata) -> SegmentUrls:
+    async def log_segment_url(
+        self, metadata: RemoteLogSegmentMetadata, chunks_accepted: bool = False
+    ) -> SegmentUrls:
         """URLs from which a caller reads the log's bytes and its indexes itself.
 
         The manifest says where the indexes lie (from the manifest cache, so a
         segment read again costs no request); a segment without one is
         RemoteResourceNotFoundError. A GET of a log deleted since is answered
         404, which the caller takes for SEGMENT_NOT_FOUND.
-        UnsupportedOperationError where the backend cannot sign one or URLs are off.
+        UnsupportedOperationError where the backend cannot sign one or URLs are off;
+        of this segment only where it is stored as chunks and the caller does not
+        decode them (`chunks_accepted`), or they are encrypted and the data key
+        would cross a channel without TLS.
         """
         keys = self.keys(metadata)
         local_files = self.local_files
         if self.options.local_fetch_urls and local_files is not None:
             # A path names no credential and does not expire; the caller asks again
             # after a while all the same, so a moved root is noticed.
-            await self._plain(keys, "file URL")
+            chunks = await self._url_chunks(keys, chunks_accepted)
             manifest = await self._manifest(keys)
             return SegmentUrls(
                 local_files.path(keys.log).as_uri(),
                 LOCAL_URL_VALID_S,
                 local_files.path(keys.indexes).as_uri(),
                 dict(manifest.indexes),
+                chunks,
             )
         expiry_s = self.options.fetch_url_expiry_s
         presigning = self.presigning
@@ -496,14 +516,37 @@ class SegmentStore:
                 "storage.s3.fetch.url.expiry.ms, or the filesystem backend and "
                 "storage.filesystem.fetch.urls.enabled); use FetchLogSegment"
             )
-        await self._plain(keys, "fetch URL")
+        chunks = await self._url_chunks(keys, chunks_accepted)
         manifest = await self._manifest(keys)
         return SegmentUrls(
             await presigning.presigned_get_url(keys.log, expiry_s),
             expiry_s,
             await presigning.presigned_get_url(keys.indexes, expiry_s),
             dict(manifest.indexes),
+            chunks,
         )
+
+    async def _url_chunks(self, keys: SegmentKeys, chunks_accepted: bool) -> UrlChunks | None:
+        """What a reader by URL needs to decode the segment: None for a plain one."""
+        manifest = await self._manifest(keys)
+        transforms = manifest.transforms
+        if transforms is None:
+            return None
+        if not chunks_accepted:
+            await self._plain(keys, "fetch URL")
+        data_key = None
+        if transforms.encryption is not None:
+            if not self.options.data_keys_over_tls:
+                raise UnsupportedOperationError(
+                    f"{keys.base} is encrypted, and its data key goes to no caller over a "
+                    "channel without TLS (tls.cert.file is unset); use FetchLogSegment",
+                    metadata={SCOPE_KEY: SEGMENT_SCOPE},
+                )
+            transforms_options = self.options.transforms
+            key_cache = transforms_options.keys if transforms_options else None
+            found = await data_key_of(manifest, key_cache, keys.manifest)
+            data_key = found.plaintext if found is not None else None
+        return UrlChunks(transforms.log_chunks, transforms.indexes_chunks, data_key)
 
     async def fetch_index(
         self, metadata: RemoteLogSegmentMetadata, index: SegmentFile

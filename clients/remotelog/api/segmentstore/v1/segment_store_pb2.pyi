@@ -119,22 +119,40 @@ class DescribeLogSegmentResponse(_message.Message):
     def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., custom_metadata: _Optional[bytes] = ...) -> None: ...
 
 class GetLogSegmentUrlRequest(_message.Message):
-    __slots__ = ("remote_log_segment_metadata",)
+    __slots__ = ("remote_log_segment_metadata", "chunks_accepted")
     REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
-    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
+    chunks_accepted: bool
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., chunks_accepted: _Optional[bool] = ...) -> None: ...
 
 class GetLogSegmentUrlResponse(_message.Message):
-    __slots__ = ("url", "valid_for_ms", "indexes_url", "index_ranges")
+    __slots__ = ("url", "valid_for_ms", "indexes_url", "index_ranges", "chunks")
     URL_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
     INDEXES_URL_FIELD_NUMBER: _ClassVar[int]
     INDEX_RANGES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     url: str
     valid_for_ms: int
     indexes_url: str
     index_ranges: _containers.RepeatedCompositeFieldContainer[IndexRange]
-    def __init__(self, url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., indexes_url: _Optional[str] = ..., index_ranges: _Optional[_Iterable[_Union[IndexRange, _Mapping]]] = ...) -> None: ...
+    chunks: SegmentChunks
+    def __init__(self, url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., indexes_url: _Optional[str] = ..., index_ranges: _Optional[_Iterable[_Union[IndexRange, _Mapping]]] = ..., chunks: _Optional[_Union[SegmentChunks, _Mapping]] = ...) -> None: ...
+
+class SegmentChunks(_message.Message):
+    __slots__ = ("chunk_size", "log_stored_sizes", "indexes_size", "indexes_stored_sizes", "data_key")
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LOG_STORED_SIZES_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_STORED_SIZES_FIELD_NUMBER: _ClassVar[int]
+    DATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    chunk_size: int
+    log_stored_sizes: _containers.RepeatedScalarFieldContainer[int]
+    indexes_size: int
+    indexes_stored_sizes: _containers.RepeatedScalarFieldContainer[int]
+    data_key: bytes
+    def __init__(self, chunk_size: _Optional[int] = ..., log_stored_sizes: _Optional[_Iterable[int]] = ..., indexes_size: _Optional[int] = ..., indexes_stored_sizes: _Optional[_Iterable[int]] = ..., data_key: _Optional[bytes] = ...) -> None: ...
 
 class IndexRange(_message.Message):
     __slots__ = ("index_type", "position", "size")
