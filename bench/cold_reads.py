@@ -192,8 +192,9 @@ def tiered_topic(contender: Contender, topic: str) -> int:
     return records * 1024
 
 
-def read_cold(contender: Contender, topic: str, values: int) -> float:
-    """Seconds a plain consumer takes to read the partition from offset 0 to its end."""
+def read_cold(contender: Contender, topic: str, values: int, partitions: int = 1) -> float:
+    """Seconds a plain consumer takes to read the topic's partitions from offset 0 to
+    their ends, fetched together."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -204,17 +205,16 @@ def read_cold(contender: Contender, topic: str, values: int) -> float:
             "enable.auto.commit": False,
         }
     )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    seen = 0
+    consumer.assign([TopicPartition(topic, n, 0) for n in range(partitions)])
+    seen, ended = 0, set()
     began = time.perf_counter()
-    ended = False
-    while not ended:
+    while len(ended) < partitions:
         for message in consumer.consume(10_000, 1.0):
             error = message.error()
             if error is None:
                 seen += len(message.value() or b"")
             elif error.code() == KafkaError._PARTITION_EOF:
-                ended = True
+                ended.add(message.partition())
             else:
                 raise RuntimeError(str(error))
     seconds = time.perf_counter() - began

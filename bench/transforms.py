@@ -1,7 +1,7 @@
 """Compressed and encrypted segments against plain ones: what they save and what they cost.
 
 First, without a broker: the stored size over the original of the real broker-written
-segments in ../shared/kafka-logs and of an uncompressed topic's text-like records,
+segments in tests/data/kafka-logs and of an uncompressed topic's text-like records,
 chunked (4 MiB), compressed (zstd 3) and encrypted as the store does it.
 
 Then two single-node KRaft brokers (the pinned Kafka) with the plugin, each with its own
@@ -32,13 +32,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cold_reads import S3Link
+from cold_reads import S3Link, read_cold
 from common import (
     Report,
     create_bucket,
@@ -49,9 +48,10 @@ from common import (
     serve_metadata_manager,
     start,
 )
-from kafka_plugin import admin, copied_lines, plugin_broker, wait_local_deleted
+from kafka_plugin import admin, plugin_broker, tier, wait_local_deleted
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.data import KAFKA_LOGS
 from support.kafka_cluster import KafkaNode
 from support.kms import kms_key
 
@@ -82,7 +82,7 @@ def compression_ratios(report: Report) -> None:
     """Stored bytes over original ones, encoded as the store encodes a segment's log."""
     key = DataKey(os.urandom(32), "local", "bench", b"")
     codec = ChunkCodec(uuid.uuid4(), uuid.uuid4(), SegmentObjectKind.LOG, 3, key)
-    logs = sorted((ROOT.parent / "shared" / "kafka-logs").glob("*/*.log"))
+    logs = sorted(KAFKA_LOGS.glob("*/*.log"))
     texts = b"".join(
         build_batch(
             [Record(n + i, 1_700_000_000_000 + n + i, None, text_record(n + i)) for i in range(100)]
@@ -192,9 +192,10 @@ def produce_text(bootstrap: str, topic: str, mib: int) -> int:
 
 
 def tiered(contender: Contender, topic: str, kms: Kms) -> tuple[int, int]:
-    """The topic filled with tiering off, then tiered: seconds until Kafka logged the
-    last rolled segment's copy are kept; its value bytes and tiered segments."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+    """The topic filled with tiering off, then tiered (kafka_plugin.tier: seconds until
+    Kafka logged the last rolled segment's copy, kept); its value bytes and tiered
+    segments."""
+    from confluent_kafka.admin import NewTopic
 
     broker = contender.broker
     client = admin(broker)
@@ -203,22 +204,11 @@ def tiered(contender: Contender, topic: str, kms: Kms) -> tuple[int, int]:
     values = produce_text(broker.bootstrap_servers, topic, MIB)
     logs = [sorted((broker.data_dir / f"{topic}-{n}").glob("*.log")) for n in range(PARTITIONS)]
     rolled = sum(len(files) - 1 for files in logs)
+    if not rolled:
+        raise SystemExit(f"BENCH_MIB={MIB} rolls no {SEGMENT_BYTES >> 20} MiB segment")
     log_bytes = sum(log.stat().st_size for files in logs for log in files)
-    already = len(copied_lines(broker))
     cpu, kms_before = process_cpu_seconds(contender.store.pid), kms.requests()
-    entries = [
-        ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("local.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET),
-    ]
-    resource = ConfigResource("TOPIC", topic, incremental_configs=entries)
-    began = time.time()
-    client.incremental_alter_configs([resource])[resource].result(60)
-    deadline = time.monotonic() + 900
-    while len(copies := copied_lines(broker)[already:]) < rolled:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{contender.name}: {len(copies)} of {rolled} copied")
-        time.sleep(0.2)
-    contender.tier_s.append(copies[rolled - 1] - began)
+    contender.tier_s.append(tier(contender, topic, rolled))  # type: ignore[arg-type]
     contender.tier_cpu_per_gb.append(
         (process_cpu_seconds(contender.store.pid) - cpu) / (log_bytes / GB)
     )
@@ -227,45 +217,13 @@ def tiered(contender: Contender, topic: str, kms: Kms) -> tuple[int, int]:
     return values, rolled
 
 
-def read_cold(bootstrap: str, topic: str, values: int) -> float:
-    """Seconds a plain consumer takes to read every partition from offset 0 to its end,
-    the partitions fetched together (each remote read on its own reader thread)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{topic}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, n, 0) for n in range(PARTITIONS)])
-    seen, ended = 0, set()
-    began = time.perf_counter()
-    while len(ended) < PARTITIONS:
-        for message in consumer.consume(10_000, 1.0):
-            error = message.error()
-            if error is None:
-                seen += len(message.value() or b"")
-            elif error.code() == KafkaError._PARTITION_EOF:
-                ended.add(message.partition())
-            else:
-                raise RuntimeError(str(error))
-    seconds = time.perf_counter() - began
-    consumer.close()
-    if seen != values:
-        raise RuntimeError(f"{topic}: read {seen} value bytes of {values}")
-    return seconds
-
-
 def run_round(contender: Contender, link: S3Link, kms: Kms, number: int) -> None:
     topic = f"transforms-{contender.name}-{number}"
     link.lift()
     values, segments = tiered(contender, topic, kms)
     link.put_back()
     cpu, kms_before = process_cpu_seconds(contender.store.pid), kms.requests()
-    contender.read_s.append(read_cold(contender.broker.bootstrap_servers, topic, values))
+    contender.read_s.append(read_cold(contender, topic, values, PARTITIONS))
     counts = link.counts()
     contender.read_cpu_per_gb.append(
         (process_cpu_seconds(contender.store.pid) - cpu) / (values / GB)
