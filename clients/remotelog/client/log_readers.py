@@ -195,10 +195,7 @@ class UrlLogReader:
             original = await asyncio.to_thread(
                 codec.decode, number, stored, index.original_size_of(number)
             )
-            chunk_start = number * index.chunk_size
-            low = max(start - chunk_start, 0)
-            high = min(wanted.last - chunk_start, len(original) - 1)
-            yield memoryview(original)[low : high + 1]
+            yield memoryview(original)[index.within(number, start, wanted.last)]
 
     async def close(self) -> None:
         await self._reader.close()

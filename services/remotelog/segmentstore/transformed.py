@@ -245,11 +245,9 @@ async def read_original(
                 executor, codec.decode, number, stored, index.original_size_of(number)
             )
             decoded.put(key, number, original)
-        chunk_start = number * index.chunk_size
-        low = max(first - chunk_start, 0)
-        high = min(last - chunk_start, len(original) - 1)
+        part = index.within(number, first, last)
         # In pieces no larger than a plain read's: Kafka takes one fetch (1 MiB) and
         # closes, and what was already sent of a whole 4 MiB chunk is wasted.
         view = memoryview(original)
-        for start in range(low, high + 1, piece_bytes):
-            yield view[start : min(start + piece_bytes, high + 1)]
+        for start in range(part.start, part.stop, piece_bytes):
+            yield view[start : min(start + piece_bytes, part.stop)]

@@ -85,6 +85,12 @@ class ChunkIndex:
             raise ValueError(f"bytes {first}..{last} are not in 0..{self.original_size - 1}")
         return first // self.chunk_size, last // self.chunk_size
 
+    def within(self, number: int, first: int, last: int) -> slice:
+        """The part of chunk `number`'s original bytes that lies in `first`..`last`."""
+        chunk_start = number * self.chunk_size
+        high = min(last - chunk_start, self.original_size_of(number) - 1)
+        return slice(max(first - chunk_start, 0), high + 1)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "chunk_size": self.chunk_size,
@@ -209,10 +215,8 @@ def decode_range(
         original = codec.decode(
             number, view[position : position + size], index.original_size_of(number)
         )
-        chunk_start = number * index.chunk_size
-        low = max(first - chunk_start, 0)
-        high = min(last - chunk_start, len(original) - 1)
-        if low <= high:
-            yield original[low : high + 1]
+        part = index.within(number, first, last)
+        if part.start < part.stop:
+            yield original[part]
         position += size
         number += 1
