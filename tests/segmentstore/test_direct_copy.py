@@ -3,12 +3,14 @@ the caller PUTting the parts itself, and by path (the store reads the broker's f
 What is read back is what was sent; what did not arrive as sent is refused and leaves
 nothing behind."""
 
+from __future__ import annotations
+
 import asyncio
 import contextlib
 import hashlib
 import os
 from base64 import b64encode
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import aiohttp
 import grpc
@@ -17,11 +19,12 @@ import pytest_asyncio
 from support.rpcs import error_info
 from support.s3 import s3_client
 from support.services import start_store
+from support.tls import Certificates, make_certificates, server_tls_settings
 from support.waiting import eventually
 
 from remotelog.api.segmentstore.v1 import segment_store_pb2 as pb
 from remotelog.api.segmentstore.v1 import segment_store_pb2_grpc as pb_grpc
-from remotelog.client import IndexType
+from remotelog.client import ClientOptions, IndexType, SegmentStoreClient
 from remotelog.core.model import SegmentFile
 from remotelog.core.states import RemoteLogSegmentState
 from remotelog.protocol.convert import segment_file_to_proto, segment_metadata_to_proto
@@ -32,8 +35,10 @@ from remotelog.segmentstore.direct_copy import (
     allowed_roots,
 )
 from remotelog.segmentstore.layout import Manifest, SegmentKeys
+from remotelog.transforms.chunks import ChunkCodec, DataKey, SegmentObjectKind, encode_chunks
 
 from .segments import segment_files, segment_metadata
+from .test_transforms import CHUNK, local_ring
 
 COPY_TIMEOUT_MS = 120_000
 PART = 5 * 1024 * 1024  # the test stores' part size: S3's smallest
@@ -47,14 +52,31 @@ INDEXES = {
 
 
 class Stub:
-    """The store's running service and a raw stub of it."""
+    """The store's running service and a raw stub of it (over TLS with `certificates`)."""
 
-    def __init__(self, running):
-        self.running = running
-        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.service.port}")
+    def __init__(self, running, certificates: Certificates | None = None):
+        self.running, self.certificates = running, certificates
+        self.client = running.client  # the library's client, over TLS too where it is on
+        if certificates is None:
+            self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{running.service.port}")
+        else:
+            tls = ClientOptions(
+                tls_root_certs_file=str(certificates.ca),
+                tls_cert_file=str(certificates.client_cert),
+                tls_key_file=str(certificates.client_key),
+            )
+            self.client = SegmentStoreClient(f"localhost:{running.service.port}", options=tls)
+            credentials = grpc.ssl_channel_credentials(
+                certificates.ca.read_bytes(),
+                certificates.client_key.read_bytes(),
+                certificates.client_cert.read_bytes(),
+            )
+            self.channel = grpc.aio.secure_channel(f"localhost:{running.service.port}", credentials)
         self.rpc = pb_grpc.SegmentStoreServiceStub(self.channel)
 
     async def close(self):
+        if self.client is not self.running.client:
+            await self.client.close()
         await self.channel.close()
         await self.running.stop()
 
@@ -121,14 +143,29 @@ def indexes_of(contents: dict[SegmentFile, bytes]) -> bytes:
 INDEX_ORDER = [f for f in SegmentFile if f is not SegmentFile.LOG]
 
 
-async def start(stub, metadata, contents, timeout_ms=COPY_TIMEOUT_MS, parts=None):
+@dataclass(frozen=True)
+class Encoded:
+    """A segment's objects as a caller PUTs them: as they are, or as stored chunks."""
+
+    log: bytes
+    indexes: bytes
+    chunks: pb.UploadedChunks | None = None
+
+    @classmethod
+    def plain(cls, contents: dict[SegmentFile, bytes]) -> Encoded:
+        return cls(contents.get(SegmentFile.LOG, b""), indexes_of(contents))
+
+
+async def start(stub, metadata, contents, timeout_ms=COPY_TIMEOUT_MS, parts=None, encoded=None):
+    encoded = encoded or Encoded.plain(contents)
     return await stub.rpc.StartSegmentUpload(
         pb.StartSegmentUploadRequest(
             metadata=segment_metadata_to_proto(metadata),
             files=sizes(contents),
             copy_timeout_ms=timeout_ms,
-            log_parts=part_plan(contents.get(SegmentFile.LOG, b"")) if parts is None else parts,
-            indexes_md5=hashlib.md5(indexes_of(contents)).hexdigest(),
+            log_parts=part_plan(encoded.log) if parts is None else parts,
+            indexes_md5=hashlib.md5(encoded.indexes).hexdigest(),
+            chunks=encoded.chunks,
         )
     )
 
@@ -146,16 +183,17 @@ async def put(session: aiohttp.ClientSession, url: str, body: bytes, headers=Non
         return response.status
 
 
-async def put_all(upload, contents, *, skip_indexes=False) -> list[pb.UploadedPart]:
+async def put_all(upload, contents, *, skip_indexes=False, encoded=None) -> list[pb.UploadedPart]:
     """Every part and the indexes PUT in parallel; what the complete request says of them."""
-    log = contents[SegmentFile.LOG]
+    encoded = encoded or Encoded.plain(contents)
+    log = encoded.log
     async with aiohttp.ClientSession() as session:
         answers = await asyncio.gather(
             *(put(session, p.url, log[p.position : p.position + p.size]) for p in upload.log_parts)
         )
         if not skip_indexes:
             answers.append(
-                await put(session, upload.indexes_url, indexes_of(contents), upload.indexes_headers)
+                await put(session, upload.indexes_url, encoded.indexes, upload.indexes_headers)
             )
     assert set(answers) == {200}
     assert [segment_file_to_proto(f) for f in INDEX_ORDER if f in contents] == list(
@@ -171,13 +209,14 @@ async def put_all(upload, contents, *, skip_indexes=False) -> list[pb.UploadedPa
     ]
 
 
-async def complete(stub, metadata, upload, contents, parts):
+async def complete(stub, metadata, upload, contents, parts, chunks=None):
     return await stub.rpc.CompleteSegmentUpload(
         pb.CompleteSegmentUploadRequest(
             metadata=segment_metadata_to_proto(metadata),
             upload_id=upload.upload_id,
             files=sizes(contents),
             log_parts=parts,
+            chunks=chunks,
         )
     )
 
@@ -547,6 +586,121 @@ async def test_a_path_copy_into_a_compressing_store_is_stored_as_chunks(
         assert manifest.transforms is not None
     finally:
         await chunked.close()
+
+
+def encoded_as_told(metadata, contents, transforms: pb.UploadTransforms) -> Encoded:
+    """The segment's objects encoded as PrepareSegmentUpload says, as the plugin does."""
+    key, wrapped = None, transforms.wrapped_data_key
+    if transforms.data_key:
+        key = DataKey(transforms.data_key, wrapped.key_provider, wrapped.key_id, wrapped.wrapped)
+    level = transforms.zstd_level if transforms.compression_enabled else None
+    segment = metadata.remote_log_segment_id
+    objects = []
+    for kind, original in (
+        (SegmentObjectKind.LOG, contents[SegmentFile.LOG]),
+        (SegmentObjectKind.INDEXES, indexes_of(contents)),
+    ):
+        codec = ChunkCodec(segment.topic_id_partition.topic_id, segment.id, kind, level, key)
+        objects.append(encode_chunks(codec, original, transforms.chunk_size))
+    (log_index, log), (indexes_index, indexes) = objects
+    chunks = pb.UploadedChunks(
+        chunk_size=transforms.chunk_size,
+        log_stored_sizes=log_index.stored_sizes,
+        indexes_stored_sizes=indexes_index.stored_sizes,
+        compressed=level is not None,
+        wrapped_data_key=wrapped if key is not None else None,
+    )
+    return Encoded(b"".join(log), b"".join(indexes), chunks)
+
+
+@pytest_asyncio.fixture(params=["compressed", "encrypted-over-tls"])
+async def chunking_s3(request, tmp_path, s3_endpoint):
+    """A store on S3 that compresses new segments, with a raw stub of it; and one that
+    also encrypts them, over TLS (where alone it hands out data keys)."""
+    settings = {"compression.enabled": "true", "chunk.size": str(CHUNK)}
+    if request.param == "compressed":
+        stub = Stub(await start_store("s3", tmp_path, s3_endpoint, **settings))
+    else:
+        certificates = make_certificates(tmp_path)
+        running = await start_store(
+            "s3",
+            tmp_path,
+            s3_endpoint,
+            **settings,
+            **local_ring(tmp_path, "k1"),
+            **server_tls_settings(certificates),
+        )
+        stub = Stub(running, certificates)
+    yield stub
+    await stub.close()
+
+
+async def test_a_url_copy_into_a_chunking_store_puts_the_chunks_the_caller_encoded(
+    chunking_s3, kafka_logs
+):
+    """The store tells the caller how to encode (a data key only over TLS); the caller PUTs
+    stored chunks of parts planned on them; the segment reads back exactly, and the bucket
+    holds the chunks as sent, under a version-2 manifest."""
+    real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    text = b"".join(b"order %08d shipped to warehouse 7\n" % i for i in range(200_000))
+    contents = segment_contents(real) | {SegmentFile.LOG: os.urandom(6 * 1024 * 1024) + text}
+    metadata = replace(
+        segment_metadata(real, topic="test_topic_a"),
+        segment_size_in_bytes=len(contents[SegmentFile.LOG]),
+    )
+    prepare = pb.PrepareSegmentUploadRequest(metadata=segment_metadata_to_proto(metadata))
+    transforms = (await chunking_s3.rpc.PrepareSegmentUpload(prepare)).transforms
+    encrypted = chunking_s3.certificates is not None
+    assert (transforms.chunk_size, transforms.compression_enabled) == (CHUNK, True)
+    assert len(transforms.data_key) == (32 if encrypted else 0)
+    encoded = encoded_as_told(metadata, contents, transforms)
+    assert len(encoded.log) < len(contents[SegmentFile.LOG]) * 0.7
+
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # plain bytes into a chunking store
+        await start(chunking_s3, metadata, contents)
+    refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+    assert "PrepareSegmentUpload" in caught.value.details()
+    short = pb.UploadedChunks()
+    short.CopyFrom(encoded.chunks)
+    del short.log_stored_sizes[-1]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await start(chunking_s3, metadata, contents, encoded=replace(encoded, chunks=short))
+    refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, "chunks.log_stored_sizes")
+
+    upload = await start(chunking_s3, metadata, contents, encoded=encoded)
+    assert sum(p.size for p in upload.log_parts) == len(encoded.log)
+    assert len(upload.log_parts) == 2
+    parts = await put_all(upload, contents, encoded=encoded)
+    await complete(chunking_s3, metadata, upload, contents, parts, encoded.chunks)
+    assert await read_back(chunking_s3.client, metadata) == contents
+    keys = SegmentKeys.of("", metadata)
+    objects = chunking_s3.running.service.app.objects
+    assert await objects.get(keys.log) == encoded.log
+    assert await objects.get(keys.indexes) == encoded.indexes
+    manifest = Manifest.from_json(await objects.get(keys.manifest), keys.manifest)
+    assert manifest.transforms is not None
+    assert manifest.transforms.log_chunks.stored_sizes == tuple(encoded.chunks.log_stored_sizes)
+    assert (manifest.transforms.encryption is not None) == encrypted
+    if encrypted:
+        assert text[:4096] not in encoded.log
+
+
+async def test_an_encrypting_store_without_tls_hands_out_no_data_key(tmp_path, s3_endpoint):
+    stub = Stub(
+        await start_store(
+            "s3", tmp_path, s3_endpoint, **local_ring(tmp_path, "k1"), **{"chunk.size": str(CHUNK)}
+        )
+    )
+    try:
+        metadata = segment_metadata(size=100)
+        prepare = pb.PrepareSegmentUploadRequest(metadata=segment_metadata_to_proto(metadata))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.rpc.PrepareSegmentUpload(prepare)
+        refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
+        assert "tls.cert.file is unset" in caught.value.details()
+        assert stub.running.objects() == {}
+    finally:
+        await stub.close()
 
 
 def open_descriptors_of(path) -> int:

@@ -21,6 +21,7 @@ from remotelog.core.settings import (
     ServerSettings,
     listen_address_setting,
 )
+from remotelog.transforms.chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 
 
 def _absolute_paths(value: str) -> str | None:
@@ -145,8 +146,8 @@ class StorageSettings:
         "With compression or encryption on, new segments' logs and indexes are stored as "
         "chunks of this many original bytes, each compressed and encrypted on its own; a "
         "ranged read fetches only its chunks (manifest version 2)",
-        min=64 * 1024,
-        max=64 * MIB,
+        min=MIN_CHUNK_SIZE,
+        max=MAX_CHUNK_SIZE,
     )
     compression_enabled: bool = setting(
         "compression.enabled",

@@ -14,6 +14,12 @@ upload and writes the manifest last, as every copy does. A copy that never
 completes leaves an incomplete upload and at most an indexes object without a
 manifest: the segment's deletion (Kafka deletes a failed copy's segment) and a
 scrub remove both.
+
+Where the store compresses or encrypts new segments, a URL copy's caller asks
+first how (PrepareSegmentUpload: the chunk size, the compression, a fresh data key
+over TLS), encodes the chunks itself as the store would, and plans and PUTs the
+stored chunks; it states each chunk's stored size, from which completing writes a
+version-2 manifest.
 """
 
 from __future__ import annotations
@@ -36,9 +42,26 @@ from remotelog.core.errors import (
 )
 from remotelog.core.model import RemoteLogSegmentMetadata, SegmentFile
 from remotelog.segmentstore.backend import IncompleteUpload, StoredPart, UploadSigningStore
-from remotelog.segmentstore.layout import INDEX_FILES, REQUIRED_FILES, Manifest, SegmentKeys
+from remotelog.segmentstore.key_providers import KeyNotFoundError, UnwrappedKeys
+from remotelog.segmentstore.layout import (
+    INDEX_FILES,
+    REQUIRED_FILES,
+    Manifest,
+    SegmentKeys,
+    SegmentTransforms,
+    WrappedDataKey,
+)
 from remotelog.segmentstore.layout import index_ranges as ranges_of
 from remotelog.segmentstore.store import FileSlice, SegmentChunk, SegmentStore, check_copy_state
+from remotelog.segmentstore.transformed import ZSTD
+from remotelog.transforms.chunks import (
+    MAX_CHUNK_SIZE,
+    MIN_CHUNK_SIZE,
+    NONCE_BYTES,
+    TAG_BYTES,
+    ChunkIndex,
+    DataKey,
+)
 
 T = TypeVar("T")
 # Upload URLs outlive the copy's own timeout by this much: a part sent just
@@ -80,6 +103,57 @@ class SegmentUpload:
     valid_for_s: int
     # What the indexes' PUT sends besides its Content-MD5: signed into its URL.
     indexes_headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class UploadTransforms:
+    """How the caller of a URL copy encodes the segment's chunks (PrepareSegmentUpload)."""
+
+    chunk_size: int
+    compression_level: int | None  # None: not compressed
+    compression_heuristic: bool
+    data_key: DataKey | None  # None: not encrypted
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedChunks:
+    """A segment its caller PUT as chunks: each stored chunk's size, and its data key
+    wrapped as the manifest keeps it."""
+
+    chunk_size: int
+    log_stored_sizes: tuple[int, ...]
+    indexes_stored_sizes: tuple[int, ...]
+    compressed: bool
+    wrapped_data_key: WrappedDataKey | None
+
+    def indexes(self, sizes: dict[SegmentFile, int]) -> tuple[ChunkIndex, ChunkIndex]:
+        """The log's and the indexes object's chunk indexes, for their original `sizes`;
+        InvalidArgumentError for chunks no encoding makes."""
+        if not MIN_CHUNK_SIZE <= self.chunk_size <= MAX_CHUNK_SIZE:
+            raise InvalidArgumentError(
+                "chunks.chunk_size",
+                f"{self.chunk_size} is not from {MIN_CHUNK_SIZE} to {MAX_CHUNK_SIZE}",
+            )
+        # A stored chunk is its flag and payload (never longer than the original),
+        # with a nonce and tag where it is encrypted.
+        overhead = 1 + (NONCE_BYTES + TAG_BYTES if self.wrapped_data_key else 0)
+        index_bytes = sum(size for file, size in sizes.items() if file is not SegmentFile.LOG)
+        found = []
+        for field, original, stored in (
+            ("chunks.log_stored_sizes", sizes[SegmentFile.LOG], self.log_stored_sizes),
+            ("chunks.indexes_stored_sizes", index_bytes, self.indexes_stored_sizes),
+        ):
+            try:
+                index = ChunkIndex(self.chunk_size, original, stored)
+            except ValueError as exc:
+                raise InvalidArgumentError(field, str(exc)) from None
+            for number, size in enumerate(stored):
+                if not overhead <= size <= index.original_size_of(number) + overhead:
+                    raise InvalidArgumentError(
+                        field, f"chunk {number}: {size} stored bytes, which no encoding makes"
+                    )
+            found.append(index)
+        return found[0], found[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,14 +298,26 @@ class DirectCopies:
         # 0: uploads are never aborted for their age (AbandonedUploads).
         self.abort_uploads_after_s = abort_uploads_after_s
 
-    def _plain_copies(self) -> None:
-        """UnsupportedOperationError where new segments are chunked: bytes PUT by URL
-        would be stored untransformed (the caller takes the stream)."""
-        if self.store.transforms_new_segments:
+    def _keys_for(self, chunks: UploadedChunks | None) -> UnwrappedKeys | None:
+        """The keys that open `chunks`' data key (None: not encrypted).
+        UnsupportedOperationError for plain bytes where new segments are chunked (a
+        caller that did not ask PrepareSegmentUpload takes the stream);
+        InvalidArgumentError for encrypted chunks where this store has no key provider."""
+        if chunks is None and self.store.transforms_new_segments:
             raise UnsupportedOperationError(
                 "this store compresses or encrypts new segments (compression.enabled, "
-                "encryption.key.provider): it copies them only by CopyLogSegmentData"
+                "encryption.key.provider): it copies them by URL only as chunks the caller "
+                "encodes (PrepareSegmentUpload), or by CopyLogSegmentData"
             )
+        if chunks is None or chunks.wrapped_data_key is None:
+            return None
+        transforms = self.store.options.transforms
+        keys = transforms.keys if transforms is not None else None
+        if keys is None:
+            raise InvalidArgumentError(
+                "chunks.wrapped_data_key", "this store has no key provider to open it"
+            )
+        return keys
 
     # -- by path ---------------------------------------------------------------
 
@@ -316,6 +402,28 @@ class DirectCopies:
             )
         return objects
 
+    async def prepare_upload(self, metadata: RemoteLogSegmentMetadata) -> UploadTransforms | None:
+        """How the caller encodes this segment before it plans its parts (None: as it is),
+        with a fresh data key where the store encrypts: given only over TLS."""
+        self._signer()
+        check_copy_state(metadata)
+        options = self.store.options.transforms
+        if options is None or not options.transforms_new_segments:
+            return None
+        data_key = None
+        if options.encrypt:
+            if not self.store.options.data_keys_over_tls:
+                raise UnsupportedOperationError(
+                    "this store encrypts new segments, and hands their data keys to no "
+                    "caller over a channel without TLS (tls.cert.file is unset): use "
+                    "CopyLogSegmentData"
+                )
+            assert options.keys is not None
+            data_key = await options.keys.new_data_key()
+        return UploadTransforms(
+            options.chunk_size, options.compression_level, options.compression_heuristic, data_key
+        )
+
     async def start_upload(
         self,
         metadata: RemoteLogSegmentMetadata,
@@ -323,8 +431,9 @@ class DirectCopies:
         copy_timeout_s: float,
         planned: list[SentPart],
         indexes_md5: str,
+        chunks: UploadedChunks | None = None,
     ) -> SegmentUpload:
-        self._plain_copies()
+        self._keys_for(chunks)
         signer = self._signer()
         if not planned:
             # A caller older than signed MD5s: its URLs could write other bytes.
@@ -334,7 +443,10 @@ class DirectCopies:
             )
         check_copy_state(metadata)
         check_sizes(metadata, sizes, self.store.options.max_index_bytes)
-        check_plan(planned, sizes[SegmentFile.LOG], signer.min_part_size)
+        stored_log = sizes[SegmentFile.LOG]
+        if chunks is not None:
+            stored_log = chunks.indexes(sizes)[0].stored_size
+        check_plan(planned, stored_log, signer.min_part_size)
         _check_md5("indexes_md5", indexes_md5)
         if not 0 < copy_timeout_s <= MAX_COPY_TIMEOUT_S:
             raise InvalidArgumentError(
@@ -372,6 +484,7 @@ class DirectCopies:
         upload_id: str,
         sizes: dict[SegmentFile, int],
         parts: list[SentPart],
+        chunks: UploadedChunks | None = None,
     ) -> bytes | None:
         """Check what arrived, complete the upload and write the manifest; the segment's
         custom metadata. Any failure discards the upload."""
@@ -379,16 +492,21 @@ class DirectCopies:
 
         async def complete(keys: SegmentKeys) -> int:
             try:
+                keys_of_chunks = self._keys_for(chunks)
                 check_sizes(metadata, sizes, self.store.options.max_index_bytes)
-                _check_sent(parts, sizes[SegmentFile.LOG])
-                stored = await self._check_arrived(signer, keys, upload_id, sizes, parts)
-                await signer.complete_multipart(keys.log, upload_id, stored)
                 ranges = ranges_of({f: sizes[f] for f in INDEX_FILES if f in sizes})
-                await self.store.publish(keys, Manifest(metadata, sizes[SegmentFile.LOG], ranges))
+                manifest = Manifest(metadata, sizes[SegmentFile.LOG], ranges)
+                if chunks is not None:
+                    manifest = await _chunked_manifest(manifest, sizes, chunks, keys_of_chunks)
+                stored_sizes = _stored_sizes(manifest)
+                _check_sent(parts, stored_sizes[0])
+                stored = await self._check_arrived(signer, keys, upload_id, stored_sizes[1], parts)
+                await signer.complete_multipart(keys.log, upload_id, stored)
+                await self.store.publish(keys, manifest)
             except BaseException:
                 await self.store.discard(lambda: _abort(signer, keys, upload_id), keys)
                 raise
-            return sum(sizes.values())
+            return manifest.remote_size
 
         return await self.store.recorded_copy(metadata, "complete_segment_upload", complete)
 
@@ -397,7 +515,7 @@ class DirectCopies:
         signer: UploadSigningStore,
         keys: SegmentKeys,
         upload_id: str,
-        sizes: dict[SegmentFile, int],
+        index_bytes: int,
         parts: list[SentPart],
     ) -> list[StoredPart]:
         """The parts as S3 holds them (their ETags, to complete the upload with), once
@@ -422,7 +540,6 @@ class DirectCopies:
             arrived.append(got)
         if held:
             raise InvalidArgumentError("log_parts", f"S3 holds parts not sent: {sorted(held)}")
-        index_bytes = sum(sizes.values()) - sizes[SegmentFile.LOG]
         try:
             indexes = await signer.head(keys.indexes)
         except RemoteResourceNotFoundError:
@@ -482,6 +599,38 @@ def _read_exactly(fd: int, size: int, file: SegmentFile) -> bytes:
         parts.append(data)
         got += len(data)
     return b"".join(parts)
+
+
+async def _chunked_manifest(
+    plain: Manifest,
+    sizes: dict[SegmentFile, int],
+    chunks: UploadedChunks,
+    keys: UnwrappedKeys | None,
+) -> Manifest:
+    """The version-2 manifest of chunks PUT by the caller, once its wrapped data key
+    opens with `keys` (a copy no read could open is no copy)."""
+    log, indexes = chunks.indexes(sizes)
+    wrapped = chunks.wrapped_data_key
+    if wrapped is not None and keys is not None:
+        try:
+            await keys.plaintext(wrapped)
+        except KeyNotFoundError as exc:
+            raise InvalidArgumentError("chunks.wrapped_data_key", str(exc)) from None
+    compression = ZSTD if chunks.compressed else None
+    return Manifest(
+        plain.metadata,
+        plain.log_size,
+        plain.indexes,
+        SegmentTransforms(log, indexes, compression, wrapped),
+    )
+
+
+def _stored_sizes(manifest: Manifest) -> tuple[int, int]:
+    """The bytes of the segment's log object and of its indexes object."""
+    if manifest.transforms is not None:
+        t = manifest.transforms
+        return t.log_chunks.stored_size, t.indexes_chunks.stored_size
+    return manifest.log_size, sum(r.size for r in manifest.indexes.values())
 
 
 def _check_sent(parts: list[SentPart], log_size: int) -> None:

@@ -215,6 +215,13 @@ class UnwrappedKeys:
         self._keys: OrderedDict[bytes, tuple[float, bytes]] = OrderedDict()
         self._unwrapping: dict[bytes, asyncio.Future[bytes]] = {}
 
+    async def new_data_key(self) -> DataKey:
+        """A fresh data key under the provider's active key, kept unwrapped: Kafka reads
+        a segment it has just copied (for its followers and consumers) at once."""
+        key = await self.provider.new_data_key()
+        self._keep(key.wrapped, key.plaintext)
+        return key
+
     async def plaintext(self, wrapped: WrappedDataKey) -> bytes:
         if wrapped.key_provider != self.provider.name:
             raise KeyNotFoundError(
@@ -242,7 +249,10 @@ class UnwrappedKeys:
             raise KeyNotFoundError(
                 f"key {wrapped.key_id} unwrapped a key of {len(plaintext)} bytes"
             )
-        self._keys[wrapped.wrapped] = (time.monotonic() + self._ttl_s, plaintext)
+        self._keep(wrapped.wrapped, plaintext)
+        return plaintext
+
+    def _keep(self, wrapped: bytes, plaintext: bytes) -> None:
+        self._keys[wrapped] = (time.monotonic() + self._ttl_s, plaintext)
         while len(self._keys) > self._entries:
             self._keys.popitem(last=False)
-        return plaintext

@@ -28,7 +28,14 @@ from remotelog.protocol.convert import (
     segment_metadata_to_proto,
 )
 from remotelog.segmentstore.backend import Chunk
-from remotelog.segmentstore.direct_copy import DirectCopies, LocalFile, SentPart, sizes_of
+from remotelog.segmentstore.direct_copy import (
+    DirectCopies,
+    LocalFile,
+    SentPart,
+    UploadedChunks,
+    sizes_of,
+)
+from remotelog.segmentstore.layout import WrappedDataKey
 from remotelog.segmentstore.store import SegmentChunk, SegmentStore
 
 
@@ -75,6 +82,29 @@ def _sizes(files: Iterable[pb.SegmentFileSize]) -> dict[SegmentFile, int]:
 
 def _parts(parts: Iterable[pb.UploadedPart]) -> list[SentPart]:
     return [SentPart(p.part_number, p.size, p.md5) for p in parts]
+
+
+def _chunks(
+    request: pb.StartSegmentUploadRequest | pb.CompleteSegmentUploadRequest,
+) -> UploadedChunks | None:
+    if not request.HasField("chunks"):
+        return None
+    chunks = request.chunks
+    wrapped = None
+    if chunks.HasField("wrapped_data_key"):
+        key = chunks.wrapped_data_key
+        if not key.key_provider or not key.key_id or not key.wrapped:
+            raise InvalidArgumentError(
+                "chunks.wrapped_data_key", "needs its key_provider, key_id and wrapped key"
+            )
+        wrapped = WrappedDataKey(key.key_provider, key.key_id, key.wrapped)
+    return UploadedChunks(
+        chunks.chunk_size,
+        tuple(chunks.log_stored_sizes),
+        tuple(chunks.indexes_stored_sizes),
+        chunks.compressed,
+        wrapped,
+    )
 
 
 class SegmentStoreServicer:
@@ -160,6 +190,30 @@ class SegmentStoreServicer:
             )
         return pb.CopyLogSegmentFilesResponse(custom_metadata=custom)
 
+    async def PrepareSegmentUpload(
+        self, request: pb.PrepareSegmentUploadRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PrepareSegmentUploadResponse:
+        metadata = segment_metadata_from_proto(request.metadata, "metadata")
+        with deadline_after(context.time_remaining()):
+            transforms = await self.direct.prepare_upload(metadata)
+        if transforms is None:
+            return pb.PrepareSegmentUploadResponse()
+        key = transforms.data_key
+        return pb.PrepareSegmentUploadResponse(
+            transforms=pb.UploadTransforms(
+                chunk_size=transforms.chunk_size,
+                compression_enabled=transforms.compression_level is not None,
+                zstd_level=transforms.compression_level or 0,
+                compression_heuristic_enabled=transforms.compression_heuristic,
+                data_key=b"" if key is None else key.plaintext,
+                wrapped_data_key=None
+                if key is None
+                else pb.WrappedDataKey(
+                    key_provider=key.key_provider, key_id=key.key_id, wrapped=key.wrapped
+                ),
+            )
+        )
+
     async def StartSegmentUpload(
         self, request: pb.StartSegmentUploadRequest, context: grpc.aio.ServicerContext
     ) -> pb.StartSegmentUploadResponse:
@@ -171,6 +225,7 @@ class SegmentStoreServicer:
                 request.copy_timeout_ms / 1000,
                 _parts(request.log_parts),
                 request.indexes_md5,
+                _chunks(request),
             )
         return pb.StartSegmentUploadResponse(
             upload_id=upload.upload_id,
@@ -190,7 +245,11 @@ class SegmentStoreServicer:
         metadata = segment_metadata_from_proto(request.metadata, "metadata")
         with deadline_after(context.time_remaining()):
             custom = await self.direct.complete_upload(
-                metadata, request.upload_id, _sizes(request.files), _parts(request.log_parts)
+                metadata,
+                request.upload_id,
+                _sizes(request.files),
+                _parts(request.log_parts),
+                _chunks(request),
             )
         return pb.CompleteSegmentUploadResponse(custom_metadata=custom)
 

@@ -123,7 +123,7 @@ class SegmentEncoder:
         data_key = None
         if options.encrypt:
             assert options.keys is not None
-            data_key = await options.keys.provider.new_data_key()
+            data_key = await options.keys.new_data_key()
         return cls(options, executor, metadata, data_key)
 
     async def _encode(self, kind: SegmentObjectKind, number: int, chunk: bytes) -> bytes:

@@ -27,6 +27,10 @@ from remotelog.core.errors import RemoteStorageError
 DATA_KEY_BYTES = 32  # AES-256
 NONCE_BYTES = 12  # GCM's 96-bit nonce, random per chunk: 2^32 chunks per key stay safe
 TAG_BYTES = 16
+# chunk.size's bounds: below, the index and per-chunk overhead outgrow what a ranged
+# read saves; above, a 1 MiB fetch decodes too much it does not need.
+MIN_CHUNK_SIZE = 64 * 1024
+MAX_CHUNK_SIZE = 64 * 1024 * 1024
 _RAW, _ZSTD = 0, 1
 _AAD_LABEL = b"remotelog-chunk-v1"
 _AAD = struct.Struct(">16s16sBI")  # topic id, segment id, object, chunk number

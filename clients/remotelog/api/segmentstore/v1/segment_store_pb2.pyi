@@ -198,19 +198,73 @@ class SegmentFileSize(_message.Message):
     size: int
     def __init__(self, file: _Optional[_Union[SegmentFile, str]] = ..., size: _Optional[int] = ...) -> None: ...
 
+class PrepareSegmentUploadRequest(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _segment_pb2.RemoteLogSegmentMetadata
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ...) -> None: ...
+
+class PrepareSegmentUploadResponse(_message.Message):
+    __slots__ = ("transforms",)
+    TRANSFORMS_FIELD_NUMBER: _ClassVar[int]
+    transforms: UploadTransforms
+    def __init__(self, transforms: _Optional[_Union[UploadTransforms, _Mapping]] = ...) -> None: ...
+
+class UploadTransforms(_message.Message):
+    __slots__ = ("chunk_size", "compression_enabled", "zstd_level", "compression_heuristic_enabled", "data_key", "wrapped_data_key")
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ZSTD_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSION_HEURISTIC_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    DATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    WRAPPED_DATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    chunk_size: int
+    compression_enabled: bool
+    zstd_level: int
+    compression_heuristic_enabled: bool
+    data_key: bytes
+    wrapped_data_key: WrappedDataKey
+    def __init__(self, chunk_size: _Optional[int] = ..., compression_enabled: _Optional[bool] = ..., zstd_level: _Optional[int] = ..., compression_heuristic_enabled: _Optional[bool] = ..., data_key: _Optional[bytes] = ..., wrapped_data_key: _Optional[_Union[WrappedDataKey, _Mapping]] = ...) -> None: ...
+
+class WrappedDataKey(_message.Message):
+    __slots__ = ("key_provider", "key_id", "wrapped")
+    KEY_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    WRAPPED_FIELD_NUMBER: _ClassVar[int]
+    key_provider: str
+    key_id: str
+    wrapped: bytes
+    def __init__(self, key_provider: _Optional[str] = ..., key_id: _Optional[str] = ..., wrapped: _Optional[bytes] = ...) -> None: ...
+
+class UploadedChunks(_message.Message):
+    __slots__ = ("chunk_size", "log_stored_sizes", "indexes_stored_sizes", "compressed", "wrapped_data_key")
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LOG_STORED_SIZES_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_STORED_SIZES_FIELD_NUMBER: _ClassVar[int]
+    COMPRESSED_FIELD_NUMBER: _ClassVar[int]
+    WRAPPED_DATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    chunk_size: int
+    log_stored_sizes: _containers.RepeatedScalarFieldContainer[int]
+    indexes_stored_sizes: _containers.RepeatedScalarFieldContainer[int]
+    compressed: bool
+    wrapped_data_key: WrappedDataKey
+    def __init__(self, chunk_size: _Optional[int] = ..., log_stored_sizes: _Optional[_Iterable[int]] = ..., indexes_stored_sizes: _Optional[_Iterable[int]] = ..., compressed: _Optional[bool] = ..., wrapped_data_key: _Optional[_Union[WrappedDataKey, _Mapping]] = ...) -> None: ...
+
 class StartSegmentUploadRequest(_message.Message):
-    __slots__ = ("metadata", "files", "copy_timeout_ms", "log_parts", "indexes_md5")
+    __slots__ = ("metadata", "files", "copy_timeout_ms", "log_parts", "indexes_md5", "chunks")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     COPY_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
     INDEXES_MD5_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     metadata: _segment_pb2.RemoteLogSegmentMetadata
     files: _containers.RepeatedCompositeFieldContainer[SegmentFileSize]
     copy_timeout_ms: int
     log_parts: _containers.RepeatedCompositeFieldContainer[UploadedPart]
     indexes_md5: str
-    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., copy_timeout_ms: _Optional[int] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ...) -> None: ...
+    chunks: UploadedChunks
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., copy_timeout_ms: _Optional[int] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ..., chunks: _Optional[_Union[UploadedChunks, _Mapping]] = ...) -> None: ...
 
 class UploadPart(_message.Message):
     __slots__ = ("part_number", "position", "size", "url")
@@ -258,18 +312,20 @@ class UploadedPart(_message.Message):
     def __init__(self, part_number: _Optional[int] = ..., size: _Optional[int] = ..., md5: _Optional[str] = ...) -> None: ...
 
 class CompleteSegmentUploadRequest(_message.Message):
-    __slots__ = ("metadata", "upload_id", "files", "log_parts", "indexes_md5")
+    __slots__ = ("metadata", "upload_id", "files", "log_parts", "indexes_md5", "chunks")
     METADATA_FIELD_NUMBER: _ClassVar[int]
     UPLOAD_ID_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     LOG_PARTS_FIELD_NUMBER: _ClassVar[int]
     INDEXES_MD5_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     metadata: _segment_pb2.RemoteLogSegmentMetadata
     upload_id: str
     files: _containers.RepeatedCompositeFieldContainer[SegmentFileSize]
     log_parts: _containers.RepeatedCompositeFieldContainer[UploadedPart]
     indexes_md5: str
-    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., upload_id: _Optional[str] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ...) -> None: ...
+    chunks: UploadedChunks
+    def __init__(self, metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., upload_id: _Optional[str] = ..., files: _Optional[_Iterable[_Union[SegmentFileSize, _Mapping]]] = ..., log_parts: _Optional[_Iterable[_Union[UploadedPart, _Mapping]]] = ..., indexes_md5: _Optional[str] = ..., chunks: _Optional[_Union[UploadedChunks, _Mapping]] = ...) -> None: ...
 
 class CompleteSegmentUploadResponse(_message.Message):
     __slots__ = ("custom_metadata",)

@@ -72,6 +72,11 @@ class SegmentStoreServiceStub:
                 request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.SerializeToString,
                 response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.FromString,
                 _registered_method=True)
+        self.PrepareSegmentUpload = channel.unary_unary(
+                '/remotelog.api.segmentstore.v1.SegmentStoreService/PrepareSegmentUpload',
+                request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadRequest.SerializeToString,
+                response_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadResponse.FromString,
+                _registered_method=True)
         self.CompleteSegmentUpload = channel.unary_unary(
                 '/remotelog.api.segmentstore.v1.SegmentStoreService/CompleteSegmentUpload',
                 request_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.CompleteSegmentUploadRequest.SerializeToString,
@@ -185,6 +190,20 @@ class SegmentStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareSegmentUpload(self, request, context):
+        """Before StartSegmentUpload: how this store writes the segment. A store
+        that compresses or encrypts new segments answers the chunk size, the
+        compression and a fresh data key, which the caller encodes the chunks
+        with (docs/segment-store.md) before it plans and PUTs them; a plain
+        store answers no transforms. Data keys go only over TLS. Errors:
+        UNIMPLEMENTED / UNSUPPORTED_OPERATION (URL copies off, or an encrypting
+        store without TLS: use CopyLogSegmentData), INVALID_ARGUMENT,
+        UNAVAILABLE (the key provider did not answer).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CompleteSegmentUpload(self, request, context):
         """The last step: the store checks what arrived against what the caller
         sent (every part and the indexes there, each of its size; their bytes
@@ -252,6 +271,11 @@ def add_SegmentStoreServiceServicer_to_server(servicer, server):
                     servicer.StartSegmentUpload,
                     request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.FromString,
                     response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.SerializeToString,
+            ),
+            'PrepareSegmentUpload': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareSegmentUpload,
+                    request_deserializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadRequest.FromString,
+                    response_serializer=remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadResponse.SerializeToString,
             ),
             'CompleteSegmentUpload': grpc.unary_unary_rpc_method_handler(
                     servicer.CompleteSegmentUpload,
@@ -461,6 +485,33 @@ class SegmentStoreService:
             '/remotelog.api.segmentstore.v1.SegmentStoreService/StartSegmentUpload',
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadRequest.SerializeToString,
             remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.StartSegmentUploadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareSegmentUpload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/remotelog.api.segmentstore.v1.SegmentStoreService/PrepareSegmentUpload',
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadRequest.SerializeToString,
+            remotelog_dot_api_dot_segmentstore_dot_v1_dot_segment__store__pb2.PrepareSegmentUploadResponse.FromString,
             options,
             channel_credentials,
             insecure,
