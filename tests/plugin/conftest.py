@@ -99,6 +99,7 @@ async def tiering_stack(
     backend: str = "filesystem",
     store_settings: Mapping[str, str] = {},
     metadata_settings: Mapping[str, str] = {},
+    fetch_settings: Mapping[str, str] = {},
     **broker_properties: str,
 ):
     """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
@@ -126,7 +127,7 @@ async def tiering_stack(
     )
     try:
         async with started(stack):
-            await stack.start_fetch()
+            await stack.start_fetch(**fetch_settings)
             try:
                 yield KafkaTiering(broker, stack)
             finally:

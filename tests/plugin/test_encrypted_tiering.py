@@ -1,8 +1,9 @@
 """Kafka with the plugin tiers a topic to an S3 store that compresses and encrypts each
 segment under a KMS key (moto's KMS): consumers read the history back through Kafka under
 both isolation levels, Spark reads it, and no object in the bucket holds a record's key or
-value in the clear. The plugin asks to copy by URL and to read by URL; the store answers
-that chunked segments go through it, and the plugin streams."""
+value in the clear. The plugin asks to copy by URL: over TLS the store hands it each
+segment's data key and the plugin PUTs the chunks it encoded; without TLS the store
+refuses, naming the setting, and the plugin streams."""
 
 import asyncio
 import uuid
@@ -10,6 +11,7 @@ import uuid
 import pytest_asyncio
 from support.kms import aws_kms, kms_key
 from support.s3 import s3_client
+from support.tls import make_certificates, server_tls_settings
 
 from remotelog.segmentstore.layout import Manifest
 
@@ -26,14 +28,33 @@ ENCRYPTED = {"compression.enabled": "true", "chunk.size": str(256 * 1024)}
 BY_URL = {"rsm.config.copy.method": "url", "rsm.config.fetch.urls.enabled": "true"}
 
 
-@pytest_asyncio.fixture(scope="module")
-async def encrypted_tiering(tmp_path_factory, s3_endpoint):
+@pytest_asyncio.fixture(scope="module", params=["url-over-tls", "stream"])
+async def encrypted_tiering(request, tmp_path_factory, s3_endpoint):
+    """The stack, its store's KMS key id, how the plugin copies, and Spark's options: with
+    TLS on every service (server certificates, which every caller checks) by URL, without
+    TLS by stream."""
     tmp = tmp_path_factory.mktemp("encrypted-tiering")
     keys = aws_kms(s3_endpoint, kms_key(s3_endpoint))
+    servers, callers, spark, plugin = {}, {}, {}, dict(BY_URL)
+    if request.param == "url-over-tls":
+        certificates = make_certificates(tmp)
+        servers = {k: v for k, v in server_tls_settings(certificates).items() if "client" not in k}
+        # The services' calls of each other (the store calls none).
+        callers = {**servers, "client.tls.ca.file": str(certificates.ca)}
+        plugin |= {
+            f"{role}.config.client.tls.ca.file": str(certificates.ca) for role in ("rsm", "rlmm")
+        }
+        spark = {"remotelog.tls.root.certs.file": str(certificates.ca)}
     async with tiering_stack(
-        tmp, s3_endpoint, backend="s3", store_settings={**ENCRYPTED, **keys}, **BY_URL
+        tmp,
+        s3_endpoint,
+        backend="s3",
+        store_settings={**ENCRYPTED, **keys, **servers},
+        metadata_settings=callers,
+        fetch_settings=callers,
+        **plugin,
     ) as tiering:
-        yield tiering, keys["encryption.key.id"]
+        yield tiering, keys["encryption.key.id"], request.param.partition("-")[0], spark
 
 
 def bucket_objects(endpoint: str, bucket: str, prefix: str) -> dict[str, bytes]:
@@ -46,7 +67,7 @@ def bucket_objects(endpoint: str, bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 async def test_kafka_tiers_an_encrypted_topic_and_serves_it_back(encrypted_tiering, spark):
-    tiering, key_id = encrypted_tiering
+    tiering, key_id, copied_by, spark_tls = encrypted_tiering
     broker, stack = tiering.broker, tiering.stack
     topic = f"sealed-{uuid.uuid4().hex[:6]}"
     await asyncio.to_thread(create_tiered_topic, broker.bootstrap_servers, topic)
@@ -62,6 +83,7 @@ async def test_kafka_tiers_an_encrypted_topic_and_serves_it_back(encrypted_tieri
         .option("remotelog.metadata.address", f"127.0.0.1:{stack.metadata.service.port}")
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("kafka.isolation.level", "read_committed")
+        .options(**spark_tls)
         .option("subscribe", topic)
         .load()
     )
@@ -93,6 +115,7 @@ async def test_kafka_tiers_an_encrypted_topic_and_serves_it_back(encrypted_tieri
     log = broker.run_log()
     copies = [line for line in log if "Copied segment" in line and topic in line]
     assert copies
-    assert all("to the segment store by stream" in line for line in copies), copies[:3]
-    # The store said why: the plugin warned once, naming the setting.
-    assert any("compression.enabled" in line for line in log)
+    assert all(f"to the segment store by {copied_by}" in line for line in copies), copies[:3]
+    if copied_by == "stream":
+        # The store said why: the plugin warned once, naming the setting.
+        assert any("tls.cert.file is unset" in line for line in log)

@@ -4,6 +4,7 @@ import com.google.protobuf.ByteString;
 import dev.remotelog.kafka.config.Settings;
 import dev.remotelog.kafka.rpc.Failures;
 import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.transforms.SegmentEncoder;
 import dev.remotelog.kafka.util.DaemonThreads;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -43,6 +44,7 @@ import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentDataResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CopyLogSegmentFilesRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.PrepareSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentDataChunk;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFile;
 import remotelog.api.segmentstore.v1.SegmentStore.SegmentFilePath;
@@ -50,6 +52,8 @@ import remotelog.api.segmentstore.v1.SegmentStore.SegmentFileSize;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.StartSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.UploadPart;
+import remotelog.api.segmentstore.v1.SegmentStore.UploadTransforms;
+import remotelog.api.segmentstore.v1.SegmentStore.UploadedChunks;
 import remotelog.api.segmentstore.v1.SegmentStore.UploadedPart;
 import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc.SegmentStoreServiceBlockingStub;
 
@@ -60,7 +64,10 @@ import remotelog.api.segmentstore.v1.SegmentStoreServiceGrpc.SegmentStoreService
  * file. Each part's MD5 is taken first: the store signs it into the part's URL, so the
  * object store takes those bytes and no others, on any bucket encryption. The store
  * checks every part and the indexes arrived before it makes the segment visible. URLs
- * are never logged: errors name the part, not its URL.
+ * are never logged: errors name the part, not its URL. A store that compresses or
+ * encrypts new segments says how first (PrepareSegmentUpload): the log is then encoded
+ * as chunks into a temporary file (java.io.tmpdir), whose parts are planned and PUT, and
+ * the segment's data key is forgotten when the copy is over.
  */
 public final class DirectCopy {
     private static final Logger LOG = LoggerFactory.getLogger(DirectCopy.class);
@@ -177,39 +184,112 @@ public final class DirectCopy {
             sizes.add(size(file.getKey(), Files.size(file.getValue())));
         }
         sizes.add(size(SegmentFile.SEGMENT_FILE_LEADER_EPOCH_CHECKPOINT, checkpoint.length));
-        byte[] indexes = indexes(files, checkpoint);
-        String indexesMd5 = hex(md5().digest(indexes));
-        try (FileChannel log = FileChannel.open(files.get(SegmentFile.SEGMENT_FILE_LOG), StandardOpenOption.READ)) {
-            List<UploadedPart> parts = plan(log, deadline);
-            StartSegmentUploadResponse upload =
+        UploadTransforms transforms = prepare(metadata);
+        Path logFile = files.get(SegmentFile.SEGMENT_FILE_LOG);
+        if (transforms == null) {
+            try (FileChannel log = FileChannel.open(logFile, StandardOpenOption.READ)) {
+                return put(metadata, sizes, log, indexes(files, checkpoint), null, deadline);
+            }
+        }
+        byte[] dataKey = transforms.getDataKey().toByteArray();
+        Path encoded = Files.createTempFile("remotelog-" + metadata.remoteLogSegmentId().id() + "-", ".chunks");
+        try (FileChannel source = FileChannel.open(logFile, StandardOpenOption.READ);
+                FileChannel log = FileChannel.open(encoded, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                        StandardOpenOption.DELETE_ON_CLOSE)) {
+            var id = metadata.remoteLogSegmentId();
+            SegmentEncoder encoder =
+                    new SegmentEncoder(
+                            id.topicIdPartition().topicId(),
+                            id.id(),
+                            Math.toIntExact(transforms.getChunkSize()),
+                            transforms.getCompressionEnabled() ? transforms.getZstdLevel() : null,
+                            transforms.getCompressionHeuristicEnabled(),
+                            dataKey);
+            long[] logSizes = encoder.encodeLog(source, log, threads(), settings.copyParallelParts(), deadline);
+            SegmentEncoder.Encoded indexes = encoder.encodeIndexes(indexes(files, checkpoint));
+            UploadedChunks.Builder chunks =
+                    UploadedChunks.newBuilder()
+                            .setChunkSize(transforms.getChunkSize())
+                            .addAllLogStoredSizes(longs(logSizes))
+                            .addAllIndexesStoredSizes(longs(indexes.storedSizes))
+                            .setCompressed(encoder.compressed());
+            if (dataKey.length > 0) {
+                chunks.setWrappedDataKey(transforms.getWrappedDataKey());
+            }
+            return put(metadata, sizes, log, indexes.bytes, chunks.build(), deadline);
+        } finally {
+            java.util.Arrays.fill(dataKey, (byte) 0);
+            Files.deleteIfExists(encoded);
+        }
+    }
+
+    /** How the store has this segment encoded before it is PUT; null: as it is (a store
+     * that transforms nothing, or one older than PrepareSegmentUpload). */
+    private UploadTransforms prepare(RemoteLogSegmentMetadata metadata) {
+        try {
+            var answer =
                     copyCall()
-                            .startSegmentUpload(
-                                    StartSegmentUploadRequest.newBuilder()
+                            .prepareSegmentUpload(
+                                    PrepareSegmentUploadRequest.newBuilder()
                                             .setMetadata(Protos.metadata(metadata))
-                                            .addAllFiles(sizes)
-                                            .setCopyTimeoutMs(settings.copyTimeoutMs())
-                                            .addAllLogParts(parts)
-                                            .setIndexesMd5(indexesMd5)
                                             .build());
-            boolean completed = false;
-            try {
-                putLog(log, upload, parts, deadline);
-                put("the indexes", upload.getIndexesUrl(), deadline, indexes.length, indexesMd5,
-                        upload.getIndexesHeadersMap(), () -> new java.io.ByteArrayInputStream(indexes));
-                var response =
-                        complete(
-                                CompleteSegmentUploadRequest.newBuilder()
-                                        .setMetadata(Protos.metadata(metadata))
-                                        .setUploadId(upload.getUploadId())
-                                        .addAllFiles(sizes)
-                                        .addAllLogParts(parts)
-                                        .build());
-                completed = true;
-                return result(response.hasCustomMetadata(), response.getCustomMetadata());
-            } finally {
-                if (!completed) {
-                    abort(metadata, upload.getUploadId());
-                }
+            return answer.hasTransforms() ? answer.getTransforms() : null;
+        } catch (StatusRuntimeException e) {
+            if (e.getStatus().getCode() == Status.Code.UNIMPLEMENTED && Failures.reason(e).isEmpty()) {
+                return null; // no such method: StartSegmentUpload says whether plain bytes do
+            }
+            throw e;
+        }
+    }
+
+    private static List<Long> longs(long[] values) {
+        List<Long> list = new ArrayList<>(values.length);
+        for (long value : values) {
+            list.add(value);
+        }
+        return list;
+    }
+
+    /** The log (its stored bytes, as its parts go) and the indexes object PUT by the URLs
+     * the store signs for their MD5s, then the upload completed; aborted on any failure. */
+    private CopyLogSegmentDataResponse put(
+            RemoteLogSegmentMetadata metadata,
+            List<SegmentFileSize> sizes,
+            FileChannel log,
+            byte[] indexes,
+            UploadedChunks chunks,
+            long deadline)
+            throws IOException, InterruptedException {
+        String indexesMd5 = hex(md5().digest(indexes));
+        List<UploadedPart> parts = plan(log, deadline);
+        StartSegmentUploadRequest.Builder start =
+                StartSegmentUploadRequest.newBuilder()
+                        .setMetadata(Protos.metadata(metadata))
+                        .addAllFiles(sizes)
+                        .setCopyTimeoutMs(settings.copyTimeoutMs())
+                        .addAllLogParts(parts)
+                        .setIndexesMd5(indexesMd5);
+        CompleteSegmentUploadRequest.Builder completion =
+                CompleteSegmentUploadRequest.newBuilder()
+                        .setMetadata(Protos.metadata(metadata))
+                        .addAllFiles(sizes)
+                        .addAllLogParts(parts);
+        if (chunks != null) {
+            start.setChunks(chunks);
+            completion.setChunks(chunks);
+        }
+        StartSegmentUploadResponse upload = copyCall().startSegmentUpload(start.build());
+        boolean completed = false;
+        try {
+            putLog(log, upload, parts, deadline);
+            put("the indexes", upload.getIndexesUrl(), deadline, indexes.length, indexesMd5,
+                    upload.getIndexesHeadersMap(), () -> new java.io.ByteArrayInputStream(indexes));
+            var response = complete(completion.setUploadId(upload.getUploadId()).build());
+            completed = true;
+            return result(response.hasCustomMetadata(), response.getCustomMetadata());
+        } finally {
+            if (!completed) {
+                abort(metadata, upload.getUploadId());
             }
         }
     }
