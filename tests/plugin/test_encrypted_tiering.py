@@ -116,6 +116,10 @@ async def test_kafka_tiers_an_encrypted_topic_and_serves_it_back(encrypted_tieri
     copies = [line for line in log if "Copied segment" in line and topic in line]
     assert copies
     assert all(f"to the segment store by {copied_by}" in line for line in copies), copies[:3]
+    # Over TLS the plugin reads each segment by its URL and decodes the chunks itself
+    # (with the data key the store gave it); without, it reads through the store.
+    by_url = any("Reading segment logs from the http" in line for line in log)
+    assert by_url == (copied_by == "url")
     if copied_by == "stream":
         # The store said why: the plugin warned once, naming the setting.
         assert any("tls.cert.file is unset" in line for line in log)

@@ -424,6 +424,7 @@ public final class RemotelogStorageManager implements RemoteStorageManager, Moni
                 call().getLogSegmentUrl(
                         GetLogSegmentUrlRequest.newBuilder()
                                 .setRemoteLogSegmentMetadata(Protos.metadata(metadata))
+                                .setChunksAccepted(true) // UrlReader decodes them
                                 .build());
     }
 

@@ -28,6 +28,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import dev.remotelog.kafka.transforms.ChunkCodec;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -59,6 +60,8 @@ import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataRequest;
 import remotelog.api.metadata.v1.Metadata.GetRemoteLogSegmentMetadataResponse;
 import remotelog.api.metadata.v1.RemoteLogMetadataServiceGrpc;
 import remotelog.api.segmentstore.v1.SegmentStore.AbortSegmentUploadRequest;
+import remotelog.api.segmentstore.v1.SegmentStore.IndexRange;
+import remotelog.api.segmentstore.v1.SegmentStore.SegmentChunks;
 import remotelog.api.segmentstore.v1.SegmentStore.AbortSegmentUploadResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadRequest;
 import remotelog.api.segmentstore.v1.SegmentStore.CompleteSegmentUploadResponse;
@@ -867,6 +870,73 @@ public class StorageManagerTest {
         assertArrayEquals(log, readAll(manager.fetchLogSegment(segment(), 0)));
         assertEquals(2, fetchCalls.get()); // the plain segment by its URL
         assertEquals(2, urlsAsked.get());
+    }
+
+    /** `original` encoded as chunks of `chunkSize` under `key`, as the store writes them:
+     * the stored bytes, and each stored chunk's size. */
+    static Map.Entry<byte[], List<Long>> chunked(
+            RemoteLogSegmentMetadata segment, ChunkCodec.Kind kind, byte[] original, int chunkSize, byte[] key) {
+        var id = segment.remoteLogSegmentId();
+        ChunkCodec codec = new ChunkCodec(id.topicIdPartition().topicId(), id.id(), kind, 3, key);
+        java.io.ByteArrayOutputStream stored = new java.io.ByteArrayOutputStream();
+        List<Long> sizes = new ArrayList<>();
+        for (int number = 0; number * chunkSize < original.length; number++) {
+            int from = number * chunkSize;
+            byte[] chunk = codec.encode(number, original, from, Math.min(chunkSize, original.length - from));
+            sizes.add((long) chunk.length);
+            stored.writeBytes(chunk);
+        }
+        return Map.entry(stored.toByteArray(), sizes);
+    }
+
+    @Test
+    void aSegmentStoredAsChunksIsReadByItsUrlAndDecodedHereAndATamperedChunkIsNotServed(@TempDir Path dir)
+            throws Exception {
+        int chunkSize = 65_536;
+        byte[] log = new byte[200_000];
+        for (int i = 0; i < log.length; i++) {
+            log[i] = (byte) (i % 251 < 200 ? 'a' + i % 7 : i);
+        }
+        byte[] offsets = new byte[300];
+        new java.util.Random(5).nextBytes(offsets);
+        byte[] key = new byte[32];
+        new java.util.Random(9).nextBytes(key);
+        RemoteLogSegmentMetadata segment = ProtosTest.segmentOfSize(log.length);
+        var storedLog = chunked(segment, ChunkCodec.Kind.LOG, log, chunkSize, key);
+        var storedIndexes = chunked(segment, ChunkCodec.Kind.INDEXES, offsets, chunkSize, key);
+        Path logFile = Files.write(dir.resolve("0.log"), storedLog.getKey());
+        urlsToGive.add(logFile.toUri().toString());
+        indexesToGive =
+                GetLogSegmentUrlResponse.newBuilder()
+                        .setIndexesUrl(Files.write(dir.resolve("0.indexes"), storedIndexes.getKey()).toUri().toString())
+                        .addIndexRanges(IndexRange.newBuilder()
+                                .setIndexType(remotelog.api.segmentstore.v1.SegmentStore.IndexType.INDEX_TYPE_OFFSET)
+                                .setPosition(0)
+                                .setSize(offsets.length))
+                        .setChunks(SegmentChunks.newBuilder()
+                                .setChunkSize(chunkSize)
+                                .addAllLogStoredSizes(storedLog.getValue())
+                                .setIndexesSize(offsets.length)
+                                .addAllIndexesStoredSizes(storedIndexes.getValue())
+                                .setDataKey(ByteString.copyFrom(key)))
+                        .build();
+        fileRoots = dir.toString();
+        connect(serverName);
+        assertArrayEquals(log, readAll(manager.fetchLogSegment(segment, 0)));
+        assertArrayEquals(
+                java.util.Arrays.copyOfRange(log, 65_000, 140_001),
+                readAll(manager.fetchLogSegment(segment, 65_000, 140_000)));
+        assertArrayEquals(offsets, readAll(manager.fetchIndex(segment, IndexType.OFFSET)));
+        assertEquals(0, fetchCalls.get()); // every read by URL
+        assertEquals(1, urlsAsked.get());
+
+        byte[] tampered = storedLog.getKey().clone();
+        tampered[Math.toIntExact(storedLog.getValue().get(0) + storedLog.getValue().get(1) + 40)] ^= 1;
+        Files.write(logFile, tampered);
+        assertArrayEquals(java.util.Arrays.copyOfRange(log, 0, 1000), readAll(manager.fetchLogSegment(segment, 0, 999)));
+        java.io.IOException corrupt =
+                assertThrows(java.io.IOException.class, () -> readAll(manager.fetchLogSegment(segment, 140_000, 140_999)));
+        assertTrue(corrupt.getMessage().contains("log chunk 2: fails its authentication"), corrupt.getMessage());
     }
 
     @Test

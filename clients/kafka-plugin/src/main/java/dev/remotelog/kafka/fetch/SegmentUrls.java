@@ -1,6 +1,8 @@
 package dev.remotelog.kafka.fetch;
 
 import dev.remotelog.kafka.rpc.Failures;
+import dev.remotelog.kafka.transforms.ChunkCodec;
+import dev.remotelog.kafka.transforms.ChunkIndex;
 import dev.remotelog.kafka.util.BoundedMaps;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -16,6 +18,7 @@ import org.slf4j.LoggerFactory;
 import remotelog.api.segmentstore.v1.SegmentStore.GetLogSegmentUrlResponse;
 import remotelog.api.segmentstore.v1.SegmentStore.IndexRange;
 import remotelog.api.segmentstore.v1.SegmentStore.IndexType;
+import remotelog.api.segmentstore.v1.SegmentStore.SegmentChunks;
 
 /**
  * The URLs the store hands out for each segment (GetLogSegmentUrl), kept until shortly
@@ -30,26 +33,56 @@ public final class SegmentUrls {
     static final long EXPIRY_MARGIN_MS = 30_000;
     static final int MAX_ENTRIES = 4096;
 
-    /** A store's answer for one segment: its log's URL, its indexes' and where each lies. */
+    /** A store's answer for one segment: its log's URL, its indexes' and where each lies;
+     * for a segment stored as chunks, their indexes and its data key (kept no longer than
+     * its URLs, never logged). */
     static final class Kept {
         final URI log;
         final URI indexes;
         final Map<IndexType, IndexRange> ranges;
         final long useUntilNanos;
+        final ChunkIndex logChunks;
+        final ChunkIndex indexesChunks;
+        private final byte[] dataKey;
 
         Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos) {
+            this(log, indexes, ranges, useUntilNanos, null, null, null);
+        }
+
+        Kept(URI log, URI indexes, Map<IndexType, IndexRange> ranges, long useUntilNanos,
+                ChunkIndex logChunks, ChunkIndex indexesChunks, byte[] dataKey) {
             this.log = log;
             this.indexes = indexes;
             this.ranges = ranges;
             this.useUntilNanos = useUntilNanos;
+            this.logChunks = logChunks;
+            this.indexesChunks = indexesChunks;
+            this.dataKey = dataKey;
         }
 
         boolean isFile() {
             return "file".equals(log.getScheme());
         }
 
+        boolean chunked() {
+            return logChunks != null;
+        }
+
+        /** The codec that decodes one of the segment's objects (chunked() only). */
+        ChunkCodec codec(RemoteLogSegmentId segment, ChunkCodec.Kind kind) {
+            return new ChunkCodec(segment.topicIdPartition().topicId(), segment.id(), kind, null, dataKey);
+        }
+
+        /** Bytes of the object at `log`, for a segment log of `segmentSize` bytes. */
+        long logObjectSize(long segmentSize) {
+            return chunked() ? logChunks.storedSize() : segmentSize;
+        }
+
         /** Bytes of the segment's indexes object: up to the end of its last index. */
         long indexesSize() {
+            if (chunked()) {
+                return indexesChunks.storedSize();
+            }
             long size = 0;
             for (IndexRange range : ranges.values()) {
                 size = Math.max(size, range.getPosition() + range.getSize());
@@ -69,8 +102,9 @@ public final class SegmentUrls {
         return offered && System.nanoTime() - pausedUntilNanos >= 0;
     }
 
-    /** The segment's URLs: kept, or asked of `ask` now; null where there are none to use. */
-    Kept of(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
+    /** The URLs of the segment whose log has `size` bytes: kept, or asked of `ask` now;
+     * null where there are none to use. */
+    Kept of(RemoteLogSegmentId segment, long size, Supplier<GetLogSegmentUrlResponse> ask) {
         Kept kept = kept(segment);
         if (kept != null) {
             return kept;
@@ -80,7 +114,7 @@ public final class SegmentUrls {
                 return null;
             }
         }
-        return fresh(segment, ask);
+        return fresh(segment, size, ask);
     }
 
     synchronized void forget(RemoteLogSegmentId segment) {
@@ -109,14 +143,15 @@ public final class SegmentUrls {
         return kept;
     }
 
-    private Kept fresh(RemoteLogSegmentId segment, Supplier<GetLogSegmentUrlResponse> ask) {
+    private Kept fresh(RemoteLogSegmentId segment, long size, Supplier<GetLogSegmentUrlResponse> ask) {
         GetLogSegmentUrlResponse answer;
         try {
             answer = ask.get();
         } catch (StatusRuntimeException e) {
             Status.Code code = e.getStatus().getCode();
             if (code == Status.Code.UNIMPLEMENTED && Failures.ofOneSegment(e)) {
-                // This segment has none (stored as chunks): the others still go by URL.
+                // This segment has none (stored as chunks, and its data key goes over no
+                // channel without TLS): the others still go by URL.
                 synchronized (this) {
                     noUrl.put(segment, Boolean.TRUE);
                 }
@@ -150,7 +185,19 @@ public final class SegmentUrls {
         }
         long validMs = answer.getValidForMs();
         long usableMs = Math.max(validMs - EXPIRY_MARGIN_MS, validMs / 2);
-        Kept kept = new Kept(log, indexes, ranges, System.nanoTime() + usableMs * 1_000_000);
+        long useUntil = System.nanoTime() + usableMs * 1_000_000;
+        Kept kept = new Kept(log, indexes, ranges, useUntil);
+        if (answer.hasChunks()) {
+            SegmentChunks chunks = answer.getChunks();
+            try {
+                kept = new Kept(log, indexes, ranges, useUntil,
+                        new ChunkIndex(chunks.getChunkSize(), size, chunks.getLogStoredSizesList()),
+                        new ChunkIndex(chunks.getChunkSize(), chunks.getIndexesSize(), chunks.getIndexesStoredSizesList()),
+                        chunks.getDataKey().isEmpty() ? null : chunks.getDataKey().toByteArray());
+            } catch (IllegalArgumentException e) {
+                return pause(segment, new IOException("the store's chunk index does not fit the segment: " + e.getMessage()));
+            }
+        }
         synchronized (this) {
             urls.put(segment, kept);
         }

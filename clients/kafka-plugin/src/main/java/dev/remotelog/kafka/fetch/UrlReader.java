@@ -1,6 +1,9 @@
 package dev.remotelog.kafka.fetch;
 
 import dev.remotelog.kafka.rpc.Protos;
+import dev.remotelog.kafka.transforms.ChunkCodec;
+import dev.remotelog.kafka.transforms.ChunkIndex;
+import dev.remotelog.kafka.transforms.DecodingStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
@@ -25,7 +28,10 @@ import remotelog.api.segmentstore.v1.SegmentStore.IndexType;
  *           → ResumingReads (retries, resumes after a cut or a stall) → HttpRanges (GETs)
  * </pre>
  *
- * Without read-ahead a read goes straight to ResumingReads. Where a read cannot start by
+ * Without read-ahead a read goes straight to ResumingReads. A segment stored as chunks
+ * (compressed, encrypted) is read so too, by the stored bytes of the chunks a range lies
+ * in, and decoded above the pipeline (DecodingStream) with the chunk index and data key
+ * the store handed out with its URLs. Where a read cannot start by
  * URL (a store that hands out none, a file this host cannot open, an endpoint it cannot
  * reach), open() answers null and the caller streams the bytes through FetchLogSegment,
  * which also says whether a segment is gone.
@@ -109,7 +115,7 @@ public final class UrlReader {
         if (!urls.usable()) {
             return;
         }
-        SegmentUrls.Kept kept = urls.of(segment, ask);
+        SegmentUrls.Kept kept = urls.of(segment, size, ask);
         ReadAhead ahead = readAhead;
         if (kept == null || ahead == null || kept.isFile()) {
             return;
@@ -117,7 +123,7 @@ public final class UrlReader {
         if (kept.indexes != null) {
             ahead.warm(kept.indexes, segment, true, kept.indexesSize());
         }
-        ahead.warm(kept.log, segment, size);
+        ahead.warm(kept.log, segment, kept.logObjectSize(size));
     }
 
     private InputStream read(
@@ -132,7 +138,7 @@ public final class UrlReader {
             return null;
         }
         for (boolean renewed : new boolean[] {false, true}) {
-            SegmentUrls.Kept kept = urls.of(segment, ask);
+            SegmentUrls.Kept kept = urls.of(segment, size, ask);
             if (kept == null) {
                 return null;
             }
@@ -155,7 +161,13 @@ public final class UrlReader {
                 last = first + range.getSize() - 1;
             }
             try {
-                InputStream opened = opened(kept, url, segment, index, first, last, size);
+                InputStream opened =
+                        kept.chunked()
+                                ? decoded(kept, url, segment, index, first, last, size)
+                                : opened(kept, url, segment, index, first, last, size);
+                if (opened == null) {
+                    return null;
+                }
                 if (!usedOnce) {
                     usedOnce = true;
                     log.info("Reading segment logs from the {}: URLs the segment store hands out", url.getScheme());
@@ -174,19 +186,39 @@ public final class UrlReader {
         return null;
     }
 
+    /** Original bytes `first`..`last` of an object stored as chunks: the stored bytes of
+     * the chunks they lie in, read as any object's, decoded; null for a range not in it
+     * (the stream says what is wrong). */
+    private InputStream decoded(
+            SegmentUrls.Kept kept, URI url, RemoteLogSegmentId segment, IndexType index, long first, Long last, long size)
+            throws IOException, RemoteResourceNotFoundException {
+        ChunkIndex chunks = index == null ? kept.logChunks : kept.indexesChunks;
+        long lastByte = Math.min(last == null ? Long.MAX_VALUE : last, chunks.originalSize() - 1);
+        if (first > lastByte) {
+            return null;
+        }
+        int firstChunk = chunks.chunkOf(first);
+        int lastChunk = chunks.chunkOf(lastByte);
+        InputStream stored =
+                opened(kept, url, segment, index, chunks.storedFirst(firstChunk), chunks.storedLast(lastChunk), size);
+        ChunkCodec.Kind kind = index == null ? ChunkCodec.Kind.LOG : ChunkCodec.Kind.INDEXES;
+        return new DecodingStream(stored, kept.codec(segment, kind), chunks, first, lastByte);
+    }
+
     /** The read, by the layer that serves it: a file, read-ahead chunks, or one GET. */
     private InputStream opened(
             SegmentUrls.Kept kept, URI url, RemoteLogSegmentId segment, IndexType index, long first, Long last, long size)
             throws IOException, RemoteResourceNotFoundException {
         ReadAhead ahead = readAhead;
+        long logObject = kept.logObjectSize(size);
         if (ahead != null && index == IndexType.INDEX_TYPE_OFFSET && !kept.isFile()) {
-            ahead.warm(kept.log, segment, size);
+            ahead.warm(kept.log, segment, logObject);
         }
         if ("file".equals(url.getScheme())) {
             return files.open(url, first, last);
         }
-        if (ahead != null && index == null && size > 0) {
-            return ahead.open(url, segment, false, size, first, last);
+        if (ahead != null && index == null && logObject > 0) {
+            return ahead.open(url, segment, false, logObject, first, last);
         }
         if (ahead != null && index != null) {
             return ahead.open(url, segment, true, kept.indexesSize(), first, last);
