@@ -1,5 +1,6 @@
 package dev.remotelog.kafka.fetch;
 
+import dev.remotelog.kafka.util.BulkInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;

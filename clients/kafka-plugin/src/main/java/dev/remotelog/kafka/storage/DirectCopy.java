@@ -5,6 +5,7 @@ import dev.remotelog.kafka.config.Settings;
 import dev.remotelog.kafka.rpc.Failures;
 import dev.remotelog.kafka.rpc.Protos;
 import dev.remotelog.kafka.transforms.SegmentEncoder;
+import dev.remotelog.kafka.util.BulkInputStream;
 import dev.remotelog.kafka.util.DaemonThreads;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -592,7 +593,7 @@ public final class DirectCopy {
     }
 
     /** `size` bytes of a file from `position`, by positional reads (parts share the channel). */
-    private static final class FileRange extends InputStream {
+    private static final class FileRange extends BulkInputStream {
         private final FileChannel channel;
         private long position;
         private long remaining;
@@ -601,12 +602,6 @@ public final class DirectCopy {
             this.channel = channel;
             this.position = position;
             this.remaining = size;
-        }
-
-        @Override
-        public int read() throws IOException {
-            byte[] one = new byte[1];
-            return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
         }
 
         @Override

@@ -1,5 +1,6 @@
 package dev.remotelog.kafka.transforms;
 
+import dev.remotelog.kafka.util.BulkInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 
@@ -9,7 +10,7 @@ import java.io.InputStream;
  * authenticated and decoded before any of its bytes is served (a CorruptChunkException
  * instead, none of them served).
  */
-public final class DecodingStream extends InputStream {
+public final class DecodingStream extends BulkInputStream {
     private final InputStream stored;
     private final ChunkCodec codec;
     private final ChunkIndex index;
@@ -27,12 +28,6 @@ public final class DecodingStream extends InputStream {
         this.first = first;
         this.last = last;
         this.number = index.chunkOf(first);
-    }
-
-    @Override
-    public int read() throws IOException {
-        byte[] one = new byte[1];
-        return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
     }
 
     @Override

@@ -1,4 +1,4 @@
-package dev.remotelog.kafka.fetch;
+package dev.remotelog.kafka.util;
 
 import java.io.IOException;
 import java.io.InputStream;
