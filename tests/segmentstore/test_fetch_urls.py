@@ -189,7 +189,8 @@ async def test_a_filesystem_store_on_this_host_hands_out_file_urls(tmp_path, s3_
         data = os.urandom(9 * MIB + 5)
         metadata = segment_metadata(size=len(data))
         await running.client.copy_log_segment_data(metadata, synthetic_files(data))
-        url, valid_for_s = await running.client.get_log_segment_url(metadata)
+        signed = await running.client.get_log_segment_url(metadata)
+        url, valid_for_s = signed.url, signed.valid_for_s
         path = Path(urllib.parse.urlparse(url).path)
         assert url.startswith("file:///")
         assert path.is_relative_to(tmp_path)

@@ -32,9 +32,15 @@ from remotelog.core.errors import (
     SCOPE_KEY,
     SEGMENT_SCOPE,
     RemoteLogError,
+    RemoteStorageError,
     UnsupportedOperationError,
 )
-from remotelog.core.model import RemoteLogSegmentId, RemoteLogSegmentMetadata
+from remotelog.core.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    SignedLog,
+    StoredChunks,
+)
 from remotelog.fileio.descriptor_socket import close_all
 from remotelog.fileio.url_cache import SignedUrlCache
 from remotelog.protocol.convert import segment_metadata_to_proto
@@ -87,14 +93,25 @@ class LogChunks:
     index: ChunkIndex
     data_key: bytes | None = field(repr=False)
 
+    @classmethod
+    def of(cls, metadata: RemoteLogSegmentMetadata, stored: StoredChunks) -> LogChunks:
+        """The chunks of the segment's log as the store or fetch service describes them;
+        RemoteStorageError where they cannot be its log's."""
+        try:
+            index = ChunkIndex(
+                stored.chunk_size, metadata.segment_size_in_bytes, stored.stored_sizes
+            )
+        except ValueError as exc:
+            raise RemoteStorageError(
+                f"segment {metadata.remote_log_segment_id.id}: the chunks of its log: {exc}"
+            ) from None
+        return cls(index, stored.data_key)
 
-@dataclass(frozen=True, slots=True)
-class SignedLog:
-    """A log's URL, how long it lasts, and its chunks where it is stored as such."""
-
-    url: str
-    valid_for_s: float
-    chunks: LogChunks | None = None
+    def codec(self, segment_id: RemoteLogSegmentId) -> ChunkCodec:
+        """The codec that decodes the log's chunks."""
+        key = None if self.data_key is None else DataKey(self.data_key, "", "", b"")
+        tip = segment_id.topic_id_partition
+        return ChunkCodec(tip.topic_id, segment_id.id, SegmentObjectKind.LOG, None, key)
 
 
 class UrlLogReader:
@@ -111,8 +128,9 @@ class UrlLogReader:
         self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
         # Segments the store has no URL for (stored as chunks): read by the next reader.
         self._no_url: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
-        # How the segments of URLs kept are stored as chunks (none: plain).
-        self._chunks: OrderedDict[RemoteLogSegmentId, LogChunks] = OrderedDict()
+        # How the segment of each URL kept is stored: as chunks, or plain (None). A URL
+        # whose entry is gone is signed again, never read as the log's bytes.
+        self._chunks: OrderedDict[RemoteLogSegmentId, LogChunks | None] = OrderedDict()
         self._reader = UrlReader()
 
     async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
@@ -124,7 +142,8 @@ class UrlLogReader:
         what = f"segment {key.id} of {wanted.metadata.topic_id_partition}"
         start = wanted.start
         for renewed in (False, True):
-            url = self._urls.get(key) or await self._new_url(wanted)
+            url = self._urls.get(key) if key in self._chunks else None
+            url = url or await self._new_url(wanted)
             if url is None:
                 return
             chunks = self._chunks.get(key)
@@ -165,11 +184,12 @@ class UrlLogReader:
                 return None
             self._enabled = False
             return None
+        chunks = None if signed.chunks is None else LogChunks.of(wanted.metadata, signed.chunks)
+        self._chunks[key] = chunks
+        self._chunks.move_to_end(key)
+        while len(self._chunks) > NO_URL_SEGMENTS:
+            self._chunks.popitem(last=False)
         self._urls.keep(key, signed.url, signed.valid_for_s)
-        if signed.chunks is not None:
-            self._chunks[key] = signed.chunks
-            while len(self._chunks) > NO_URL_SEGMENTS:
-                self._chunks.popitem(last=False)
         return signed.url
 
     async def _read_chunks(
@@ -178,11 +198,7 @@ class UrlLogReader:
         """Original bytes `start`..`wanted.last` of a log stored as chunks: each chunk
         that holds them GET by its stored range and decoded (authenticated) whole in a
         worker thread before any of its bytes is yielded."""
-        segment_id = wanted.metadata.remote_log_segment_id
-        key = None if chunks.data_key is None else DataKey(chunks.data_key, "", "", b"")
-        codec = ChunkCodec(
-            segment_id.topic_id_partition.topic_id, segment_id.id, SegmentObjectKind.LOG, None, key
-        )
+        codec = chunks.codec(wanted.metadata.remote_log_segment_id)
         index = chunks.index
         first_chunk, last_chunk = index.chunks_of(start, wanted.last)
         for number in range(first_chunk, last_chunk + 1):

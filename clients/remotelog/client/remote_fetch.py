@@ -152,16 +152,19 @@ class RemoteFetchClient(ServiceClient):
         end_offset: int | None = None,
         *,
         max_segments: int = 0,
+        chunks_accepted: bool = False,
         timeout_s: float | None = None,
     ) -> list[SegmentByteRange]:
         """Where the range's bytes lie: per segment from the one holding `start_offset`, a
-        URL of its log and the bytes to read of it. UnsupportedOperationError where the
-        service hands out no URLs (read_offset_range reads the same)."""
+        URL of its log and the bytes to read of it; with `chunks_accepted`, a segment
+        stored as chunks too, with its `chunks` to decode them by. UnsupportedOperationError
+        where the service hands out no URLs (read_offset_range reads the same)."""
         request = pb.LocateOffsetRangeRequest(
             topic_id_partition=topic_id_partition_to_proto(partition),
             start_offset=start_offset,
             end_offset=end_offset,
             max_segments=max_segments,
+            chunks_accepted=chunks_accepted,
         )
         response = await self.call_unary(self._stub.LocateOffsetRange, request, timeout_s=timeout_s)
         return [byte_range_from_proto(r) for r in response.segments]

@@ -14,11 +14,9 @@ from remotelog.api.segmentstore.v1 import short_circuit_pb2 as pb_short_circuit
 from remotelog.client.base import ServiceClient, bulk_method, bulk_stream
 from remotelog.client.log_readers import (
     GrpcLogReader,
-    LogChunks,
     LogRange,
     LogReader,
     ShortCircuitLogReader,
-    SignedLog,
     UrlLogReader,
 )
 from remotelog.client.short_circuit import (
@@ -26,11 +24,13 @@ from remotelog.client.short_circuit import (
     ShortCircuitUnavailable,
     lend,
 )
-from remotelog.core.errors import InvalidArgumentError, RemoteStorageError
+from remotelog.core.errors import InvalidArgumentError
 from remotelog.core.model import (
     IndexType,
     LogSegmentData,
     RemoteLogSegmentMetadata,
+    SignedLog,
+    StoredChunks,
     last_fetch_position,
 )
 from remotelog.fileio.descriptor_socket import close_all
@@ -41,7 +41,6 @@ from remotelog.protocol.convert import (
     segment_metadata_from_proto,
     segment_metadata_to_proto,
 )
-from remotelog.transforms.chunks import ChunkIndex
 
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 
@@ -218,46 +217,36 @@ class SegmentStoreClient(ServiceClient):
         return opened
 
     async def get_log_segment_url(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> tuple[str, float]:
-        """(URL, seconds it lasts) from which the log's bytes are read with ranged GETs.
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        *,
+        chunks_accepted: bool = False,
+        timeout_s: float | None = None,
+    ) -> SignedLog:
+        """A URL from which the log's bytes are read with ranged GETs, and how long it
+        lasts; with `chunks_accepted`, for a log stored as chunks too, with how it is
+        stored (the caller decodes them).
 
         UnsupportedOperationError where the store hands out none (filesystem
-        backend, `storage.s3.fetch.url.expiry.ms` unset). The URL grants a read
-        of the object to whoever holds it: do not log it.
+        backend, `storage.s3.fetch.url.expiry.ms` unset), or none for this segment. The
+        URL grants a read of the object to whoever holds it: do not log it.
         """
         response = await self.call_unary(
             self._stub.GetLogSegmentUrl,
             pb.GetLogSegmentUrlRequest(
-                remote_log_segment_metadata=segment_metadata_to_proto(metadata)
-            ),
-            timeout_s=timeout_s,
-        )
-        return str(response.url), response.valid_for_ms / 1000
-
-    async def _sign(self, metadata: RemoteLogSegmentMetadata, timeout_s: float) -> SignedLog:
-        """The log's URL, and how to decode it where the segment is stored as chunks."""
-        response = await self.call_unary(
-            self._stub.GetLogSegmentUrl,
-            pb.GetLogSegmentUrlRequest(
                 remote_log_segment_metadata=segment_metadata_to_proto(metadata),
-                chunks_accepted=True,
+                chunks_accepted=chunks_accepted,
             ),
             timeout_s=timeout_s,
         )
         chunks = None
         if response.HasField("chunks"):
             c = response.chunks
-            size = metadata.segment_size_in_bytes
-            try:
-                index = ChunkIndex(c.chunk_size, size, tuple(c.log_stored_sizes))
-            except ValueError as exc:
-                raise RemoteStorageError(
-                    f"segment {metadata.remote_log_segment_id.id}: the store's chunks of its "
-                    f"log: {exc}"
-                ) from None
-            chunks = LogChunks(index, c.data_key or None)
+            chunks = StoredChunks(c.chunk_size, tuple(c.log_stored_sizes), c.data_key or None)
         return SignedLog(str(response.url), response.valid_for_ms / 1000, chunks)
+
+    async def _sign(self, metadata: RemoteLogSegmentMetadata, timeout_s: float) -> SignedLog:
+        return await self.get_log_segment_url(metadata, chunks_accepted=True, timeout_s=timeout_s)
 
     async def close(self) -> None:
         for reader in self._log_readers:

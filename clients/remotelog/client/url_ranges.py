@@ -28,12 +28,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from remotelog.client.log_readers import LogChunks
 from remotelog.client.remote_fetch import RemoteFetchClient
 from remotelog.client.url_reader import UrlReader, UrlReadUnavailable
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import DeadlineExceededError, InvalidArgumentError
 from remotelog.core.model import SegmentByteRange, TopicIdPartition
 from remotelog.kafka.batches import BatchCutter, Batches
+from remotelog.transforms.chunks import ChunkCodec, ChunkIndex, decode_range
 
 # Bytes per ranged GET: large enough that S3's first-byte latency is a small part of
 # each (8 MiB at 50 MB/s is 160 ms against 50 ms), small enough that `parallel` of them
@@ -93,12 +95,62 @@ _Opened = tuple[AsyncGenerator[bytes, None], bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
+class _Decoding:
+    """How a GET of whole stored chunks, from `first_chunk` on, becomes original bytes
+    `first`..`last` (inclusive) of the log."""
+
+    codec: ChunkCodec
+    index: ChunkIndex
+    first_chunk: int
+    first: int
+    last: int
+
+    def decode(self, stored: bytes) -> list[bytes]:
+        return list(
+            decode_range(self.codec, self.index, self.first_chunk, stored, self.first, self.last)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class _Get:
-    """Bytes `first`..`last` (inclusive) of a located segment's log."""
+    """Bytes `first`..`last` (inclusive) of a located segment's log object: of its log, or
+    of the stored chunks `decoding` turns into the log's bytes."""
 
     located: SegmentByteRange
     first: int
     last: int
+    decoding: _Decoding | None = None
+
+
+def _chunk_gets(located: SegmentByteRange, range_bytes: int) -> list[_Get]:
+    """The GETs of a range of a log stored as chunks: whole chunks, about `range_bytes`
+    of stored bytes each (one chunk at least)."""
+    assert located.chunks is not None
+    chunks = LogChunks.of(located.segment, located.chunks)
+    codec, index = chunks.codec(located.segment.remote_log_segment_id), chunks.index
+    first, last = located.start_position, located.end_position - 1
+    if last < first:
+        return []
+    number, last_chunk = index.chunks_of(first, last)
+    gets = []
+    while number <= last_chunk:
+        upto = number
+        while upto < last_chunk and _stored(index, number, upto + 1) <= range_bytes:
+            upto += 1
+        stored_first, stored_last = index.stored_range(number, upto)
+        part = (
+            max(first, number * index.chunk_size),
+            min(last, (upto + 1) * index.chunk_size - 1),
+        )
+        decoding = _Decoding(codec, index, number, *part)
+        gets.append(_Get(located, stored_first, stored_last, decoding))
+        number = upto + 1
+    return gets
+
+
+def _stored(index: ChunkIndex, first_chunk: int, last_chunk: int) -> int:
+    first, last = index.stored_range(first_chunk, last_chunk)
+    return last - first + 1
 
 
 class UrlRangeReader:
@@ -183,11 +235,15 @@ class UrlRangeReader:
         position = start
         while position < end:
             located = await self.fetch.locate_offset_range(
-                partition, position, end, timeout_s=self.timeout_s
+                partition, position, end, chunks_accepted=True, timeout_s=self.timeout_s
             )
             if not located:
                 return
             for byte_range in located:
+                if byte_range.chunks is not None:
+                    for get in _chunk_gets(byte_range, self.range_bytes):
+                        yield get
+                    continue
                 first = byte_range.start_position
                 while first < byte_range.end_position:
                     last = min(first + self.range_bytes, byte_range.end_position) - 1
@@ -212,6 +268,9 @@ class UrlRangeReader:
                     async for piece in reads:
                         pieces.append(piece)
                         position += len(piece)
+                if get.decoding is not None:
+                    # Authenticated and decoded whole, off the event loop.
+                    return await asyncio.to_thread(get.decoding.decode, b"".join(pieces))
                 return pieces
             except (UrlReadUnavailable, DeadlineExceededError) as exc:
                 refused = isinstance(exc, UrlReadUnavailable) and exc.refused

@@ -27,6 +27,7 @@ from remotelog.core.model import (
     RemotePartitionSummary,
     SegmentByteRange,
     SegmentFile,
+    StoredChunks,
     TopicIdPartition,
 )
 from remotelog.core.states import RemoteLogSegmentState, RemotePartitionDeleteState
@@ -256,22 +257,35 @@ def partition_delete_to_proto(
 
 
 def byte_range_to_proto(located: SegmentByteRange) -> fetch_pb.SegmentByteRange:
+    chunks = located.chunks
     return fetch_pb.SegmentByteRange(
         remote_log_segment_metadata=segment_metadata_to_proto(located.segment),
         url=located.url,
         valid_for_ms=int(located.valid_for_s * 1000),
         start_position=located.start_position,
         end_position=located.end_position,
+        chunks=None
+        if chunks is None
+        else fetch_pb.LogChunks(
+            chunk_size=chunks.chunk_size,
+            stored_sizes=chunks.stored_sizes,
+            data_key=chunks.data_key or b"",
+        ),
     )
 
 
 def byte_range_from_proto(msg: fetch_pb.SegmentByteRange) -> SegmentByteRange:
+    chunks = None
+    if msg.HasField("chunks"):
+        c = msg.chunks
+        chunks = StoredChunks(c.chunk_size, tuple(c.stored_sizes), c.data_key or None)
     return SegmentByteRange(
         segment_metadata_from_proto(msg.remote_log_segment_metadata),
         msg.url,
         msg.valid_for_ms / 1000,
         msg.start_position,
         msg.end_position,
+        chunks,
     )
 
 

@@ -12,7 +12,7 @@ import enum
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from remotelog.core.errors import CustomMetadataSizeLimitExceededError, InvalidArgumentError
@@ -230,16 +230,40 @@ class RecoveredSegments:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredChunks:
+    """How a segment's log is stored as chunks (manifest version 2): `chunk_size`
+    original bytes each (the last shorter), the stored size of each in order, and the
+    segment's data key, unwrapped (None: not encrypted). The key is a credential: it
+    goes only over TLS, and is never printed."""
+
+    chunk_size: int
+    stored_sizes: tuple[int, ...]
+    data_key: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SignedLog:
+    """A URL of a segment's log to read with ranged GETs, how long it lasts, and how the
+    log is stored where it is stored as chunks (the URL reads those)."""
+
+    url: str
+    valid_for_s: float
+    chunks: StoredChunks | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentByteRange:
     """Where one segment's share of an offset range lies in its log: bytes
-    `start_position` up to `end_position` (exclusive, batch boundaries) of the object
-    at `url`, a presigned GET that lasts `valid_for_s`. A reader reads them itself."""
+    `start_position` up to `end_position` (exclusive, batch boundaries) of its original
+    log, read by `url`, a presigned GET that lasts `valid_for_s` (of the stored chunks,
+    where `chunks` says how). A reader reads them itself."""
 
     segment: RemoteLogSegmentMetadata
     url: str
     valid_for_s: float
     start_position: int
     end_position: int
+    chunks: StoredChunks | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from remotelog.core.model import (
     RemoteLogSegmentMetadataUpdate,
     RemotePartitionDeleteMetadata,
     RemotePartitionSummary,
+    SignedLog,
     TopicIdPartition,
 )
 from remotelog.core.states import RemotePartitionDeleteState
@@ -85,10 +86,15 @@ class SegmentReader(Protocol):
     ) -> bytes: ...
 
     async def get_log_segment_url(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> tuple[str, float]:
-        """(URL, seconds it lasts) of the log, read with ranged GETs by whoever holds it;
-        UnsupportedOperationError where the store signs none."""
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        *,
+        chunks_accepted: bool = False,
+        timeout_s: float | None = None,
+    ) -> SignedLog:
+        """A URL of the log, read with ranged GETs by whoever holds it;
+        UnsupportedOperationError where the store signs none, or for a log stored as
+        chunks unless the caller decodes them (`chunks_accepted`: then with its chunks)."""
         ...
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 
 from remotelog.core.deadline import deadline_after, stream_within
 from remotelog.core.errors import UnsupportedOperationError
-from remotelog.core.model import IndexType, RemoteLogSegmentMetadata
+from remotelog.core.model import IndexType, RemoteLogSegmentMetadata, SignedLog, StoredChunks
 from remotelog.segmentstore.store import SegmentStore
 
 
@@ -79,11 +79,19 @@ class DirectSegmentReader:
         return b"".join(chunks)
 
     async def get_log_segment_url(
-        self, metadata: RemoteLogSegmentMetadata, *, timeout_s: float | None = None
-    ) -> tuple[str, float]:
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        *,
+        chunks_accepted: bool = False,
+        timeout_s: float | None = None,
+    ) -> SignedLog:
         with deadline_after(timeout_s):
-            urls = await self.store.log_segment_url(metadata)
-        return urls.log, urls.valid_for_s
+            urls = await self.store.log_segment_url(metadata, chunks_accepted)
+        chunks = None
+        if urls.chunks is not None:
+            log = urls.chunks.log
+            chunks = StoredChunks(log.chunk_size, log.stored_sizes, urls.chunks.data_key)
+        return SignedLog(urls.log, urls.valid_for_s, chunks)
 
     async def close(self) -> None:
         await self.store.close()

@@ -9,17 +9,28 @@ Readers on many hosts then read at the bucket's rate, not this service's.
 
 URLs come from the store (GetLogSegmentUrl) and are kept per segment until
 shortly before they expire, as a reader of many ranges asks again and again.
+
+A segment stored as chunks (compressed, encrypted) is located for a reader that
+decodes them: its range comes with the chunk index and, over TLS only, the data key.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 
-from remotelog.core.errors import InvalidArgumentError, UnsupportedOperationError
+from remotelog.core.errors import (
+    SCOPE_KEY,
+    SEGMENT_SCOPE,
+    InvalidArgumentError,
+    UnsupportedOperationError,
+)
 from remotelog.core.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     SegmentByteRange,
+    SignedLog,
+    StoredChunks,
     TopicIdPartition,
 )
 from remotelog.core.ports import SegmentReader
@@ -35,11 +46,22 @@ MAX_LOCATED_SEGMENTS = 64
 
 
 class SegmentLocator:
-    def __init__(self, reader: RemoteLogReader, store: SegmentReader, *, enabled: bool) -> None:
+    def __init__(
+        self,
+        reader: RemoteLogReader,
+        store: SegmentReader,
+        *,
+        enabled: bool,
+        data_keys_over_tls: bool = False,
+    ) -> None:
         self.reader = reader
         self.store = store
         self.enabled = enabled
+        self.data_keys_over_tls = data_keys_over_tls
         self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
+        # How each kept URL's segment is stored (None: plain); a URL without an entry
+        # is signed again.
+        self._chunks: OrderedDict[RemoteLogSegmentId, StoredChunks | None] = OrderedDict()
 
     async def locate(
         self,
@@ -48,9 +70,11 @@ class SegmentLocator:
         end_offset: int | None,
         max_segments: int,
         deadline: Deadline,
+        chunks_accepted: bool = False,
     ) -> list[SegmentByteRange]:
         """The segments holding [start_offset, end_offset) from its start, at most
-        `max_segments` (0: the default), in offset order."""
+        `max_segments` (0: the default), in offset order; segments stored as chunks only
+        for a caller that decodes them (`chunks_accepted`)."""
         if not self.enabled:
             raise UnsupportedOperationError(
                 "this fetch service hands out no URLs (segment.store.fetch.urls.enabled "
@@ -74,7 +98,10 @@ class SegmentLocator:
         # waits for all of them before its first GET.
         return list(
             await asyncio.gather(
-                *(self._byte_range(s, start_offset, end_offset, deadline) for s in segments)
+                *(
+                    self._byte_range(s, start_offset, end_offset, deadline, chunks_accepted)
+                    for s in segments
+                )
             )
         )
 
@@ -84,6 +111,7 @@ class SegmentLocator:
         start_offset: int,
         end_offset: int | None,
         deadline: Deadline,
+        chunks_accepted: bool,
     ) -> SegmentByteRange:
         size = segment.segment_size_in_bytes
         entry = await self.reader.index_cache.entry(segment, timeout_s=deadline.remaining())
@@ -91,18 +119,43 @@ class SegmentLocator:
         end = size
         if end_offset is not None and end_offset <= segment.end_offset:
             end = entry.position_after(end_offset - 1, size)
-        url, valid_for_s = await self._url(segment, deadline)
-        return SegmentByteRange(segment, url, valid_for_s, start, end)
+        signed = await self._url(segment, deadline)
+        chunks = signed.chunks
+        if chunks is not None:
+            self._check_handed_out(segment, chunks, chunks_accepted)
+        return SegmentByteRange(segment, signed.url, signed.valid_for_s, start, end, chunks)
 
-    async def _url(
-        self, segment: RemoteLogSegmentMetadata, deadline: Deadline
-    ) -> tuple[str, float]:
+    def _check_handed_out(
+        self, segment: RemoteLogSegmentMetadata, chunks: StoredChunks, chunks_accepted: bool
+    ) -> None:
+        """UnsupportedOperationError (of this segment only) where the caller cannot decode
+        the chunks, or would get their data key over a channel without TLS."""
+        what = f"segment {segment.remote_log_segment_id.id}"
+        if not chunks_accepted:
+            raise UnsupportedOperationError(
+                f"{what} is stored compressed or encrypted, and this caller does not decode "
+                "chunks (chunks_accepted); use ReadOffsetRange",
+                metadata={SCOPE_KEY: SEGMENT_SCOPE},
+            )
+        if chunks.data_key is not None and not self.data_keys_over_tls:
+            raise UnsupportedOperationError(
+                f"{what} is encrypted, and this fetch service hands its data key to no caller "
+                "over a channel without TLS (tls.cert.file is unset); use ReadOffsetRange",
+                metadata={SCOPE_KEY: SEGMENT_SCOPE},
+            )
+
+    async def _url(self, segment: RemoteLogSegmentMetadata, deadline: Deadline) -> SignedLog:
+        """The segment's URL, kept or signed now, with its chunks where it has them."""
         key = segment.remote_log_segment_id
-        kept = self._urls.lasting(key)
+        kept = self._urls.lasting(key) if key in self._chunks else None
         if kept is not None:
-            return kept
-        url, valid_for_s = await self.store.get_log_segment_url(
-            segment, timeout_s=deadline.remaining()
+            self._chunks.move_to_end(key)
+            return SignedLog(kept[0], kept[1], self._chunks[key])
+        signed = await self.store.get_log_segment_url(
+            segment, chunks_accepted=True, timeout_s=deadline.remaining()
         )
-        self._urls.keep(key, url, valid_for_s)
-        return url, valid_for_s
+        self._chunks[key] = signed.chunks
+        while len(self._chunks) > self._urls.max_entries:
+            self._chunks.popitem(last=False)
+        self._urls.keep(key, signed.url, signed.valid_for_s)
+        return signed

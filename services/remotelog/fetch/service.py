@@ -106,7 +106,12 @@ class RemoteFetch:
         self.reader = RemoteLogReader(
             store, metadata, self.index_cache, self.views, config.backoff()
         )
-        self.locator = SegmentLocator(self.reader, store, enabled=config.segment_store_fetch_urls)
+        self.locator = SegmentLocator(
+            self.reader,
+            store,
+            enabled=config.segment_store_fetch_urls,
+            data_keys_over_tls=bool(config.tls_cert_file),
+        )
         self.pool = ReaderPool(config.reader_threads, config.reader_max_pending_tasks)
         self.quota = (
             ByteRateQuota(
@@ -387,12 +392,13 @@ class RemoteFetch:
         end_offset: int | None,
         *,
         max_segments: int = 0,
+        chunks_accepted: bool = False,
         timeout_s: float | None = None,
     ) -> list[SegmentByteRange]:
         """Where the range's bytes lie, for a caller that reads them by URL (locate.py)."""
         deadline = Deadline(self._deadline_s(timeout_s))
         return await self.locator.locate(
-            partition, start_offset, end_offset, max_segments, deadline
+            partition, start_offset, end_offset, max_segments, deadline, chunks_accepted
         )
 
     # -- ListOffsets ------------------------------------------------------------------

@@ -145,6 +145,7 @@ class RemoteFetchServicer:
             start,
             end,
             max_segments=request.max_segments,
+            chunks_accepted=request.chunks_accepted,
             timeout_s=context.time_remaining(),
         )
         return pb.LocateOffsetRangeResponse(segments=[byte_range_to_proto(r) for r in located])

@@ -97,30 +97,44 @@ class ReadOffsetRangeResponse(_message.Message):
     def __init__(self, records: _Optional[bytes] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
 
 class LocateOffsetRangeRequest(_message.Message):
-    __slots__ = ("topic_id_partition", "start_offset", "end_offset", "max_segments")
+    __slots__ = ("topic_id_partition", "start_offset", "end_offset", "max_segments", "chunks_accepted")
     TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
     START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     topic_id_partition: _segment_pb2.TopicIdPartition
     start_offset: int
     end_offset: int
     max_segments: int
-    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., max_segments: _Optional[int] = ...) -> None: ...
+    chunks_accepted: bool
+    def __init__(self, topic_id_partition: _Optional[_Union[_segment_pb2.TopicIdPartition, _Mapping]] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., max_segments: _Optional[int] = ..., chunks_accepted: _Optional[bool] = ...) -> None: ...
 
 class SegmentByteRange(_message.Message):
-    __slots__ = ("remote_log_segment_metadata", "url", "valid_for_ms", "start_position", "end_position")
+    __slots__ = ("remote_log_segment_metadata", "url", "valid_for_ms", "start_position", "end_position", "chunks")
     REMOTE_LOG_SEGMENT_METADATA_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
     START_POSITION_FIELD_NUMBER: _ClassVar[int]
     END_POSITION_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
     remote_log_segment_metadata: _segment_pb2.RemoteLogSegmentMetadata
     url: str
     valid_for_ms: int
     start_position: int
     end_position: int
-    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., start_position: _Optional[int] = ..., end_position: _Optional[int] = ...) -> None: ...
+    chunks: LogChunks
+    def __init__(self, remote_log_segment_metadata: _Optional[_Union[_segment_pb2.RemoteLogSegmentMetadata, _Mapping]] = ..., url: _Optional[str] = ..., valid_for_ms: _Optional[int] = ..., start_position: _Optional[int] = ..., end_position: _Optional[int] = ..., chunks: _Optional[_Union[LogChunks, _Mapping]] = ...) -> None: ...
+
+class LogChunks(_message.Message):
+    __slots__ = ("chunk_size", "stored_sizes", "data_key")
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STORED_SIZES_FIELD_NUMBER: _ClassVar[int]
+    DATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    chunk_size: int
+    stored_sizes: _containers.RepeatedScalarFieldContainer[int]
+    data_key: bytes
+    def __init__(self, chunk_size: _Optional[int] = ..., stored_sizes: _Optional[_Iterable[int]] = ..., data_key: _Optional[bytes] = ...) -> None: ...
 
 class LocateOffsetRangeResponse(_message.Message):
     __slots__ = ("segments",)
