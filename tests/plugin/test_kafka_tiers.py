@@ -140,10 +140,19 @@ def wait_until_tiered(broker, topic: str, past: int = 0) -> dict[int, int]:
         time.sleep(1)
 
 
+def active_base_offset(broker, topic: str, partition: int) -> int:
+    """The base offset of the partition's active segment on the broker: its newest log file
+    (local retention deletes only rolled ones)."""
+    logs = (broker.data_dir / f"{topic}-{partition}").glob("*.log")
+    return max((int(log.stem) for log in logs), default=-1)
+
+
 async def agreed_tiered_ends(broker, stack, topic_id: uuid.UUID, topic: str) -> dict[int, int]:
     """The last tiered offset of each partition once Kafka's ListOffsets -5 (latest
-    tiered) and the metadata manager's listing agree: Kafka goes on copying segments
-    rolled before the last write. Each partition's tiered range starts at 0."""
+    tiered) and the metadata manager's listing agree, and every segment Kafka rolled is
+    tiered (the last tiered offset is the one before the active segment's base offset):
+    Kafka goes on copying segments rolled before the last write, one at a time, and the
+    two can agree between two copies. Each partition's tiered range starts at 0."""
 
     async def tiered_ends() -> dict[int, int]:
         ends = {}
@@ -159,7 +168,8 @@ async def agreed_tiered_ends(broker, stack, topic_id: uuid.UUID, topic: str) -> 
     async def agreed() -> dict[int, int] | None:
         ours = await tiered_ends()
         kafkas = await asyncio.to_thread(broker.list_offsets, topic, "latest-tiered")
-        return ours if kafkas == ours and ours == await tiered_ends() else None
+        all_copied = all(ours[p] + 1 == active_base_offset(broker, topic, p) for p in ours)
+        return ours if kafkas == ours and all_copied and ours == await tiered_ends() else None
 
     return await eventually(agreed, timeout_s=TIERING_TIMEOUT_S, interval_s=1)
 
