@@ -8,9 +8,12 @@ Then two single-node KRaft brokers (the pinned Kafka) with the plugin, each with
 S3 segment store (moto, behind object storage's link: 50 ms to the first byte, 50 MB/s,
 unless BENCH_S3_LINK names others) and metadata manager: "plain", and "sealed", whose
 store compresses and encrypts under a key of a KMS (a second moto, on the loopback,
-counting its requests). Both copy by stream (a sealed store takes only that); each
-reads as it does by default: plain by the URLs its store signs, straight from S3;
-sealed through the store, which fetches only the chunks a read needs.
+counting its requests); and "sealed-url", sealed with TLS between the plugin and its
+store. Plain and sealed-url copy by URL and read by the URLs their stores sign,
+straight from S3, the sealed-url plugin encoding and decoding the chunks itself with
+the data keys its store hands out over TLS; sealed copies by stream and reads through
+its store (no TLS: the store hands out no data key), which fetches only the chunks a
+read needs.
 
 Each round, on each broker in turn (the order alternates): a one-partition topic of
 16 MiB segments
@@ -18,9 +21,10 @@ Each round, on each broker in turn (the order alternates): a one-partition topic
 until Kafka logged the last rolled segment's copy (transform_tiering_vs_plain: plain's
 time over sealed's, target 0.8); then, over the link, a plain consumer reads the
 partition from offset 0 through the broker (transform_cold_read_vs_plain: plain's time
-over sealed's, target 1.5). Reported beside them: the store's CPU seconds per GB tiered
-and per GB read, bytes sent over the link per byte read, and KMS calls per segment
-copied and per segment read (one per copy; reads keep unwrapped keys).
+over sealed's, target 1.5; the same of sealed-url, transform_url_*). Reported beside
+them: the store's and the broker's CPU seconds per GB tiered and per GB read, bytes
+sent over the link per byte read, and KMS calls per segment copied and per segment read
+(one per copy; reads keep unwrapped keys).
 Run: .venv/bin/python bench/transforms.py [rounds, default 3]  (BENCH_MIB)
 """
 
@@ -54,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.data import KAFKA_LOGS
 from support.kafka_cluster import KafkaNode
 from support.kms import kms_key
+from support.tls import make_certificates, server_tls_settings
 
 from remotelog.dev.broker import free_port
 from remotelog.kafka.records import Record, build_batch
@@ -128,6 +133,8 @@ class Contender:
     read_s: list[float] = field(default_factory=list)
     tier_cpu_per_gb: list[float] = field(default_factory=list)
     read_cpu_per_gb: list[float] = field(default_factory=list)
+    broker_tier_cpu_per_gb: list[float] = field(default_factory=list)
+    broker_read_cpu_per_gb: list[float] = field(default_factory=list)
     link_bytes_per_byte: list[float] = field(default_factory=list)
     kms_per_copy: list[float] = field(default_factory=list)
     kms_per_read: list[float] = field(default_factory=list)
@@ -136,12 +143,33 @@ class Contender:
     def store(self) -> subprocess.Popen[str]:
         return self.services[0]
 
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds of the store and of the broker so far."""
+        assert self.broker.pid is not None
+        return process_cpu_seconds(self.store.pid), process_cpu_seconds(self.broker.pid)
 
-def contender(work: Path, name: str, endpoint: str, kms: Kms | None) -> Contender:
+
+def per_gb(before: tuple[float, float], after: tuple[float, float], size: int) -> list[float]:
+    return [(a - b) / (size / GB) for a, b in zip(after, before, strict=True)]
+
+
+def contender(
+    work: Path, name: str, endpoint: str, kms: Kms | None, tls: bool = False
+) -> Contender:
+    """A broker and its services; `kms`: the store seals new segments under its key;
+    `tls`: the plugin calls the store over TLS, and copies by URL."""
     directory = work / name
     directory.mkdir()
     store_port, metadata_port = free_port(), free_port()
-    properties = {"log.segment.bytes": str(SEGMENT_BYTES), "rsm.config.copy.method": "stream"}
+    copies = "url" if kms is None or tls else "stream"
+    properties = {"log.segment.bytes": str(SEGMENT_BYTES), "rsm.config.copy.method": copies}
+    server_tls = {}
+    if tls:
+        certificates = make_certificates(directory)
+        properties["rsm.config.client.tls.ca.file"] = str(certificates.ca)
+        server_tls = {
+            k: v for k, v in server_tls_settings(certificates).items() if "client" not in k
+        }
     broker = plugin_broker(directory, store_port, metadata_port, properties)
     sealed = {}
     if kms is not None:
@@ -163,6 +191,7 @@ def contender(work: Path, name: str, endpoint: str, kms: Kms | None) -> Contende
             "storage.aws.access.key.id": "test",
             "storage.aws.secret.access.key": "test",
             **sealed,
+            **server_tls,
         },
     )
     metadata, _ = serve_metadata_manager(
@@ -207,11 +236,11 @@ def tiered(contender: Contender, topic: str, kms: Kms) -> tuple[int, int]:
     if not rolled:
         raise SystemExit(f"BENCH_MIB={MIB} rolls no {SEGMENT_BYTES >> 20} MiB segment")
     log_bytes = sum(log.stat().st_size for files in logs for log in files)
-    cpu, kms_before = process_cpu_seconds(contender.store.pid), kms.requests()
+    cpu, kms_before = contender.cpu(), kms.requests()
     contender.tier_s.append(tier(contender, topic, rolled))  # type: ignore[arg-type]
-    contender.tier_cpu_per_gb.append(
-        (process_cpu_seconds(contender.store.pid) - cpu) / (log_bytes / GB)
-    )
+    store_cpu, broker_cpu = per_gb(cpu, contender.cpu(), log_bytes)
+    contender.tier_cpu_per_gb.append(store_cpu)
+    contender.broker_tier_cpu_per_gb.append(broker_cpu)
     contender.kms_per_copy.append((kms.requests() - kms_before) / rolled)
     wait_local_deleted(broker, topic, partitions=PARTITIONS, timeout_s=900)
     return values, rolled
@@ -222,12 +251,12 @@ def run_round(contender: Contender, link: S3Link, kms: Kms, number: int) -> None
     link.lift()
     values, segments = tiered(contender, topic, kms)
     link.put_back()
-    cpu, kms_before = process_cpu_seconds(contender.store.pid), kms.requests()
+    cpu, kms_before = contender.cpu(), kms.requests()
     contender.read_s.append(read_cold(contender, topic, values, PARTITIONS))
     counts = link.counts()
-    contender.read_cpu_per_gb.append(
-        (process_cpu_seconds(contender.store.pid) - cpu) / (values / GB)
-    )
+    store_cpu, broker_cpu = per_gb(cpu, contender.cpu(), values)
+    contender.read_cpu_per_gb.append(store_cpu)
+    contender.broker_read_cpu_per_gb.append(broker_cpu)
     contender.link_bytes_per_byte.append(counts["bytes_down"] / values)
     contender.kms_per_read.append((kms.requests() - kms_before) / segments)
     link.lift()
@@ -235,7 +264,9 @@ def run_round(contender: Contender, link: S3Link, kms: Kms, number: int) -> None
         f"  round {number} {contender.name}: tiered in {contender.tier_s[-1]:.1f} s, read "
         f"{values / 1e6 / contender.read_s[-1]:.1f} MB/s, {contender.link_bytes_per_byte[-1]:.2f} "
         f"bytes over the link a byte read; store CPU {contender.tier_cpu_per_gb[-1]:.2f} s/GB "
-        f"tiered, {contender.read_cpu_per_gb[-1]:.2f} s/GB read",
+        f"tiered, {contender.read_cpu_per_gb[-1]:.2f} s/GB read; broker CPU "
+        f"{contender.broker_tier_cpu_per_gb[-1]:.2f} s/GB tiered, "
+        f"{contender.broker_read_cpu_per_gb[-1]:.2f} s/GB read",
         flush=True,
     )
     client = admin(contender.broker)  # kept: a client collected mid-call ends it
@@ -258,36 +289,43 @@ def main() -> None:
         running.callback(kms.process.terminate)
         print(f"link: {link.settings}; {MIB} MiB a round", flush=True)
         contenders = []
-        for name, with_kms in (("plain", None), ("sealed", kms)):
+        for name, with_kms, tls in (
+            ("plain", None, False),
+            ("sealed", kms, False),
+            ("sealed-url", kms, True),
+        ):
             create_bucket(endpoint, name)
-            contenders.append(contender(work, name, endpoint, with_kms))
+            contenders.append(contender(work, name, endpoint, with_kms, tls))
             running.callback(stop, contenders[-1])
         for number in range(rounds):
             for each in contenders if number % 2 == 0 else contenders[::-1]:
                 run_round(each, link, kms, number)
-        plain, sealed = contenders
-        report.ratio_rounds(
-            "transform_tiering_vs_plain",
-            [p / s for p, s in zip(plain.tier_s, sealed.tier_s, strict=True)],
-            0.8,
-        )
-        report.ratio_rounds(
-            "transform_cold_read_vs_plain",
-            [p / s for p, s in zip(plain.read_s, sealed.read_s, strict=True)],
-            1.5,
-        )
+        plain, *sealed_ones = contenders
+        for sealed, prefix in zip(sealed_ones, ("transform", "transform_url"), strict=True):
+            report.ratio_rounds(
+                f"{prefix}_tiering_vs_plain",
+                [p / s for p, s in zip(plain.tier_s, sealed.tier_s, strict=True)],
+                0.8,
+            )
+            report.ratio_rounds(
+                f"{prefix}_cold_read_vs_plain",
+                [p / s for p, s in zip(plain.read_s, sealed.read_s, strict=True)],
+                1.5,
+            )
+            report.info(
+                f"{prefix}_kms_calls",
+                per_segment_copied=round(statistics.median(sealed.kms_per_copy), 3),
+                per_segment_read=round(statistics.median(sealed.kms_per_read), 3),
+            )
         for each in contenders:
             report.info(
-                f"transform_{each.name}_store_cpu",
-                s_per_gb_tiered=round(statistics.median(each.tier_cpu_per_gb), 3),
-                s_per_gb_read=round(statistics.median(each.read_cpu_per_gb), 3),
+                f"transform_{each.name.replace('-', '_')}_cpu",
+                store_s_per_gb_tiered=round(statistics.median(each.tier_cpu_per_gb), 3),
+                store_s_per_gb_read=round(statistics.median(each.read_cpu_per_gb), 3),
+                broker_s_per_gb_tiered=round(statistics.median(each.broker_tier_cpu_per_gb), 3),
+                broker_s_per_gb_read=round(statistics.median(each.broker_read_cpu_per_gb), 3),
                 link_bytes_per_byte_read=round(statistics.median(each.link_bytes_per_byte), 3),
             )
-        report.info(
-            "transform_kms_calls",
-            per_segment_copied=round(statistics.median(sealed.kms_per_copy), 3),
-            per_segment_read=round(statistics.median(sealed.kms_per_read), 3),
-        )
         for figure in report.figures:
             if "ratio" not in figure or figure.get("target") is None:
                 print(figure, flush=True)

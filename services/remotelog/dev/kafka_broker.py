@@ -268,6 +268,11 @@ class KafkaBroker(BrokerProcess):
         return kafka_libs(str(self.libs) if self.libs else None)
 
     @property
+    def pid(self) -> int | None:
+        """The broker's JVM, while it runs."""
+        return None if self._process is None else self._process.pid
+
+    @property
     def data_dir(self) -> Path:
         return self.directory / "data"
 
