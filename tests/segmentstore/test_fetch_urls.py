@@ -165,7 +165,7 @@ async def test_an_unreachable_url_is_unavailable_not_an_error():
 def test_urls_are_given_up_before_they_expire(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr("remotelog.fileio.url_cache.time.monotonic", lambda: now[0])
-    urls = SignedUrlCache(max_entries=2)
+    urls: SignedUrlCache[str, str] = SignedUrlCache(max_entries=2)
     urls.keep("a", "https://a", valid_for_s=600)  # used for 570 s (30 s margin)
     urls.keep("b", "https://b", valid_for_s=10)  # shorter than two margins: the first half
     now[0] += 4.9
@@ -234,7 +234,7 @@ async def test_a_file_url_this_host_cannot_read_leaves_the_read_to_the_store(tmp
         await running.client.copy_log_segment_data(metadata, synthetic_files(data))
         async with url_client(running) as by_url:
             (urls,) = [r for r in by_url._log_readers if isinstance(r, UrlLogReader)]
-            urls._urls.keep(metadata.remote_log_segment_id, "file:///nowhere/x.log", 600)
+            urls._urls.keep(metadata.remote_log_segment_id, ("file:///nowhere/x.log", None), 600)
             assert await read(by_url, metadata, 5) == data[5:]
     finally:
         await running.stop()

@@ -114,6 +114,10 @@ class LogChunks:
         return ChunkCodec(tip.topic_id, segment_id.id, SegmentObjectKind.LOG, None, key)
 
 
+# A log's URL, and how the log is stored where it is stored as chunks.
+KeptUrl = tuple[str, LogChunks | None]
+
+
 class UrlLogReader:
     """Ranged reads of the URL the store signs for the log (a presigned S3 URL, or a file
     on this host); a log stored as chunks is read by its chunks and decoded here. Off
@@ -125,12 +129,10 @@ class UrlLogReader:
         self._sign = sign  # (metadata, timeout_s) -> the URL, its life and its chunks
         self._enabled = True
         self._paused_until = 0.0
-        self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
+        # Each URL with how its segment's log is stored: as chunks, or plain (None).
+        self._urls: SignedUrlCache[RemoteLogSegmentId, KeptUrl] = SignedUrlCache()
         # Segments the store has no URL for (stored as chunks): read by the next reader.
         self._no_url: OrderedDict[RemoteLogSegmentId, None] = OrderedDict()
-        # How the segment of each URL kept is stored: as chunks, or plain (None). A URL
-        # whose entry is gone is signed again, never read as the log's bytes.
-        self._chunks: OrderedDict[RemoteLogSegmentId, LogChunks | None] = OrderedDict()
         self._reader = UrlReader()
 
     async def read(self, wanted: LogRange) -> AsyncGenerator[LogPiece, None]:
@@ -142,11 +144,10 @@ class UrlLogReader:
         what = f"segment {key.id} of {wanted.metadata.topic_id_partition}"
         start = wanted.start
         for renewed in (False, True):
-            url = self._urls.get(key) if key in self._chunks else None
-            url = url or await self._new_url(wanted)
-            if url is None:
+            kept = self._urls.get(key) or await self._new_url(wanted)
+            if kept is None:
                 return
-            chunks = self._chunks.get(key)
+            url, chunks = kept
             reads: AsyncGenerator[LogPiece, None]
             if chunks is None:
                 reads = self._reader.read(
@@ -167,7 +168,7 @@ class UrlLogReader:
                     _log.warning("fetching through the segment store instead: %s", exc)
                     return
 
-    async def _new_url(self, wanted: LogRange) -> str | None:
+    async def _new_url(self, wanted: LogRange) -> KeptUrl | None:
         """A new URL of the log, kept for the next reads; None where there are none."""
         key = wanted.metadata.remote_log_segment_id
         if key in self._no_url:
@@ -185,12 +186,9 @@ class UrlLogReader:
             self._enabled = False
             return None
         chunks = None if signed.chunks is None else LogChunks.of(wanted.metadata, signed.chunks)
-        self._chunks[key] = chunks
-        self._chunks.move_to_end(key)
-        while len(self._chunks) > NO_URL_SEGMENTS:
-            self._chunks.popitem(last=False)
-        self._urls.keep(key, signed.url, signed.valid_for_s)
-        return signed.url
+        kept = (signed.url, chunks)
+        self._urls.keep(key, kept, signed.valid_for_s)
+        return kept
 
     async def _read_chunks(
         self, url: str, chunks: LogChunks, wanted: LogRange, start: int, what: str

@@ -17,7 +17,7 @@ decodes them: its range comes with the chunk index and, over TLS only, the data 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+from dataclasses import replace
 
 from remotelog.core.errors import (
     SCOPE_KEY,
@@ -58,10 +58,7 @@ class SegmentLocator:
         self.store = store
         self.enabled = enabled
         self.data_keys_over_tls = data_keys_over_tls
-        self._urls: SignedUrlCache[RemoteLogSegmentId] = SignedUrlCache()
-        # How each kept URL's segment is stored (None: plain); a URL without an entry
-        # is signed again.
-        self._chunks: OrderedDict[RemoteLogSegmentId, StoredChunks | None] = OrderedDict()
+        self._urls: SignedUrlCache[RemoteLogSegmentId, SignedLog] = SignedUrlCache()
 
     async def locate(
         self,
@@ -147,15 +144,12 @@ class SegmentLocator:
     async def _url(self, segment: RemoteLogSegmentMetadata, deadline: Deadline) -> SignedLog:
         """The segment's URL, kept or signed now, with its chunks where it has them."""
         key = segment.remote_log_segment_id
-        kept = self._urls.lasting(key) if key in self._chunks else None
+        kept = self._urls.lasting(key)
         if kept is not None:
-            self._chunks.move_to_end(key)
-            return SignedLog(kept[0], kept[1], self._chunks[key])
+            signed, left_s = kept
+            return replace(signed, valid_for_s=left_s)
         signed = await self.store.get_log_segment_url(
             segment, chunks_accepted=True, timeout_s=deadline.remaining()
         )
-        self._chunks[key] = signed.chunks
-        while len(self._chunks) > self._urls.max_entries:
-            self._chunks.popitem(last=False)
-        self._urls.keep(key, signed.url, signed.valid_for_s)
+        self._urls.keep(key, signed, signed.valid_for_s)
         return signed

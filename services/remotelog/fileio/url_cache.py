@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 # A URL is given up this long before it expires: a read started on it must
 # have time to get its answer, and the store's clock may run ahead of ours.
 EXPIRY_MARGIN_S = 30.0
@@ -20,33 +21,36 @@ EXPIRY_MARGIN_S = 30.0
 MIN_USE_FRACTION = 0.5
 
 
-class SignedUrlCache(Generic[K]):
-    """The URLs of segments read recently, each until shortly before it expires."""
+class SignedUrlCache(Generic[K, V]):
+    """The URLs of segments read recently, each until shortly before it expires: each
+    kept as a `V`, the URL with whatever a read needs beside it (how the segment's log
+    is stored), so the two are never apart."""
 
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
-        self._urls: OrderedDict[K, tuple[str, float]] = OrderedDict()  # url, use until
+        self._urls: OrderedDict[K, tuple[V, float]] = OrderedDict()  # signed, use until
 
-    def get(self, key: K) -> str | None:
+    def get(self, key: K) -> V | None:
         found = self.lasting(key)
         return None if found is None else found[0]
 
-    def lasting(self, key: K) -> tuple[str, float] | None:
-        """(URL, seconds it may still be used) of `key`, if kept and not expiring."""
+    def lasting(self, key: K) -> tuple[V, float] | None:
+        """What `key`'s URL was kept as, and the seconds it may still be used, if kept
+        and not expiring."""
         entry = self._urls.get(key)
         if entry is None:
             return None
-        url, use_until = entry
+        signed, use_until = entry
         left = use_until - time.monotonic()
         if left <= 0:
             del self._urls[key]
             return None
         self._urls.move_to_end(key)
-        return url, left
+        return signed, left
 
-    def keep(self, key: K, url: str, valid_for_s: float) -> None:
+    def keep(self, key: K, signed: V, valid_for_s: float) -> None:
         usable_s = max(valid_for_s - EXPIRY_MARGIN_S, valid_for_s * MIN_USE_FRACTION)
-        self._urls[key] = (url, time.monotonic() + usable_s)
+        self._urls[key] = (signed, time.monotonic() + usable_s)
         self._urls.move_to_end(key)
         while len(self._urls) > self.max_entries:
             self._urls.popitem(last=False)
