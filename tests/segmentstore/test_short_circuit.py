@@ -57,10 +57,6 @@ async def read(client, metadata, start=0, end=None) -> bytes:
     return b"".join([chunk async for chunk in client.fetch_log_segment(metadata, start, end)])
 
 
-def open_descriptors() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
 def descriptors_on() -> dict[str, str]:
     """This process's descriptors and what each is open on."""
     found = {}
@@ -70,14 +66,14 @@ def descriptors_on() -> dict[str, str]:
     return found
 
 
-def opened_since(before: dict[str, str], root: Path) -> dict[str, str]:
-    """Descriptors opened since `before` on a file under `root` or on a socket: what a
-    lent segment file or a kept connection leaves. Others (a worker's other clients)
-    come and go on their own."""
+def opened_since(before: dict[str, str], root: Path, *also: str) -> dict[str, str]:
+    """Descriptors opened since `before` on a file under `root`, on a socket or on one
+    of `also`: what a lent segment file or a kept connection leaves. Others (a worker's
+    other clients and servers) come and go on their own."""
     return {
         fd: target
         for fd, target in descriptors_on().items()
-        if before.get(fd) != target and target.startswith((str(root), "socket:"))
+        if before.get(fd) != target and target.startswith((str(root), "socket:", *also))
     }
 
 
@@ -224,8 +220,9 @@ async def test_malformed_requests_are_invalid_argument_and_leak_no_descriptor(st
     log.write_bytes(b"l" * 10)
     metadata = segment_metadata(size=10)
     all_files = [1, 2, 3, 5, 6]
-    before = open_descriptors()
+    before = descriptors_on()
     reader, writer = os.pipe()
+    pipe = os.readlink(f"/proc/self/fd/{reader}")
     write_only = os.open(log, os.O_WRONLY)
     readable = [os.open(log, os.O_RDONLY) for _ in all_files]
     try:
@@ -250,10 +247,11 @@ async def test_malformed_requests_are_invalid_argument_and_leak_no_descriptor(st
     # The store runs in this process: every descriptor it was lent is closed again
     # (and its ends of the connections, once it has seen them close).
 
-    def all_closed():
-        return open_descriptors() == before
-
-    await eventually(all_closed, timeout_s=5)
+    await eventually(
+        lambda: opened_since(before, tmp_path, pipe) == {},
+        timeout_s=5,
+        why=lambda: opened_since(before, tmp_path, pipe),
+    )
 
 
 async def test_a_copy_from_a_file_that_shrank_is_refused_and_leaves_nothing(tmp_path):
