@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,15 +24,16 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.handlers import convert_body_to_file_like_object
 
-from remotelog.core.backoff import ExponentialBackoff, retry_async
-from remotelog.core.deadline import current_deadline
+from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
     InvalidArgumentError,
     RemoteResourceNotFoundError,
     RemoteStorageError,
     RetriableRemoteStorageError,
 )
-from remotelog.segmentstore.backend import Chunk, IncompleteUpload, StoredObject, StoredPart
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject, StoredPart
+from remotelog.segmentstore.object_calls import CallPolicy, Calls, exact_chunks, resuming_read
+from remotelog.segmentstore.parted_upload import PartedUpload
 from remotelog.segmentstore.s3_endpoints import resolve_endpoints_per_bucket
 
 T = TypeVar("T")
@@ -113,7 +112,16 @@ class S3Store:
         self.bucket = settings.bucket
         self._client = client
         self._client_cm = exit_stack
-        self._closed = False
+        self._calls = Calls(
+            CallPolicy(
+                f"s3://{settings.bucket}",
+                settings.backoff,
+                is_transient,
+                _translate,
+                (ClientError, *_TRANSPORT_ERRORS),
+                settings.default_retry_s,
+            )
+        )
         self.sse = sse_params(settings.sse, settings.sse_kms_key_id)
 
     @classmethod
@@ -154,32 +162,13 @@ class S3Store:
         (a cancelled handler's abort, a retry that outlived the server's grace)
         would open one that nobody closes.
         """
-        if not self._closed:
-            self._closed = True
+        if not self._calls.closed:
+            self._calls.closed = True
             await self._client_cm.__aexit__(None, None, None)
-
-    def _deadline(self) -> float:
-        """The caller's deadline, or default_retry_s from now when it set none."""
-        return current_deadline() or time.monotonic() + self.settings.default_retry_s
 
     async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run one S3 call with the retry policy; failures come out translated."""
-        deadline = self._deadline()
-
-        def attempt() -> Awaitable[T]:
-            if self._closed:
-                raise RemoteStorageError(f"s3://{self.bucket}/{what}: the store is closed")
-            return operation()
-
-        try:
-            return await retry_async(
-                attempt,
-                backoff=self.settings.backoff,
-                is_retriable=is_transient,
-                deadline=deadline,
-            )
-        except (ClientError, *_TRANSPORT_ERRORS) as exc:
-            raise _translate(exc, f"s3://{self.bucket}/{what}") from None
+        return await self._calls(what, operation)
 
     def open_upload(self, key: str) -> S3Upload:
         return S3Upload(self, key)
@@ -206,36 +195,15 @@ class S3Store:
                 return None
             raise
 
-    async def read(
+    def read(
         self, key: str, start: int, end: int | None, chunk_size: int
     ) -> AsyncGenerator[bytes, None]:
-        position = start
-        deadline = self._deadline()
-        failures = 0
-        while end is None or position <= end:
-            byte_range = f"bytes={position}-{'' if end is None else end}"
-            response = await self.call(key, partial(self._get_range, key, byte_range))
-            if response is None:
-                return  # the object ends before `position`
-            expected = position + int(response["ContentLength"])
-            stream = response["Body"]
-            try:
-                async with contextlib.aclosing(_chunks(stream, chunk_size)) as chunks:
-                    async for chunk in chunks:
-                        position += len(chunk)
-                        yield chunk
-                if position < expected:
-                    raise ConnectionError(f"body ended at {position} of {expected} bytes")
-                return
-            except _TRANSPORT_ERRORS as exc:
-                # Dropped mid-body: resume from `position` after a backoff.
-                delay = self.settings.backoff.backoff_ms(failures) / 1000
-                failures += 1
-                if time.monotonic() + delay >= deadline:
-                    raise _translate(exc, f"s3://{self.bucket}/{key}") from None
-                await asyncio.sleep(delay)
-            finally:
-                stream.close()
+        return resuming_read(self._calls, key, start, end, chunk_size, partial(self._range, key))
+
+    async def _range(self, key: str, start: int, end: int | None) -> _Body | None:
+        byte_range = f"bytes={start}-{'' if end is None else end}"
+        response = await self._get_range(key, byte_range)
+        return None if response is None else _Body(response)
 
     async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
         """Signed here, with no request to S3: the URL carries the signature."""
@@ -382,138 +350,67 @@ def content_md5(md5: str) -> str:
     return base64.b64encode(bytes.fromhex(md5)).decode()
 
 
-async def _chunks(stream: Any, chunk_size: int) -> AsyncGenerator[bytes, None]:
-    """The body in chunks of exactly `chunk_size` bytes (the last may be shorter)."""
-    content = stream.content  # aiohttp's StreamReader: readexactly avoids re-buffering
-    while True:
-        try:
-            chunk = await content.readexactly(chunk_size)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                yield bytes(exc.partial)
-            return
-        yield chunk
+class _Body:
+    def __init__(self, response: Any) -> None:
+        self.length = int(response["ContentLength"])
+        self._stream = response["Body"]
+
+    def chunks(self, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        # aiohttp's StreamReader: readexactly avoids re-buffering
+        return exact_chunks(self._stream.content.readexactly, chunk_size)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
-class S3Upload:
+class S3Upload(PartedUpload):
     """Single PUT when the object fits one part, else a multipart upload."""
 
     def __init__(self, store: S3Store, key: str) -> None:
+        super().__init__(key, store.settings.part_size, store.settings.concurrency)
         self._store = store
-        self._key = key
-        # Written pieces not sent yet, kept as they came: a part (or the single
-        # PUT's body) is joined from them in one copy. Appending them to a
-        # bytearray cost a copy per piece, its regrowths, and another copy out.
-        self._pending: list[bytes | memoryview] = []
-        self._pending_bytes = 0
-        self._upload_id: str | None = None
-        self._creating: asyncio.Task[str] | None = None
-        self._parts: dict[int, str] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-        self._slots = asyncio.Semaphore(store.settings.concurrency)
-        self._size = 0
 
-    async def write(self, data: Chunk) -> None:
-        self._size += len(data)
-        part_size = self._store.settings.part_size
-        piece: bytes | memoryview = data
-        while self._pending_bytes + len(piece) >= part_size:
-            cut = part_size - self._pending_bytes
-            view = memoryview(piece)
-            part = b"".join([*self._pending, view[:cut]])
-            piece = view[cut:]
-            self._pending, self._pending_bytes = [], 0
-            await self._send_part(part)
-        if len(piece):
-            self._pending.append(piece)
-            self._pending_bytes += len(piece)
-
-    def _take_pending(self) -> bytes:
-        body = b"".join(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        return body
-
-    async def _send_part(self, part: bytes) -> None:
-        for task in self._tasks:
-            if task.done() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
-        if self._upload_id is None:
-            if self._creating is None:
-                self._creating = asyncio.create_task(self._create())
-            # Shielded: a caller cancelled while S3 makes the upload (its request may
-            # already be there) leaves abort() the id, not an upload nobody knows of.
-            self._upload_id = await asyncio.shield(self._creating)
-        await self._slots.acquire()
-        number = len(self._tasks) + 1
-        self._tasks.append(asyncio.create_task(self._upload_part(number, part)))
-
-    async def _create(self) -> str:
+    async def _begin(self) -> str:
         store = self._store
         created = await store.call(
-            self._key,
+            self.key,
             lambda: store._client.create_multipart_upload(
-                Bucket=store.bucket, Key=self._key, **store.sse
+                Bucket=store.bucket, Key=self.key, **store.sse
             ),
         )
         return str(created["UploadId"])
 
-    async def _upload_part(self, number: int, part: bytes) -> None:
-        store = self._store
-        try:
-            response = await store.call(
-                f"{self._key} part {number}",
-                lambda: store._client.upload_part(
-                    Bucket=store.bucket,
-                    Key=self._key,
-                    UploadId=self._upload_id,
-                    PartNumber=number,
-                    Body=part,
-                ),
-            )
-            self._parts[number] = response["ETag"]
-        finally:
-            self._slots.release()
+    async def _put_whole(self, body: bytes) -> None:
+        await self._store.put(self.key, body)
 
-    async def complete(self) -> int:
+    async def _put_part(self, upload_id: str, number: int, part: bytes) -> str:
         store = self._store
-        if self._upload_id is None:
-            await store.put(self._key, self._take_pending())
-            return self._size
-        if self._pending:
-            await self._send_part(self._take_pending())
-        await asyncio.gather(*self._tasks)
-        parts = [{"PartNumber": n, "ETag": self._parts[n]} for n in sorted(self._parts)]
+        response = await store.call(
+            f"{self.key} part {number}",
+            lambda: store._client.upload_part(
+                Bucket=store.bucket, Key=self.key, UploadId=upload_id, PartNumber=number, Body=part
+            ),
+        )
+        return str(response["ETag"])
+
+    async def _finish(self, upload_id: str, tags: list[tuple[int, str]]) -> None:
+        store = self._store
+        parts = [{"PartNumber": number, "ETag": etag} for number, etag in tags]
         await store.call(
-            self._key,
+            self.key,
             lambda: store._client.complete_multipart_upload(
                 Bucket=store.bucket,
-                Key=self._key,
-                UploadId=self._upload_id,
+                Key=self.key,
+                UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
             ),
         )
-        self._upload_id = self._creating = None
-        return self._size
 
-    async def abort(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        self._pending, self._pending_bytes = [], 0
-        creating, self._creating = self._creating, None
-        if creating is not None and self._upload_id is None:
-            (made,) = await asyncio.gather(creating, return_exceptions=True)
-            if isinstance(made, str):
-                self._upload_id = made
-        upload_id, self._upload_id = self._upload_id, None
-        if upload_id is not None:
-            store = self._store
-            # Already gone (a scrub aborted it meanwhile) is what abort wants.
-            with contextlib.suppress(RemoteResourceNotFoundError):
-                await store.call(
-                    self._key,
-                    lambda: store._client.abort_multipart_upload(
-                        Bucket=store.bucket, Key=self._key, UploadId=upload_id
-                    ),
-                )
+    async def _drop(self, upload_id: str) -> None:
+        store = self._store
+        await store.call(
+            self.key,
+            lambda: store._client.abort_multipart_upload(
+                Bucket=store.bucket, Key=self.key, UploadId=upload_id
+            ),
+        )
