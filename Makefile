@@ -9,6 +9,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
+# Azure Blob Storage's emulator, for the azure backend's tests.
+AZURITE_VERSION := 3.37.0
+AZURITE := .tools/node_modules/.bin/azurite-blob
 # Reinstall when the dependencies or the C extensions' sources change.
 BUILD_INPUTS := pyproject.toml hatch_build.py $(wildcard services/remotelog/*/_*.c)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | sha1sum | cut -c1-12)
@@ -20,9 +23,11 @@ $(STAMP): $(BUILD_INPUTS)
 	REMOTELOG_REQUIRE_EXTENSION=1 $(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
-$(BUF):
+# npm prunes what a --no-save install does not name: every tool is named each time.
+NPM_TOOLS := @bufbuild/buf@$(BUF_VERSION) azurite@$(AZURITE_VERSION)
+$(BUF) $(AZURITE) &:
 	npm install --silent --no-save --no-package-lock --no-audit --no-fund \
-		--prefix .tools @bufbuild/buf@$(BUF_VERSION)
+		--prefix .tools $(NPM_TOOLS)
 
 # Debian packages the tests start as real servers; installed only if missing.
 SYSTEM_TOOLS := .tools/.system-packages
@@ -105,7 +110,7 @@ $(PLUGIN_JAR): $(PLUGIN_INPUTS) | $(SYSTEM_TOOLS)
 	$(MVN) -f $(PLUGIN)/pom.xml package -DskipTests
 	@touch $@
 
-setup: $(STAMP) $(BUF) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(VERSIONED_LIBS) \
+setup: $(STAMP) $(BUF) $(AZURITE) $(SYSTEM_TOOLS) $(KAFKA_LIBS)/.resolved $(VERSIONED_LIBS) \
 	$(SPARK_KAFKA_JARS)/.resolved $(PLUGIN_JAR)
 
 # The main job on embedded defaults: see README.md's quick start.

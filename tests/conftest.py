@@ -16,6 +16,7 @@ from support.data import KAFKA_LOGS
 from support.kafka_security import PLAIN_USERS, SCRAM_USERS, SecuredBroker
 from support.scheduling import GroupScheduling, slowest_first
 from support.servers import RedisServer, S3Server
+from support.services import CloudEmulators
 from support.tls import make_certificates
 
 from remotelog.dev.broker import BrokerError
@@ -57,6 +58,14 @@ def s3_server():
 @pytest.fixture(scope="session")
 def s3_endpoint(s3_server):
     return s3_server.endpoint
+
+
+@pytest.fixture(scope="session")
+def cloud_emulators():
+    """GCS's emulator and Azurite, each started when a test of this worker first needs it."""
+    emulators = CloudEmulators()
+    yield emulators
+    emulators.stop()
 
 
 _SPANS = pytest.StashKey[InMemorySpanExporter]()

@@ -13,10 +13,10 @@ from remotelog.segmentstore.factory import open_segment_store
 URLS_ON = {"storage.s3.fetch.url.expiry.ms": "600000"}
 
 
-@pytest_asyncio.fixture(params=["filesystem", "s3"])
-async def store(request, tmp_path, s3_endpoint, s3_faults):
-    """The service on each backend: every contract test runs against both."""
-    running = await start_store(request.param, tmp_path, s3_endpoint)
+@pytest_asyncio.fixture(params=["filesystem", "s3", "gcs", "azure"])
+async def store(request, tmp_path, s3_endpoint, s3_faults, cloud_emulators):
+    """The service on each backend: every contract test runs against each."""
+    running = await start_store(request.param, tmp_path, s3_endpoint, emulators=cloud_emulators)
     yield running
     s3_faults(None)
     await running.stop()

@@ -26,8 +26,8 @@ def left(running) -> list[str]:
 
 async def test_a_sweep_aborts_the_uploads_of_segments_older_than_its_age_only(store):
     old = SegmentKeys.of("", segment_metadata(size=1)).log
-    abandon_upload(store, old)
-    abandon_upload(store, FOREIGN)  # a bucket shared with others: not the store's
+    await abandon_upload(store, old)
+    await abandon_upload(store, FOREIGN)  # a bucket shared with others: not the store's
     now = [time.time()]
     sweeper = AbandonedUploads(store.service.app.objects, "", after_s=3600, clock=lambda: now[0])
     assert await sweeper.sweep() == 0
@@ -41,19 +41,23 @@ async def test_a_sweep_aborts_the_uploads_of_segments_older_than_its_age_only(st
     assert await sweeper.sweep() == 0
 
 
-@pytest.mark.parametrize("backend", ["filesystem", "s3"])
+@pytest.mark.parametrize("backend", ["filesystem", "s3", "gcs", "azure"])
 async def test_the_store_aborts_abandoned_uploads_by_itself_and_keeps_its_segments(
-    backend, tmp_path, s3_endpoint
+    backend, tmp_path, s3_endpoint, cloud_emulators
 ):
     running = await start_store(
-        backend, tmp_path, s3_endpoint, **{"incomplete.uploads.abort.after.ms": "2000"}
+        backend,
+        tmp_path,
+        s3_endpoint,
+        emulators=cloud_emulators,
+        **{"incomplete.uploads.abort.after.ms": "2000"},
     )
     try:
         data = os.urandom(MIB)
         copied = segment_metadata(size=len(data))
         await running.client.copy_log_segment_data(copied, synthetic_files(data))
-        abandon_upload(running, SegmentKeys.of("", segment_metadata(size=1)).log)
-        abandon_upload(running, FOREIGN)
+        await abandon_upload(running, SegmentKeys.of("", segment_metadata(size=1)).log)
+        await abandon_upload(running, FOREIGN)
 
         await eventually(lambda: left(running) == [FOREIGN], why=lambda: left(running))
         assert await fetch(running, copied) == data

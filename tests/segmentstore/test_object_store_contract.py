@@ -1,4 +1,4 @@
-"""The ObjectStore contract, the same tests on each backend (filesystem and S3).
+"""The ObjectStore contract, the same tests on each backend (filesystem, S3, GCS, Azure).
 
 The segment store is written against `ObjectStore` alone; whatever it relies on
 (S3's object semantics: whole or nothing, uploads invisible until complete,
@@ -9,7 +9,8 @@ import os
 
 import pytest
 import pytest_asyncio
-from support.services import new_bucket, store_config
+from support.services import cloud_config, new_bucket, store_config
+from support.waiting import eventually
 
 from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.segmentstore.factory import open_backend
@@ -19,10 +20,13 @@ MIB = 1024 * 1024
 MULTIPART = 11 * MIB
 
 
-@pytest_asyncio.fixture(params=["filesystem", "s3"])
-async def objects(request, tmp_path, s3_endpoint):
-    bucket = new_bucket(s3_endpoint) if request.param == "s3" else ""
-    config = store_config(request.param, tmp_path, s3_endpoint, bucket)
+@pytest_asyncio.fixture(params=["filesystem", "s3", "gcs", "azure"])
+async def objects(request, tmp_path, s3_endpoint, cloud_emulators):
+    if request.param in ("gcs", "azure"):
+        config = cloud_config(request.param, tmp_path, cloud_emulators)
+    else:
+        bucket = new_bucket(s3_endpoint) if request.param == "s3" else ""
+        config = store_config(request.param, tmp_path, s3_endpoint, bucket)
     backend = await open_backend(config, config.backoff())
     yield backend
     await backend.close()
@@ -95,9 +99,13 @@ async def test_an_aborted_upload_leaves_nothing_and_abort_is_idempotent(objects)
 
 async def test_an_upload_left_open_is_listed_incomplete_until_aborted(objects):
     upload = objects.open_upload("t/0/orphan")
-    await upload.write(os.urandom(MULTIPART - MIB))  # past one part: S3 started the upload
+    await upload.write(os.urandom(MULTIPART - MIB))  # past one part, which is on its way
     await objects.put("t/1/done", b"x")
-    (found,) = [u async for u in objects.incomplete_uploads("t/0/")]
+
+    async def listed_incomplete():
+        return [u async for u in objects.incomplete_uploads("t/0/")]
+
+    (found,) = await eventually(listed_incomplete)
     assert found.key == "t/0/orphan"
     assert await incomplete(objects, "t/1/") == []
     await objects.abort_upload(found)

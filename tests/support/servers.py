@@ -1,12 +1,17 @@
-"""Real servers the tests run beside the services: moto's S3 server and redis-server."""
+"""Real servers the tests run beside the services: moto's S3 server, GCS's emulator,
+Azurite and redis-server."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,109 @@ import redis
 from remotelog.dev.broker import free_port
 
 S3_SERVER = Path(__file__).resolve().parent / "s3_server.py"
+CHECKOUT = Path(__file__).resolve().parents[2]
+AZURITE = CHECKOUT / ".tools" / "node_modules" / ".bin" / "azurite-blob"
+# Azurite's well-known development account (the same in every Azurite).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int, what: str) -> None:
+    """Until `port` takes connections; RuntimeError if `process` ends first or 30 s pass."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} before listening")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"{what} did not listen on {port} within 30 s")
+
+
+class _Emulator:
+    """An object store's emulator in its own process on a free loopback port."""
+
+    def __init__(self, command: list[str], port: int, what: str) -> None:
+        self.port = port
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        _wait_listening(self.process, port, what)
+
+    def stop(self) -> None:
+        # In memory, so nothing to lose: Azurite's node process does not end on SIGTERM.
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+class GcsEmulator(_Emulator):
+    """gcp-storage-emulator (from PyPI), in memory: GCS's JSON and XML APIs."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        binary = Path(sys.executable).with_name("gcp-storage-emulator")
+        command = [str(binary), "start", "--host", "127.0.0.1", "--port", str(port)]
+        super().__init__([*command, "--in-memory"], port, "gcp-storage-emulator")
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def new_bucket(self, name: str) -> None:
+        request = urllib.request.Request(
+            f"{self.endpoint}/storage/v1/b",
+            data=json.dumps({"name": name}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        urllib.request.urlopen(request, timeout=10).read()
+
+    def objects(self, bucket: str, prefix: str = "") -> dict[str, int]:
+        query = urllib.parse.urlencode({"prefix": prefix})
+        url = f"{self.endpoint}/storage/v1/b/{bucket}/o?{query}"
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            listing = json.loads(answer.read())
+        return {item["name"]: int(item["size"]) for item in listing.get("items", [])}
+
+
+class Azurite(_Emulator):
+    """Azurite's blob service (from npm, installed by `make setup`), in memory."""
+
+    def __init__(self) -> None:
+        if not AZURITE.exists():
+            raise RuntimeError(f"{AZURITE} is missing; `make setup` installs Azurite")
+        port = free_port()
+        command = [str(AZURITE), "--inMemoryPersistence", "--loose", "--skipApiVersionCheck"]
+        command += ["--blobHost", "127.0.0.1", "--blobPort", str(port), "--silent"]
+        super().__init__(command, port, "azurite-blob")
+        self.endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        self.connection_string = (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
+            f"AccountKey={AZURITE_KEY};BlobEndpoint={self.endpoint};"
+        )
+
+    def _service(self) -> Any:
+        from azure.storage.blob import BlobServiceClient
+
+        return BlobServiceClient.from_connection_string(self.connection_string)
+
+    def new_container(self, name: str) -> None:
+        with self._service() as service:
+            service.create_container(name)
+
+    def objects(self, container: str, prefix: str = "") -> dict[str, int]:
+        with self._service() as service:
+            blobs = service.get_container_client(container).list_blobs(name_starts_with=prefix)
+            return {blob.name: int(blob.size) for blob in blobs}
+
+    def incomplete_uploads(self, container: str) -> list[str]:
+        """Blobs with uncommitted blocks and nothing committed."""
+        with self._service() as service:
+            listed = service.get_container_client(container)
+            committed = {blob.name for blob in listed.list_blobs()}
+            every = listed.list_blobs(include=["uncommittedblobs"])
+            return [blob.name for blob in every if blob.name not in committed]
 
 
 class S3Server:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
+from support.servers import Azurite, GcsEmulator
 from support.serving import serve_in_background
 
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
@@ -26,6 +27,7 @@ from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
 from remotelog.segmentstore.config import SegmentStoreConfig
 from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.gcs import STAGING as GCS_STAGING
 from remotelog.segmentstore.server import start_segment_store
 
 # A small metadata topic keeps the broker's work (and the tests) light.
@@ -55,6 +57,61 @@ def load_properties(config_class, path: Path, properties: dict[str, str]):
     return config
 
 
+class CloudEmulators:
+    """GCS's emulator and Azurite, each started the first time a test asks for it (one
+    per worker): buckets and containers of their own for each test."""
+
+    def __init__(self) -> None:
+        self._gcs: GcsEmulator | None = None
+        self._azurite: Azurite | None = None
+
+    @property
+    def gcs(self) -> GcsEmulator:
+        if self._gcs is None:
+            self._gcs = GcsEmulator()
+        return self._gcs
+
+    @property
+    def azurite(self) -> Azurite:
+        if self._azurite is None:
+            self._azurite = Azurite()
+        return self._azurite
+
+    def place(self, backend: str) -> tuple[str, dict[str, str]]:
+        """A new bucket (container) on `backend`'s emulator; its name and the store's
+        settings for it."""
+        name = f"remotelog-{uuid.uuid4().hex[:12]}"
+        if backend == "gcs":
+            self.gcs.new_bucket(name)
+            return name, {
+                "storage.gcs.bucket.name": name,
+                "storage.gcs.endpoint.url": self.gcs.endpoint,
+                "storage.gcs.upload.part.size": str(5 * 1024 * 1024),
+            }
+        assert backend == "azure", backend
+        self.azurite.new_container(name)
+        return name, {
+            "storage.azure.container.name": name,
+            "storage.azure.connection.string": self.azurite.connection_string,
+            "storage.azure.upload.block.size": str(5 * 1024 * 1024),
+        }
+
+    def objects(self, backend: str, name: str, prefix: str = "") -> dict[str, int]:
+        emulator = self.gcs if backend == "gcs" else self.azurite
+        return emulator.objects(name, prefix)
+
+    def stop(self) -> None:
+        for emulator in (self._gcs, self._azurite):
+            if emulator is not None:
+                emulator.stop()
+
+
+def cloud_config(backend: str, tmp: Path, emulators: CloudEmulators, **extra: str):
+    """The store's config on a new bucket of a GCS or Azure emulator."""
+    _, properties = emulators.place(backend)
+    return store_config(backend, tmp, "", "", **{**properties, **extra})
+
+
 def store_config(backend: str, tmp: Path, endpoint: str, bucket: str, **extra: str):
     properties = {
         "listen.address": "127.0.0.1:0",
@@ -78,16 +135,21 @@ def store_config(backend: str, tmp: Path, endpoint: str, bucket: str, **extra: s
 class StoreRunning:
     """A started segment store with a client, its config, and a way to list its objects."""
 
-    def __init__(self, backend, service, client, config, endpoint):
+    def __init__(self, backend, service, client, config, endpoint, emulators=None):
         self.backend = backend
         self.service = service
         self.client = client
         self.config = config
         self.endpoint = endpoint
+        self.emulators = emulators
 
     def objects(self, prefix: str = "") -> dict[str, int]:
         if self.backend == "filesystem":
             return files_under(Path(self.config.storage_root), prefix)
+        if self.backend == "gcs":
+            return self.emulators.objects("gcs", self.config.gcs_bucket_name, prefix)
+        if self.backend == "azure":
+            return self.emulators.objects("azure", self.config.azure_container_name, prefix)
         listing = s3_client(self.endpoint).list_objects_v2(
             Bucket=self.config.s3_bucket_name, Prefix=prefix
         )
@@ -106,6 +168,11 @@ class StoreRunning:
             root = Path(self.config.storage_root)
             temps = [key for key in files_under(root) if key.endswith(".tmp")]
             return [key.rsplit(".", 2)[0] for key in temps]
+        if self.backend == "gcs":
+            parts = self.emulators.objects("gcs", self.config.gcs_bucket_name)
+            return sorted({key.split(GCS_STAGING)[0] for key in parts if GCS_STAGING in key})
+        if self.backend == "azure":
+            return self.emulators.azurite.incomplete_uploads(self.config.azure_container_name)
         uploads = s3_client(self.endpoint).list_multipart_uploads(Bucket=self.config.s3_bucket_name)
         return [upload["Key"] for upload in uploads.get("Uploads", [])]
 
@@ -125,13 +192,19 @@ def files_under(root: Path, prefix: str = "") -> dict[str, int]:
     return found
 
 
-async def start_store(backend, tmp_path, s3_endpoint, bucket=None, **extra) -> StoreRunning:
-    """The segment store on `backend` (S3: on `bucket`, a fresh one if None), with a client."""
-    bucket = bucket or new_bucket(s3_endpoint)
-    config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
+async def start_store(
+    backend, tmp_path, s3_endpoint, bucket=None, emulators=None, **extra
+) -> StoreRunning:
+    """The segment store on `backend` (S3: on `bucket`, a fresh one if None; GCS and
+    Azure: on a new bucket of `emulators`), with a client."""
+    if backend in ("gcs", "azure"):
+        config = cloud_config(backend, tmp_path, emulators, **extra)
+    else:
+        bucket = bucket or new_bucket(s3_endpoint)
+        config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
     service = await start_segment_store(config)
     client = SegmentStoreClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
-    return StoreRunning(backend, service, client, config, s3_endpoint)
+    return StoreRunning(backend, service, client, config, s3_endpoint, emulators)
 
 
 def metadata_config(

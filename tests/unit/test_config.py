@@ -223,8 +223,8 @@ def test_choices_and_booleans(tmp_path):
     path = write(tmp_path, "storage.backend=s3\nstorage.s3.path.style.access.enabled=TRUE\n")
     config, _ = load_config(SegmentStoreConfig, path)
     assert (config.storage_backend, config.s3_path_style_access) == ("s3", True)
-    with pytest.raises(ConfigError, match="'gcs' is not one of: filesystem, s3"):
-        load_config(SegmentStoreConfig, write(tmp_path, "storage.backend=gcs\n", "b.properties"))
+    with pytest.raises(ConfigError, match="'hdfs' is not one of: filesystem, s3, gcs, azure"):
+        load_config(SegmentStoreConfig, write(tmp_path, "storage.backend=hdfs\n", "b.properties"))
     with pytest.raises(ConfigError, match="expected true or false, got 'yes'"):
         load_config(
             SegmentStoreConfig,

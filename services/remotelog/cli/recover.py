@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import TextIO
 
 from remotelog.client import MetadataClient
@@ -28,7 +27,7 @@ from remotelog.core.model import (
 from remotelog.recovery.config import RecoverConfig
 from remotelog.recovery.rebuild import PartitionRecovery, Recovery, RecoveryReport
 from remotelog.scheduler.cluster import KafkaCluster
-from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.factory import open_backend, require_bucket, storage_location
 from remotelog.segmentstore.layout import validate_key_prefix
 
 
@@ -176,8 +175,7 @@ async def run_recover(
     if topic_id is not None and topic is None:
         raise InvalidArgumentError("--topic-id", "names an incarnation of --topic: give both")
     incarnation = None if topic_id is None else parse_kafka_uuid(topic_id, "--topic-id")
-    if config.storage_backend == "s3" and not config.s3_bucket_name:
-        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    require_bucket(config)
     cluster_topic_ids = None
     if bootstrap_server is not None:
         if topic_id is not None:
@@ -219,11 +217,7 @@ async def run_recover(
         await backend.close()
     for line in report_lines(report):
         out(line)
-    where = (
-        f"s3://{config.s3_bucket_name}/{config.key_prefix}"
-        if config.storage_backend == "s3"
-        else f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
-    )
+    where = storage_location(config)
     out(summary(report, where, bootstrap_server))
     return report
 

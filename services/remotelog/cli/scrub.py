@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from remotelog.client import MetadataClient
 from remotelog.client.service_options import service_client_options
 from remotelog.core.errors import InvalidArgumentError
 from remotelog.remover.config import ScrubConfig
 from remotelog.remover.scrub import Scrub, ScrubReport
-from remotelog.segmentstore.factory import open_backend
+from remotelog.segmentstore.factory import open_backend, require_bucket, storage_location
 from remotelog.segmentstore.layout import validate_key_prefix
 
 _UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -81,8 +80,7 @@ async def run_scrub(
     clock: Callable[[], float] = time.time,
 ) -> ScrubReport:
     validate_key_prefix(config.key_prefix)
-    if config.storage_backend == "s3" and not config.s3_bucket_name:
-        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    require_bucket(config)
     backoff = config.backoff()
     backend = await open_backend(config, backoff)
     options = service_client_options(
@@ -102,11 +100,7 @@ async def run_scrub(
     finally:
         await metadata.close()
         await backend.close()
-    where = (
-        f"s3://{config.s3_bucket_name}/{config.key_prefix}"
-        if config.storage_backend == "s3"
-        else f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
-    )
+    where = storage_location(config)
     for line in render(report, where, clock()):
         out(line)
     return report

@@ -108,7 +108,9 @@ def _check(value: Any, field: dataclasses.Field[Any], source: str) -> None:
     if meta["form"] is not None and not meta["form"][0].fullmatch(value):
         raise ConfigError(key, f"{value!r} is not {meta['form'][1]}", source)
     if meta["check"] is not None and (problem := meta["check"](value)) is not None:
-        raise ConfigError(key, f"{value!r}: {problem}", source)
+        # A secret's value (a key, a token) is never repeated back, not even when wrong.
+        shown = "the value" if meta["secret"] else repr(value)
+        raise ConfigError(key, f"{shown}: {problem}", source)
 
 
 # Whitespace, then a comment character: what `value   # comment` leaves in the value.

@@ -6,7 +6,9 @@ operators run, so their existing settings carry over.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from remotelog.core.config import setting
 from remotelog.core.settings import (
@@ -24,6 +26,30 @@ from remotelog.core.settings import (
 from remotelog.transforms.chunks import MAX_CHUNK_SIZE, MIN_CHUNK_SIZE
 
 
+def readable_file(value: str) -> str | None:
+    """A credentials file that is there and readable (empty: none is set)."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    try:
+        with path.open("rb"):
+            return None
+    except OSError as exc:
+        return f"cannot read {value}: {exc.strerror or exc}"
+
+
+def service_account_json(value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        key = json.loads(value)
+    except ValueError:
+        return "is not JSON (a service account's key)"
+    if not isinstance(key, dict) or "type" not in key:
+        return "is not a service account's key (no type)"
+    return None
+
+
 def _absolute_paths(value: str) -> str | None:
     relative = [p.strip() for p in value.split(",") if p.strip() and not p.strip().startswith("/")]
     return f"paths must be absolute: {', '.join(relative)}" if relative else None
@@ -34,7 +60,11 @@ class StorageSettings:
     """Where segment objects live; the remote fetch service reads with these too when direct."""
 
     storage_backend: str = setting(
-        "storage.backend", "filesystem", "Where objects live", choices=("filesystem", "s3")
+        "storage.backend",
+        "filesystem",
+        "Where objects live: a directory, S3 (or an S3-compatible store), Google Cloud "
+        "Storage or Azure Blob Storage",
+        choices=("filesystem", "s3", "gcs", "azure"),
     )
     storage_root: str = setting(
         "storage.root",
@@ -94,6 +124,87 @@ class StorageSettings:
         "FetchLogSegment)",
         min=0,
         max=7 * 24 * 3600 * 1000,  # SigV4's longest
+    )
+    gcs_bucket_name: str = setting("storage.gcs.bucket.name", "", "GCS bucket of the gcs backend")
+    gcs_endpoint_url: str = setting(
+        "storage.gcs.endpoint.url",
+        "",
+        "GCS endpoint (an emulator's); empty = Google's",
+        form=HTTP_URL_FORM,
+        check=HTTP_URL,
+    )
+    gcs_credentials_path: str = setting(
+        "storage.gcs.credentials.path",
+        "",
+        "A service account's JSON key file. Empty, and storage.gcs.credentials.json empty: "
+        "Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's, the "
+        "metadata server), or none against storage.gcs.endpoint.url",
+        check=readable_file,
+    )
+    gcs_credentials_json: str = setting(
+        "storage.gcs.credentials.json",
+        "",
+        "A service account's JSON key, inline (from a secret)",
+        secret=True,
+        check=service_account_json,
+    )
+    gcs_upload_part_size: int = setting(
+        "storage.gcs.upload.part.size",
+        25 * MIB,
+        "The store's uploads above this size go as part objects of this size, composed "
+        "into the object",
+        min=256 * 1024,
+        max=5 * 1024 * MIB,
+    )
+    gcs_upload_concurrency: int = setting(
+        "storage.gcs.upload.concurrency", 4, "Parts of one upload in flight at once", min=1, max=64
+    )
+    azure_container_name: str = setting(
+        "storage.azure.container.name", "", "Blob container of the azure backend"
+    )
+    azure_account_name: str = setting(
+        "storage.azure.account.name",
+        "",
+        "Storage account (with storage.azure.account.key, storage.azure.sas.token, or "
+        "neither: DefaultAzureCredential, such as a managed or workload identity)",
+    )
+    azure_account_key: str = setting(
+        "storage.azure.account.key", "", "The storage account's key", secret=True
+    )
+    azure_sas_token: str = setting(
+        "storage.azure.sas.token",
+        "",
+        "A SAS token of the container, with read, write, delete and list",
+        secret=True,
+    )
+    azure_connection_string: str = setting(
+        "storage.azure.connection.string",
+        "",
+        "A connection string of the account (it names the account, its key or a SAS, and "
+        "its endpoint); instead of the settings above",
+        secret=True,
+    )
+    azure_endpoint_url: str = setting(
+        "storage.azure.endpoint.url",
+        "",
+        "The account's blob endpoint (Azurite's: http://127.0.0.1:10000/devstoreaccount1); "
+        "empty = https://<account>.blob.core.windows.net",
+        form=HTTP_URL_FORM,
+        check=HTTP_URL,
+    )
+    azure_upload_block_size: int = setting(
+        "storage.azure.upload.block.size",
+        25 * MIB,
+        "The store's uploads above this size go as blocks of this size, committed as a list",
+        min=64 * 1024,
+        max=4000 * MIB,
+    )
+    azure_upload_concurrency: int = setting(
+        "storage.azure.upload.concurrency",
+        4,
+        "Blocks of one upload in flight at once",
+        min=1,
+        max=64,
     )
     fs_fetch_urls: bool = setting(
         "storage.filesystem.fetch.urls.enabled",

@@ -22,6 +22,37 @@ from remotelog.segmentstore.s3 import S3Settings, S3Store
 from remotelog.segmentstore.store import SegmentStore, StoreOptions
 from remotelog.segmentstore.transformed import TransformOptions
 
+# Each cloud backend's setting that names its bucket (container), as a URL's scheme.
+_BUCKETS = {
+    "s3": ("storage.s3.bucket.name", "s3"),
+    "gcs": ("storage.gcs.bucket.name", "gs"),
+    "azure": ("storage.azure.container.name", "azure"),
+}
+
+
+def _bucket(config: StorageSettings) -> str:
+    return {
+        "s3": config.s3_bucket_name,
+        "gcs": config.gcs_bucket_name,
+        "azure": config.azure_container_name,
+    }.get(config.storage_backend, "")
+
+
+def require_bucket(config: StorageSettings) -> None:
+    """INVALID_ARGUMENT naming the bucket's setting of a cloud backend without one."""
+    if config.storage_backend in _BUCKETS and not _bucket(config):
+        key, _ = _BUCKETS[config.storage_backend]
+        backend = config.storage_backend
+        raise InvalidArgumentError(key, f"is required with storage.backend={backend}")
+
+
+def storage_location(config: StorageSettings) -> str:
+    """Where the objects under the key prefix are, for reports: s3://bucket/prefix."""
+    if config.storage_backend in _BUCKETS:
+        _, scheme = _BUCKETS[config.storage_backend]
+        return f"{scheme}://{_bucket(config)}/{config.key_prefix}"
+    return f"{Path(config.storage_root).expanduser()}/{config.key_prefix}"
+
 
 async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> ObjectStore:
     if config.storage_backend == "filesystem":
@@ -29,6 +60,38 @@ async def open_backend(config: StorageSettings, backoff: ExponentialBackoff) -> 
             Path(config.storage_root).expanduser(),
             io_threads=config.fs_io_threads,
             bytes_per_sync=config.fs_bytes_per_sync,
+        )
+    if config.storage_backend == "gcs":
+        from remotelog.segmentstore.gcs import GcsSettings, GcsStore
+
+        return await GcsStore.open(
+            GcsSettings(
+                bucket=config.gcs_bucket_name,
+                endpoint_url=config.gcs_endpoint_url or None,
+                credentials_path=str(Path(config.gcs_credentials_path).expanduser())
+                if config.gcs_credentials_path
+                else "",
+                credentials_json=config.gcs_credentials_json,
+                part_size=config.gcs_upload_part_size,
+                concurrency=config.gcs_upload_concurrency,
+                backoff=backoff,
+            )
+        )
+    if config.storage_backend == "azure":
+        from remotelog.segmentstore.azure import AzureSettings, AzureStore
+
+        return await AzureStore.open(
+            AzureSettings(
+                container=config.azure_container_name,
+                account_name=config.azure_account_name,
+                endpoint_url=config.azure_endpoint_url,
+                connection_string=config.azure_connection_string,
+                account_key=config.azure_account_key,
+                sas_token=config.azure_sas_token,
+                block_size=config.azure_upload_block_size,
+                concurrency=config.azure_upload_concurrency,
+                backoff=backoff,
+            )
         )
     return await S3Store.open(
         S3Settings(
@@ -115,8 +178,7 @@ async def open_segment_store(
 ) -> SegmentStore:
     """The RemoteStorageManager over the configured backend (for the service or a direct reader)."""
     validate_key_prefix(config.key_prefix)
-    if config.storage_backend == "s3" and not config.s3_bucket_name:
-        raise InvalidArgumentError("storage.s3.bucket.name", "is required with storage.backend=s3")
+    require_bucket(config)
     provider = await open_key_provider(config)
     backend = await open_backend(config, backoff)
     return SegmentStore(

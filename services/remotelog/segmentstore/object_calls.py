@@ -14,11 +14,15 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from remotelog.core.backoff import ExponentialBackoff, retry_async
 from remotelog.core.deadline import current_deadline
-from remotelog.core.errors import RemoteStorageError
+from remotelog.core.errors import (
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+    RetriableRemoteStorageError,
+)
 
 T = TypeVar("T")
 
@@ -37,6 +41,16 @@ class CallPolicy:
     errors: tuple[type[BaseException], ...]
     # Retries without a caller deadline stop after this long.
     default_retry_s: float = 60.0
+
+
+def storage_error(
+    exc: BaseException, what: str, *, not_found: bool, transient: bool, detail: str = ""
+) -> Exception:
+    """What a backend's failure on `what` is to the store."""
+    if not_found:
+        return RemoteResourceNotFoundError(f"{what}: not found")
+    kind = RetriableRemoteStorageError if transient else RemoteStorageError
+    return kind(f"{what}: {type(exc).__name__}: {detail or exc}")
 
 
 class Calls:
@@ -120,6 +134,21 @@ async def resuming_read(
             await asyncio.sleep(delay)
         finally:
             body.close()
+
+
+class StreamBody:
+    """A ranged GET's body on an aiohttp stream (S3's and GCS's)."""
+
+    def __init__(self, length: int, stream: Any) -> None:
+        self.length = length
+        self._stream = stream
+
+    def chunks(self, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        # aiohttp's StreamReader: readexactly avoids re-buffering
+        return exact_chunks(self._stream.content.readexactly, chunk_size)
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 async def exact_chunks(

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from abc import ABC, abstractmethod
+from typing import Generic, Protocol, TypeVar
 
 from remotelog.core.errors import RemoteResourceNotFoundError
 from remotelog.segmentstore.backend import Chunk
 
 
-class PartedUpload(ABC):
-    def __init__(self, key: str, part_size: int, concurrency: int) -> None:
+class WholePuts(Protocol):
+    async def put(self, key: str, data: bytes) -> None: ...
+
+
+S = TypeVar("S", bound=WholePuts)
+
+
+class PartedUpload(ABC, Generic[S]):
+    def __init__(self, store: S, key: str, part_size: int, concurrency: int) -> None:
+        self.store = store
         self.key = key
         self._part_size = part_size
         # Written pieces not sent yet, kept as they came: a part (or the single
@@ -34,13 +44,14 @@ class PartedUpload(ABC):
         self._slots = asyncio.Semaphore(concurrency)
         self._size = 0
 
-    @abstractmethod
     async def _begin(self) -> str:
-        """Start the upload with the store; its id."""
+        """Start the upload with the store; its id (here one of its own, for stores
+        whose uploads are named by their caller)."""
+        return uuid.uuid4().hex
 
-    @abstractmethod
     async def _put_whole(self, body: bytes) -> None:
         """Write the whole object at once (it fits one part)."""
+        await self.store.put(self.key, body)
 
     @abstractmethod
     async def _put_part(self, upload_id: str, number: int, part: bytes) -> str:
@@ -94,13 +105,17 @@ class PartedUpload(ABC):
         finally:
             self._slots.release()
 
+    async def sent(self) -> None:
+        """Wait for the parts in flight; the first one's failure, if any."""
+        await asyncio.gather(*self._tasks)
+
     async def complete(self) -> int:
         if self.upload_id is None:
             await self._put_whole(self._take_pending())
             return self._size
         if self._pending:
             await self._send_part(self._take_pending())
-        await asyncio.gather(*self._tasks)
+        await self.sent()
         await self._finish(self.upload_id, sorted(self._tags.items()))
         self.upload_id = self._beginning = None
         return self._size

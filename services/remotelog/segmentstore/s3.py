@@ -28,11 +28,15 @@ from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
     InvalidArgumentError,
     RemoteResourceNotFoundError,
-    RemoteStorageError,
-    RetriableRemoteStorageError,
 )
 from remotelog.segmentstore.backend import IncompleteUpload, StoredObject, StoredPart
-from remotelog.segmentstore.object_calls import CallPolicy, Calls, exact_chunks, resuming_read
+from remotelog.segmentstore.object_calls import (
+    CallPolicy,
+    Calls,
+    StreamBody,
+    resuming_read,
+    storage_error,
+)
 from remotelog.segmentstore.parted_upload import PartedUpload
 from remotelog.segmentstore.s3_endpoints import resolve_endpoints_per_bucket
 
@@ -79,11 +83,10 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def _translate(exc: BaseException, what: str) -> Exception:
-    if isinstance(exc, ClientError) and (_code(exc) in _NOT_FOUND_CODES or _status(exc) == 404):
-        return RemoteResourceNotFoundError(f"{what}: not found")
-    if is_transient(exc):
-        return RetriableRemoteStorageError(f"{what}: {type(exc).__name__}: {exc}")
-    return RemoteStorageError(f"{what}: {type(exc).__name__}: {exc}")
+    not_found = isinstance(exc, ClientError) and (
+        _code(exc) in _NOT_FOUND_CODES or _status(exc) == 404
+    )
+    return storage_error(exc, what, not_found=not_found, transient=is_transient(exc))
 
 
 @dataclass(frozen=True)
@@ -200,10 +203,12 @@ class S3Store:
     ) -> AsyncGenerator[bytes, None]:
         return resuming_read(self._calls, key, start, end, chunk_size, partial(self._range, key))
 
-    async def _range(self, key: str, start: int, end: int | None) -> _Body | None:
+    async def _range(self, key: str, start: int, end: int | None) -> StreamBody | None:
         byte_range = f"bytes={start}-{'' if end is None else end}"
         response = await self._get_range(key, byte_range)
-        return None if response is None else _Body(response)
+        if response is None:
+            return None
+        return StreamBody(int(response["ContentLength"]), response["Body"])
 
     async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
         """Signed here, with no request to S3: the URL carries the signature."""
@@ -350,28 +355,14 @@ def content_md5(md5: str) -> str:
     return base64.b64encode(bytes.fromhex(md5)).decode()
 
 
-class _Body:
-    def __init__(self, response: Any) -> None:
-        self.length = int(response["ContentLength"])
-        self._stream = response["Body"]
-
-    def chunks(self, chunk_size: int) -> AsyncGenerator[bytes, None]:
-        # aiohttp's StreamReader: readexactly avoids re-buffering
-        return exact_chunks(self._stream.content.readexactly, chunk_size)
-
-    def close(self) -> None:
-        self._stream.close()
-
-
-class S3Upload(PartedUpload):
+class S3Upload(PartedUpload[S3Store]):
     """Single PUT when the object fits one part, else a multipart upload."""
 
     def __init__(self, store: S3Store, key: str) -> None:
-        super().__init__(key, store.settings.part_size, store.settings.concurrency)
-        self._store = store
+        super().__init__(store, key, store.settings.part_size, store.settings.concurrency)
 
     async def _begin(self) -> str:
-        store = self._store
+        store = self.store
         created = await store.call(
             self.key,
             lambda: store._client.create_multipart_upload(
@@ -380,11 +371,8 @@ class S3Upload(PartedUpload):
         )
         return str(created["UploadId"])
 
-    async def _put_whole(self, body: bytes) -> None:
-        await self._store.put(self.key, body)
-
     async def _put_part(self, upload_id: str, number: int, part: bytes) -> str:
-        store = self._store
+        store = self.store
         response = await store.call(
             f"{self.key} part {number}",
             lambda: store._client.upload_part(
@@ -394,7 +382,7 @@ class S3Upload(PartedUpload):
         return str(response["ETag"])
 
     async def _finish(self, upload_id: str, tags: list[tuple[int, str]]) -> None:
-        store = self._store
+        store = self.store
         parts = [{"PartNumber": number, "ETag": etag} for number, etag in tags]
         await store.call(
             self.key,
@@ -407,7 +395,7 @@ class S3Upload(PartedUpload):
         )
 
     async def _drop(self, upload_id: str) -> None:
-        store = self._store
+        store = self.store
         await store.call(
             self.key,
             lambda: store._client.abort_multipart_upload(

@@ -1,0 +1,286 @@
+"""Azure Blob Storage backend (azure-storage-blob's aio client): Azure and Azurite.
+
+An object above one part is uploaded as blocks (Put Block), in parallel, which
+one Put Block List commits. Until then the blocks are uncommitted: the blob is
+not there for reads or listings, but a listing that asks for uncommitted blobs
+shows it, which is how `incomplete_uploads` finds what a killed store left.
+Block ids are the upload's id and the part's number, all of one length as Azure
+requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import aiohttp
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.storage.blob import BlobBlock
+from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+
+from remotelog.core.backoff import ExponentialBackoff
+from remotelog.core.errors import (
+    InvalidArgumentError,
+    RemoteResourceNotFoundError,
+)
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
+from remotelog.segmentstore.object_calls import CallPolicy, Calls, resuming_read, storage_error
+from remotelog.segmentstore.parted_upload import PartedUpload
+
+T = TypeVar("T")
+
+_TRANSIENT_STATUSES = frozenset({408, 429})
+_TRANSPORT_ERRORS = (
+    AzureError,
+    aiohttp.ClientError,
+    asyncio.TimeoutError,
+    ConnectionError,
+    asyncio.IncompleteReadError,
+)
+# What a part's block id encodes after the upload's id: its number, fixed width.
+_NUMBER_DIGITS = 5
+
+
+def _status(exc: BaseException) -> int:
+    return int(getattr(exc, "status_code", 0) or 0) if isinstance(exc, HttpResponseError) else 0
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, HttpResponseError) and _status(exc):
+        status = _status(exc)
+        return status >= 500 or status in _TRANSIENT_STATUSES
+    # Connection refused or cut, timeouts (ServiceRequestError, ServiceResponseError).
+    return isinstance(exc, _TRANSPORT_ERRORS) and not isinstance(exc, HttpResponseError)
+
+
+def _translate(exc: BaseException, what: str) -> Exception:
+    not_found = isinstance(exc, ResourceNotFoundError) or _status(exc) == 404
+    code = getattr(exc, "error_code", None)
+    # The SDK's messages run to many lines (the whole response): its status and code say it.
+    detail = f"HTTP {_status(exc)} {code}" if _status(exc) else str(exc).splitlines()[0]
+    return storage_error(exc, what, not_found=not_found, transient=is_transient(exc), detail=detail)
+
+
+@dataclass(frozen=True)
+class AzureSettings:
+    container: str
+    account_name: str
+    # The account's blob endpoint (Azurite's: http://127.0.0.1:10000/devstoreaccount1);
+    # empty = https://<account>.blob.core.windows.net.
+    endpoint_url: str
+    # One of these, or none for DefaultAzureCredential (azure-identity).
+    connection_string: str
+    account_key: str
+    sas_token: str
+    block_size: int
+    concurrency: int
+    backoff: ExponentialBackoff
+    default_retry_s: float = 60.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+
+
+def _block_id(upload_id: str, number: int) -> str:
+    return base64.b64encode(f"{upload_id}{number:0{_NUMBER_DIGITS}d}".encode()).decode()
+
+
+def _service(settings: AzureSettings) -> tuple[BlobServiceClient, Any]:
+    """The account's client, and a credential to close with it (DefaultAzureCredential)."""
+    options: dict[str, Any] = {
+        "retry_total": 0,  # one retry policy: ours
+        "connection_timeout": settings.connect_timeout_s,
+        "read_timeout": settings.read_timeout_s,
+        "max_single_put_size": settings.block_size,
+        "max_block_size": settings.block_size,
+    }
+    if settings.connection_string:
+        return BlobServiceClient.from_connection_string(settings.connection_string, **options), None
+    if not settings.account_name:
+        raise InvalidArgumentError(
+            "storage.azure.account.name",
+            "is required with storage.backend=azure, unless storage.azure.connection.string is set",
+        )
+    url = settings.endpoint_url or f"https://{settings.account_name}.blob.core.windows.net"
+    if settings.account_key:
+        credential: Any = {
+            "account_name": settings.account_name,
+            "account_key": settings.account_key,
+        }
+        return BlobServiceClient(url, credential=credential, **options), None
+    if settings.sas_token:
+        return BlobServiceClient(url, credential=settings.sas_token.lstrip("?"), **options), None
+    from azure.identity.aio import DefaultAzureCredential
+
+    credential = DefaultAzureCredential()
+    return BlobServiceClient(url, credential=credential, **options), credential
+
+
+class AzureStore:
+    def __init__(self, settings: AzureSettings, service: BlobServiceClient, credential: Any):
+        self.settings = settings
+        self._service = service
+        self._credential = credential
+        self._container: ContainerClient = service.get_container_client(settings.container)
+        self._calls = Calls(
+            CallPolicy(
+                f"{service.url.rstrip('/')}/{settings.container}",
+                settings.backoff,
+                is_transient,
+                _translate,
+                _TRANSPORT_ERRORS,
+                settings.default_retry_s,
+            )
+        )
+
+    @classmethod
+    async def open(cls, settings: AzureSettings) -> AzureStore:
+        service, credential = _service(settings)
+        return cls(settings, service, credential)
+
+    async def close(self) -> None:
+        if not self._calls.closed:
+            self._calls.closed = True
+            await self._container.close()
+            await self._service.close()
+            if self._credential is not None:
+                await self._credential.close()
+
+    async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        return await self._calls(what, operation)
+
+    def blob(self, key: str) -> Any:
+        return self._container.get_blob_client(key)
+
+    def open_upload(self, key: str) -> AzureUpload:
+        return AzureUpload(self, key)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self.call(key, partial(self.blob(key).upload_blob, data, overwrite=True))
+
+    async def get(self, key: str) -> bytes:
+        async def attempt() -> bytes:
+            download = await self.blob(key).download_blob()
+            return bytes(await download.readall())
+
+        return await self.call(key, attempt)
+
+    def read(
+        self, key: str, start: int, end: int | None, chunk_size: int
+    ) -> AsyncGenerator[bytes, None]:
+        return resuming_read(self._calls, key, start, end, chunk_size, partial(self._range, key))
+
+    async def _range(self, key: str, start: int, end: int | None) -> _Body | None:
+        length = None if end is None else end - start + 1
+        try:
+            download = await self.blob(key).download_blob(offset=start, length=length)
+        except HttpResponseError as exc:
+            if _status(exc) == 416:  # the range starts past the object's end
+                return None
+            raise
+        return _Body(download)
+
+    async def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            try:
+                await self.call(key, self.blob(key).delete_blob)
+            except RemoteResourceNotFoundError:
+                continue
+
+    async def _listed(self, prefix: str, *include: str) -> AsyncIterator[Any]:
+        """Blobs under `prefix`, by name (Azure pages through them itself)."""
+        pages = self._container.list_blobs(name_starts_with=prefix, include=list(include) or None)
+        iterator = pages.__aiter__()
+        while True:
+            try:
+                item = await self.call(prefix, iterator.__anext__)
+            except StopAsyncIteration:
+                return
+            yield item
+
+    async def list(self, prefix: str) -> AsyncIterator[StoredObject]:
+        async for item in self._listed(prefix):
+            yield StoredObject(item.name, int(item.size), item.last_modified.timestamp())
+
+    async def incomplete_uploads(self, prefix: str) -> AsyncIterator[IncompleteUpload]:
+        """Blobs with uncommitted blocks and nothing committed: both listings are by
+        name, so one walk through them side by side tells them apart."""
+        committed = aiter(self._listed(prefix))
+        next_committed = await anext(committed, None)
+        async for item in self._listed(prefix, "uncommittedblobs"):
+            while next_committed is not None and next_committed.name < item.name:
+                next_committed = await anext(committed, None)
+            if next_committed is not None and next_committed.name == item.name:
+                continue
+            _, blocks = await self.call(
+                item.name, partial(self.blob(item.name).get_block_list, "uncommitted")
+            )
+            upload_id = base64.b64decode(blocks[0].id)[:-_NUMBER_DIGITS].decode() if blocks else ""
+            initiated = (item.creation_time or item.last_modified).timestamp()
+            yield IncompleteUpload(item.name, upload_id, initiated)
+
+    async def abort_upload(self, upload: IncompleteUpload) -> None:
+        """Drop a blob's uncommitted blocks, never a committed blob: if one was committed
+        meanwhile, its uncommitted blocks are Azure's to discard (at the next commit, or
+        after a week). Nothing can delete blocks alone, so the check comes first; a commit
+        between the two would be a second copy of one segment, which the store never
+        makes while it sweeps uploads older than any copy's timeout."""
+        blob = self.blob(upload.key)
+        try:
+            await self.call(upload.key, blob.get_blob_properties)
+            return
+        except RemoteResourceNotFoundError:
+            pass
+        try:
+            await self.call(upload.key, blob.delete_blob)
+        except RemoteResourceNotFoundError:
+            return  # Azure itself discards blocks nobody commits
+
+
+class _Body:
+    """A ranged download, re-cut to the reader's chunk size from the SDK's own GETs."""
+
+    def __init__(self, download: Any) -> None:
+        self.length = int(download.size)
+        self._download = download
+
+    async def chunks(self, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        pending = bytearray()
+        async for piece in self._download.chunks():
+            if not pending and len(piece) == chunk_size:
+                yield bytes(piece)
+                continue
+            pending += piece
+            while len(pending) >= chunk_size:
+                yield bytes(pending[:chunk_size])
+                del pending[:chunk_size]
+        if pending:
+            yield bytes(pending)
+
+    def close(self) -> None:
+        return None
+
+
+class AzureUpload(PartedUpload[AzureStore]):
+    """One Put Blob when the object fits one block, else blocks committed as a list."""
+
+    def __init__(self, store: AzureStore, key: str) -> None:
+        super().__init__(store, key, store.settings.block_size, store.settings.concurrency)
+
+    async def _put_part(self, upload_id: str, number: int, part: bytes) -> str:
+        block_id = _block_id(upload_id, number)
+        stage = partial(self.store.blob(self.key).stage_block, block_id, part, length=len(part))
+        await self.store.call(f"{self.key} block {number}", stage)
+        return block_id
+
+    async def _finish(self, upload_id: str, tags: list[tuple[int, str]]) -> None:
+        blocks = [BlobBlock(block_id=block_id) for _, block_id in tags]
+        await self.store.call(
+            self.key, partial(self.store.blob(self.key).commit_block_list, blocks)
+        )
+
+    async def _drop(self, upload_id: str) -> None:
+        await self.store.abort_upload(IncompleteUpload(self.key, upload_id, 0.0))

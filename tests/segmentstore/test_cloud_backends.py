@@ -1,0 +1,143 @@
+"""What the GCS and Azure backends do beyond the contract every backend holds
+(test_object_store_contract.py): GCS's compose past 32 parts, their settings and
+credentials as `config check` and the store refuse them, secrets kept out of output."""
+
+import os
+
+import pytest
+from support.services import cloud_config
+from support.waiting import eventually
+
+from remotelog.cli.main import main
+from remotelog.core.errors import InvalidArgumentError
+from remotelog.segmentstore.factory import open_backend, open_segment_store
+from remotelog.segmentstore.gcs import STAGING
+
+KIB = 1024
+
+
+async def test_gcs_composes_an_upload_of_more_parts_than_one_compose_takes(
+    tmp_path, cloud_emulators
+):
+    """40 parts of 256 KiB: composed 32 at a time, then the intermediates; the object is
+    the bytes in order, and no part or intermediate object is left."""
+    config = cloud_config(
+        "gcs", tmp_path, cloud_emulators, **{"storage.gcs.upload.part.size": str(256 * KIB)}
+    )
+    objects = await open_backend(config, config.backoff())
+    data = os.urandom(40 * 256 * KIB - 1000)
+    upload = objects.open_upload("t/0/log")
+    for position in range(0, len(data), 100 * KIB):
+        await upload.write(data[position : position + 100 * KIB])
+    assert await upload.complete() == len(data)
+    assert await objects.get("t/0/log") == data
+    bucket = config.gcs_bucket_name
+    assert cloud_emulators.objects("gcs", bucket) == {"t/0/log": len(data)}
+    await objects.close()
+
+
+async def test_gcs_lists_no_part_object_as_an_object(tmp_path, cloud_emulators):
+    config = cloud_config("gcs", tmp_path, cloud_emulators)
+    objects = await open_backend(config, config.backoff())
+    upload = objects.open_upload("t/0/log")
+    await upload.write(os.urandom(6 * 1024 * KIB))  # past the 5 MiB part: one part sent
+    await objects.put("t/0/index", b"i")
+
+    async def part_sent():
+        return [u.key async for u in objects.incomplete_uploads("t/0/")] == ["t/0/log"]
+
+    # Asked of the emulator (one request at a time) only once the part is there.
+    await eventually(part_sent)
+    stored = cloud_emulators.objects("gcs", config.gcs_bucket_name)
+    assert [key for key in stored if STAGING in key] != []
+    assert [o.key async for o in objects.list("t/0/")] == ["t/0/index"]
+    await upload.abort()
+    assert cloud_emulators.objects("gcs", config.gcs_bucket_name) == {"t/0/index": 1}
+    await objects.close()
+
+
+async def test_an_azure_upload_is_blocks_uncommitted_until_complete(tmp_path, cloud_emulators):
+    config = cloud_config("azure", tmp_path, cloud_emulators)
+    container = config.azure_container_name
+    objects = await open_backend(config, config.backoff())
+    data = os.urandom(12 * 1024 * KIB)
+    upload = objects.open_upload("t/0/log")
+    await upload.write(data)  # two 5 MiB blocks being staged, 2 MiB pending
+    await eventually(lambda: cloud_emulators.azurite.incomplete_uploads(container) == ["t/0/log"])
+    assert cloud_emulators.objects("azure", container) == {}
+    assert await upload.complete() == len(data)
+    assert cloud_emulators.azurite.incomplete_uploads(container) == []
+    across = 5 * 1024 * KIB - 2  # a read across the first two blocks' boundary
+    chunks = [bytes(c) async for c in objects.read("t/0/log", across, across + 9, 4)]
+    assert chunks == [data[across + i : across + min(i + 4, 10)] for i in (0, 4, 8)]
+    await objects.close()
+
+
+@pytest.mark.parametrize(
+    ("backend", "missing"),
+    [("gcs", "storage.gcs.bucket.name"), ("azure", "storage.azure.container.name")],
+)
+async def test_a_cloud_store_without_its_bucket_is_refused_naming_the_setting(
+    tmp_path, cloud_emulators, backend, missing
+):
+    config = cloud_config(backend, tmp_path, cloud_emulators, **{missing: ""})
+    with pytest.raises(InvalidArgumentError) as refused:
+        await open_segment_store(config, config.backoff())
+    assert refused.value.field == missing
+
+
+async def test_azure_without_an_account_or_connection_string_is_refused(tmp_path, cloud_emulators):
+    config = cloud_config(
+        "azure", tmp_path, cloud_emulators, **{"storage.azure.connection.string": ""}
+    )
+    with pytest.raises(InvalidArgumentError) as refused:
+        await open_backend(config, config.backoff())
+    assert refused.value.field == "storage.azure.account.name"
+
+
+def check(tmp_path, capsys, *lines: str) -> tuple[int, str, str]:
+    path = tmp_path / "store.properties"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    code = main(["config", "check", "--service", "segment-store", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_config_check_names_an_unreadable_gcs_key_file(tmp_path, capsys):
+    missing = tmp_path / "nope.json"
+    code, _, err = check(
+        tmp_path,
+        capsys,
+        "storage.backend=gcs",
+        "storage.gcs.bucket.name=b",
+        f"storage.gcs.credentials.path={missing}",
+    )
+    assert code == 2
+    assert "storage.gcs.credentials.path" in err
+    assert f"cannot read {missing}" in err
+
+
+def test_config_check_names_a_gcs_key_that_is_no_service_account_key(tmp_path, capsys):
+    code, _, err = check(tmp_path, capsys, "storage.gcs.credentials.json={not json")
+    assert code == 2
+    assert "storage.gcs.credentials.json" in err
+    assert "{not json" not in err  # a secret's value is never printed
+
+
+def test_config_check_shows_no_azure_secret(tmp_path, capsys):
+    secrets = {
+        "storage.azure.account.key": "S3cr3tAccountKey==",
+        "storage.azure.sas.token": "sv=2024&sig=S3cr3tSig",
+        "storage.azure.connection.string": "AccountName=a;AccountKey=S3cr3tConn==",
+    }
+    code, out, err = check(
+        tmp_path,
+        capsys,
+        "storage.backend=azure",
+        "storage.azure.container.name=c",
+        *(f"{key}={value}" for key, value in secrets.items()),
+    )
+    assert code == 0
+    for key, value in secrets.items():
+        assert key in out
+        assert value not in out + err
