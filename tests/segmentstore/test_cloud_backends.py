@@ -5,7 +5,7 @@ credentials as `config check` and the store refuse them, secrets kept out of out
 import os
 
 import pytest
-from support.services import cloud_config
+from support.services import cloud_config, new_bucket, store_config
 from support.waiting import eventually
 
 from remotelog.cli.main import main
@@ -141,3 +141,38 @@ def test_config_check_shows_no_azure_secret(tmp_path, capsys):
     for key, value in secrets.items():
         assert key in out
         assert value not in out + err
+
+
+async def test_s3_without_keys_takes_a_web_identity_as_irsa_hands_it_out(
+    tmp_path, s3_endpoint, monkeypatch
+):
+    """EKS's IRSA (and any OIDC federation) gives a pod a token file and a role: with no
+    keys set, the store assumes the role with the token (STS: moto's) and signs with
+    what STS answered."""
+    token = tmp_path / "token"
+    token.write_text("header.payload.signature")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    nowhere = str(tmp_path / "none")
+    for name, value in {
+        "AWS_WEB_IDENTITY_TOKEN_FILE": str(token),
+        "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/remotelog-store",
+        "AWS_ROLE_SESSION_NAME": "remotelog-store",
+        "AWS_ENDPOINT_URL_STS": s3_endpoint,
+        "AWS_CONFIG_FILE": nowhere,
+        "AWS_SHARED_CREDENTIALS_FILE": nowhere,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    no_keys = {"storage.aws.access.key.id": "", "storage.aws.secret.access.key": ""}
+    config = store_config("s3", tmp_path, s3_endpoint, new_bucket(s3_endpoint), **no_keys)
+    objects = await open_backend(config, config.backoff())
+    try:
+        await objects.put("t/0/log", b"tiered")
+        assert await objects.get("t/0/log") == b"tiered"
+        credentials = objects._client._get_credentials()
+        assert credentials.method == "assume-role-with-web-identity"
+        frozen = await credentials.get_frozen_credentials()
+        assert frozen.access_key.startswith("ASIA")  # STS's temporary keys
+    finally:
+        await objects.close()
