@@ -1,7 +1,8 @@
 """Object storage over a real link (support.s3_server's Link): a first-byte delay on each
 request, one bandwidth cap each way, requests answered 503 SlowDown and GETs cut off
-midway. The store copies and serves segments whole through it, and the link's own
-counts show it did what it was told."""
+midway. The store copies and serves segments whole through it, on S3 and on GCS's and
+Azure's emulators behind the same link, and the link's own counts show it did what it
+was told."""
 
 import os
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 import pytest_asyncio
 from support.s3 import s3_client
 from support.servers import S3_SERVER, S3Server
-from support.services import new_bucket, start_store
+from support.services import cloud_config, new_bucket, start_configured_store, start_store
 
 from .segments import segment_metadata, synthetic_files
 
@@ -30,23 +31,33 @@ def linked_s3():
     server.stop()
 
 
-@pytest_asyncio.fixture
-async def linked_store(tmp_path, linked_s3):
-    linked_s3.link("POST", **FAULTY, cut_fraction=0.2, seed=405)
-    running = await start_store("s3", tmp_path, linked_s3.endpoint)
-    yield running
+@pytest_asyncio.fixture(params=["s3", "gcs", "azure"])
+async def over_the_link(request, tmp_path, linked_s3, cloud_emulators):
+    """(the link, a store behind it) on each cloud backend."""
+    backend = request.param
+    link = linked_s3 if backend == "s3" else cloud_emulators.link(backend, **FAULTY)
+    link.link("POST", **FAULTY, cut_fraction=0.2, seed=405)
+    if backend == "s3":
+        running = await start_store("s3", tmp_path, linked_s3.endpoint)
+    else:
+        config = cloud_config(backend, tmp_path, cloud_emulators, via=link)
+        running = await start_configured_store(config)
+    yield link, running
     await running.stop()
+    if link is not linked_s3:
+        link.stop()
 
 
-async def test_a_segment_crosses_a_faulty_link_whole_both_ways(linked_store, linked_s3):
-    data = os.urandom(11 * MIB)  # multipart: create, three parts, complete
+async def test_a_segment_crosses_a_faulty_link_whole_both_ways(over_the_link):
+    link, store = over_the_link
+    data = os.urandom(11 * MIB)  # in parts: three, then completed
     metadata = segment_metadata(size=len(data))
-    before = linked_s3.link()
-    await linked_store.client.copy_log_segment_data(metadata, synthetic_files(data))
-    chunks = [c async for c in linked_store.client.fetch_log_segment(metadata, 0, None)]
+    before = link.link()
+    await store.client.copy_log_segment_data(metadata, synthetic_files(data))
+    chunks = [c async for c in store.client.fetch_log_segment(metadata, 0, None)]
     assert b"".join(chunks) == data
 
-    after = linked_s3.link()
+    after = link.link()
     assert after["bytes_up"] - before["bytes_up"] >= len(data)
     assert after["bytes_down"] - before["bytes_down"] >= len(data)
     # The store met faults it was not told of, and retried past them.

@@ -20,6 +20,10 @@ defaults (--first-byte-ms 50 --bandwidth-mb-s 50 --slow-down-fraction 0 --cut-fr
 them at run time, DELETE /__link__ takes the link away, and GET /__link__ answers the
 settings and what the link did (requests, slowed_down, cut, bytes_down, bytes_up).
 
+`--upstream URL` serves no S3 of its own: the faults and the link stand in front of
+another object store's server (GCS's emulator, Azurite), each request forwarded to it
+(Forward), so retries and read-ahead are proven on each backend alike.
+
 A signed ranged GET of an object is answered from the range's bytes alone (RangedReads):
 moto reads and copies the whole object for every GET.
 
@@ -36,6 +40,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import http.client
 import io
 import json
 import random
@@ -47,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, quote, unquote
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.moto_server.werkzeug_app import (
@@ -479,9 +484,54 @@ def _close(environ: dict[str, Any]) -> None:
         sock.close()
 
 
-def link_of(argv: list[str]) -> Link | None:
+# Hop-by-hop headers (RFC 9110): the connection's own, not forwarded.
+_HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+)
+
+
+class Forward:
+    """A WSGI app that forwards each request to `upstream` and streams its answer back."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urlsplit(upstream)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        body = _drain(environ)
+        headers = {
+            name[5:].replace("_", "-").title(): value
+            for name, value in environ.items()
+            if name.startswith("HTTP_") and name[5:].lower().replace("_", "-") not in _HOP_BY_HOP
+        }
+        for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            if environ.get(name):
+                headers[name.replace("_", "-").title()] = environ[name]
+        headers["Host"] = f"{self.host}:{self.port}"
+        # As the client sent it, encoded (werkzeug keeps it): the signatures cover it.
+        target = environ.get("RAW_URI") or quote(environ.get("PATH_INFO", ""))
+        if "RAW_URI" not in environ and environ.get("QUERY_STRING"):
+            target += "?" + environ["QUERY_STRING"]
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        connection.request(environ["REQUEST_METHOD"], target, body=body, headers=headers)
+        answer = connection.getresponse()
+        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_BY_HOP]
+        start_response(f"{answer.status} {answer.reason}", kept)
+
+        def relayed() -> Iterator[bytes]:
+            try:
+                while piece := answer.read(_PIECE):
+                    yield piece
+            finally:
+                connection.close()
+
+        return relayed()
+
+
+def arguments_of(argv: list[str]) -> tuple[Link | None, str | None]:
     parser = argparse.ArgumentParser(description="moto's S3 server, maybe over a link")
     parser.add_argument("--link", action="store_true", help="put object storage's link in front")
+    parser.add_argument("--upstream", help="forward to this server instead of serving S3")
     defaults = Link()
     for f in fields(Link):
         flag = "--" + f.name.replace("_", "-")
@@ -494,15 +544,19 @@ def link_of(argv: list[str]) -> Link | None:
     given = {name: value for name, value in given.items() if value is not None}
     if given and not arguments.link:
         parser.error(f"--{next(iter(given)).replace('_', '-')} needs --link")
-    return Link.of(given) if arguments.link else None
+    return (Link.of(given) if arguments.link else None), arguments.upstream
 
 
 def main() -> None:
-    etags_as_s3_makes_them()
-    # The tests' and benchmarks' S3 credentials: their URLs are checked as S3 checks them.
-    secrets = {"test": "test"}
-    moto = AsS3Does(RangedReads(DomainDispatcherApplication(create_backend_app)), secrets)
-    app = FaultInjector(moto, link_of(sys.argv[1:]))
+    link, upstream = arguments_of(sys.argv[1:])
+    if upstream is not None:
+        app = FaultInjector(Forward(upstream), link)
+    else:
+        etags_as_s3_makes_them()
+        # The tests' and benchmarks' S3 credentials: their URLs are checked as S3 checks them.
+        secrets = {"test": "test"}
+        moto = AsS3Does(RangedReads(DomainDispatcherApplication(create_backend_app)), secrets)
+        app = FaultInjector(moto, link)
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_port}", flush=True)
     sys.stdout.flush()

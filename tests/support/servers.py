@@ -98,9 +98,13 @@ class Azurite(_Emulator):
         command += ["--blobHost", "127.0.0.1", "--blobPort", str(port), "--silent"]
         super().__init__(command, port, "azurite-blob")
         self.endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-        self.connection_string = (
+        self.connection_string = self.connection_string_of()
+
+    def connection_string_of(self, endpoint: str | None = None) -> str:
+        """The development account's connection string, at `endpoint` (default: its own)."""
+        return (
             f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
-            f"AccountKey={AZURITE_KEY};BlobEndpoint={self.endpoint};"
+            f"AccountKey={AZURITE_KEY};BlobEndpoint={endpoint or self.endpoint};"
         )
 
     def _service(self) -> Any:
@@ -129,12 +133,14 @@ class Azurite(_Emulator):
 class S3Server:
     """tests/support/s3_server.py (moto plus fault injection) on a free loopback port;
     with `link` (its Link's settings, e.g. first_byte_ms=50), behind object storage's
-    network, as `--link` puts it there."""
+    network, as `--link` puts it there; with `upstream`, the faults and the link in
+    front of that server (an emulator) instead of moto."""
 
-    def __init__(self, **link: float) -> None:
+    def __init__(self, upstream: str | None = None, **link: float) -> None:
         flags = [f"--{name.replace('_', '-')}={value}" for name, value in link.items()]
+        forwarding = ["--upstream", upstream] if upstream else []
         self.process = subprocess.Popen(
-            [sys.executable, str(S3_SERVER), *(["--link", *flags] if link else [])],
+            [sys.executable, str(S3_SERVER), *forwarding, *(["--link", *flags] if link else [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,

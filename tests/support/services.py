@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from support.s3 import s3_client
-from support.servers import Azurite, GcsEmulator
+from support.servers import AZURITE_ACCOUNT, Azurite, GcsEmulator, S3Server
 from support.serving import serve_in_background
 
 from remotelog.client import ClientOptions, MetadataClient, SegmentStoreClient
@@ -77,24 +77,30 @@ class CloudEmulators:
             self._azurite = Azurite()
         return self._azurite
 
-    def place(self, backend: str) -> tuple[str, dict[str, str]]:
+    def place(self, backend: str, via: S3Server | None = None) -> tuple[str, dict[str, str]]:
         """A new bucket (container) on `backend`'s emulator; its name and the store's
-        settings for it."""
+        settings for it, reaching it through `via` (a link in front of it) if given."""
         name = f"remotelog-{uuid.uuid4().hex[:12]}"
         if backend == "gcs":
             self.gcs.new_bucket(name)
             return name, {
                 "storage.gcs.bucket.name": name,
-                "storage.gcs.endpoint.url": self.gcs.endpoint,
+                "storage.gcs.endpoint.url": via.endpoint if via else self.gcs.endpoint,
                 "storage.gcs.upload.part.size": str(5 * 1024 * 1024),
             }
         assert backend == "azure", backend
         self.azurite.new_container(name)
+        endpoint = f"{via.endpoint}/{AZURITE_ACCOUNT}" if via else None
         return name, {
             "storage.azure.container.name": name,
-            "storage.azure.connection.string": self.azurite.connection_string,
+            "storage.azure.connection.string": self.azurite.connection_string_of(endpoint),
             "storage.azure.upload.block.size": str(5 * 1024 * 1024),
         }
+
+    def link(self, backend: str, **link: float) -> S3Server:
+        """Object storage's link (and its faults) in front of `backend`'s emulator."""
+        emulator = self.gcs if backend == "gcs" else self.azurite
+        return S3Server(upstream=f"http://127.0.0.1:{emulator.port}", **link)
 
     def objects(self, backend: str, name: str, prefix: str = "") -> dict[str, int]:
         emulator = self.gcs if backend == "gcs" else self.azurite
@@ -106,9 +112,11 @@ class CloudEmulators:
                 emulator.stop()
 
 
-def cloud_config(backend: str, tmp: Path, emulators: CloudEmulators, **extra: str):
-    """The store's config on a new bucket of a GCS or Azure emulator."""
-    _, properties = emulators.place(backend)
+def cloud_config(
+    backend: str, tmp: Path, emulators: CloudEmulators, via: S3Server | None = None, **extra: str
+):
+    """The store's config on a new bucket of a GCS or Azure emulator (through `via`)."""
+    _, properties = emulators.place(backend, via)
     return store_config(backend, tmp, "", "", **{**properties, **extra})
 
 
@@ -202,9 +210,14 @@ async def start_store(
     else:
         bucket = bucket or new_bucket(s3_endpoint)
         config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
+    return await start_configured_store(config, s3_endpoint, emulators)
+
+
+async def start_configured_store(config, s3_endpoint="", emulators=None) -> StoreRunning:
+    """The segment store of `config`, with a client."""
     service = await start_segment_store(config)
     client = SegmentStoreClient(f"127.0.0.1:{service.port}", options=CLIENT_OPTIONS)
-    return StoreRunning(backend, service, client, config, s3_endpoint, emulators)
+    return StoreRunning(config.storage_backend, service, client, config, s3_endpoint, emulators)
 
 
 def metadata_config(
