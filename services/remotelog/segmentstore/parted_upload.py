@@ -68,7 +68,9 @@ class PartedUpload(ABC, Generic[S]):
     async def write(self, data: Chunk) -> None:
         self._size += len(data)
         piece: bytes | memoryview = data
-        while self._pending_bytes + len(piece) >= self._part_size:
+        # Strictly more than a part before one is sent: an object of exactly one part
+        # is one PUT, not an upload of one part and its completion.
+        while self._pending_bytes + len(piece) > self._part_size:
             cut = self._part_size - self._pending_bytes
             view = memoryview(piece)
             part = b"".join([*self._pending, view[:cut]])
