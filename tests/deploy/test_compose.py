@@ -285,3 +285,62 @@ def test_the_copy_scheduler_runs_only_in_the_sidecar_profile(compose):
     services = compose["services"]
     assert services["copy-scheduler"]["profiles"] == ["sidecar"]
     assert [n for n, s in services.items() if "profiles" in s] == ["copy-scheduler"]
+
+
+# deploy/compose's override per cloud, and what an operator gives its variables.
+CLOUD_OVERRIDES = {
+    "gcs": {"REMOTELOG_GCS_BUCKET": "tiered", "REMOTELOG_GCS_KEY_FILE": "./key.json"},
+    "azure": {
+        "REMOTELOG_AZURE_CONTAINER": "tiered",
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;AccountKey=a2V5",
+    },
+}
+_REQUIRED_VARIABLE = re.compile(r"\$\{(\w+):\?[^}]*\}")
+
+
+def overridden(compose: dict, cloud: str) -> tuple[dict, dict]:
+    """(docker-compose.yml with the cloud's override merged in, as `docker compose -f
+    ... -f` merges mappings; the override itself), its variables given."""
+    text = (DEPLOY / "compose" / f"{cloud}.yml").read_text()
+    override = yaml.safe_load(
+        _REQUIRED_VARIABLE.sub(lambda m: CLOUD_OVERRIDES[cloud][m.group(1)], text)
+    )
+    merged = yaml.safe_load(yaml.safe_dump(compose))
+    for name, spec in override["services"].items():
+        service = merged["services"][name]
+        for field, value in spec.items():
+            if isinstance(value, dict):
+                service[field] = {**service.get(field, {}), **value}
+            else:
+                service[field] = value
+    return merged, override
+
+
+@pytest.mark.parametrize("cloud", CLOUD_OVERRIDES)
+def test_a_cloud_override_stores_in_its_bucket_and_kafka_streams_to_the_store(
+    compose, cloud, tmp_path
+):
+    assert schema_check(DEPLOY / "compose" / f"{cloud}.yml").returncode == 0
+    merged, override = overridden(compose, cloud)
+    given = CLOUD_OVERRIDES[cloud]
+    env = merged["services"]["segment-store"]["environment"]
+    key_file = env.get("REMOTELOG_STORAGE_GCS_CREDENTIALS_PATH")
+    if key_file is not None:  # the store reads it as it starts: one stands in for it here
+        (tmp_path / "key.json").write_text("{}")
+        env["REMOTELOG_STORAGE_GCS_CREDENTIALS_PATH"] = str(tmp_path / "key.json")
+    store = config_of(merged, "segment-store")
+    assert store.storage_backend == cloud
+    bucket = store.gcs_bucket_name if cloud == "gcs" else store.azure_container_name
+    assert bucket == "tiered"
+    if cloud == "gcs":
+        # The key file reaches the store as the secret it names, from the operator's path.
+        (secret,) = set(override["secrets"])
+        assert secret in merged["services"]["segment-store"]["secrets"]
+        assert key_file == f"/run/secrets/{secret}"
+        assert override["secrets"][secret]["file"] == given["REMOTELOG_GCS_KEY_FILE"]
+    else:
+        assert store.azure_connection_string == given["AZURE_STORAGE_CONNECTION_STRING"]
+    # Such a store signs no URLs: the plugin copies and reads through its streams.
+    kafka = merged["services"]["kafka"]["environment"]
+    assert kafka["KAFKA_RSM_CONFIG_COPY_METHOD"] == "stream"
+    assert kafka["KAFKA_RSM_CONFIG_FETCH_URLS_ENABLED"] == "false"

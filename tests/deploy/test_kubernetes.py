@@ -30,6 +30,8 @@ RENDERS = {
     "base+otel": (["base"], ["components/otel"]),
     "base+tls": (["base"], ["components/tls"]),
     "base+encryption": (["base"], ["components/encryption"]),
+    "base+gcs": (["base"], ["components/gcs"]),
+    "base+azure": (["base"], ["components/azure"]),
     "dev": (["overlays/dev"], []),
     "dev+tls": (["overlays/dev"], ["components/tls"]),
     "dev-sidecar": (["overlays/dev-sidecar"], []),
@@ -337,6 +339,54 @@ def test_the_encryption_component_keeps_segments_under_the_secrets_key_ring(rend
             find(objects, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
         )
         assert not [k for k in env if k.startswith("REMOTELOG_ENCRYPTION")], name
+
+
+# What each cloud's component takes its credentials from (a Secret; optional: the
+# pod's own identity without it), and a Secret's content as an operator
+# would create it.
+CLOUDS = {
+    "gcs": (
+        "remotelog-gcs",
+        True,
+        {"REMOTELOG_STORAGE_GCS_CREDENTIALS_JSON": '{"type": "service_account"}'},
+    ),
+    "azure": (
+        "remotelog-azure",
+        False,
+        {
+            "REMOTELOG_STORAGE_AZURE_ACCOUNT_NAME": "remotelogprod",
+            "REMOTELOG_STORAGE_AZURE_ACCOUNT_KEY": "a2V5",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_cloud_component_stores_in_its_bucket_with_the_secrets_credentials(
+    rendered, cloud, tmp_path
+):
+    objects = rendered[f"base+{cloud}"]
+    pod = find(objects, "Deployment", "segment-store")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    secret, optional, content = CLOUDS[cloud]
+    # The cloud's Secret alone, in place of S3's: no S3 keys reach a GCS or Azure store.
+    assert container["envFrom"] == [
+        {"secretRef": {"name": secret, **({"optional": True} if optional else {})}}
+    ]
+    for environment in ({}, content) if optional else (content,):
+        config = effective(
+            "segment-store",
+            properties_of(objects, pod, container, tmp_path),
+            environment_of(container) | environment,
+        )
+        assert config.storage_backend == cloud
+        bucket = config.gcs_bucket_name if cloud == "gcs" else config.azure_container_name
+        assert bucket == "remotelog"
+    for name in ("metadata-manager", "remote-fetch", "partition-remover"):
+        env = environment_of(
+            find(objects, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        )
+        assert "REMOTELOG_STORAGE_BACKEND" not in env, name
 
 
 def test_without_the_plugin_the_broker_is_the_pinned_apache_kafka(rendered):
