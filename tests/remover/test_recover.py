@@ -42,9 +42,15 @@ from .conftest import RemoverStack
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
 
-@pytest_asyncio.fixture(params=["filesystem", "s3"])
-async def stack(request, tmp_path, broker, s3_endpoint):
-    stack = RemoverStack(tmp_path, broker.bootstrap_servers, s3_endpoint, backend=request.param)
+@pytest_asyncio.fixture(params=["filesystem", "s3", "gcs", "azure"])
+async def stack(request, tmp_path, broker, s3_endpoint, cloud_emulators):
+    stack = RemoverStack(
+        tmp_path,
+        broker.bootstrap_servers,
+        s3_endpoint,
+        backend=request.param,
+        emulators=cloud_emulators,
+    )
     async with started(stack) as running:
         yield running
 

@@ -57,6 +57,10 @@ def load_properties(config_class, path: Path, properties: dict[str, str]):
     return config
 
 
+# The cloud backends with an emulator, and the setting that names their bucket.
+CLOUDS = {"gcs": "storage.gcs.bucket.name", "azure": "storage.azure.container.name"}
+
+
 class CloudEmulators:
     """GCS's emulator and Azurite, each started the first time a test asks for it (one
     per worker): buckets and containers of their own for each test."""
@@ -204,9 +208,11 @@ async def start_store(
     backend, tmp_path, s3_endpoint, bucket=None, emulators=None, **extra
 ) -> StoreRunning:
     """The segment store on `backend` (S3: on `bucket`, a fresh one if None; GCS and
-    Azure: on a new bucket of `emulators`), with a client."""
-    if backend in ("gcs", "azure"):
+    Azure: on the bucket `extra` names, else a new one of `emulators`), with a client."""
+    if backend in CLOUDS and CLOUDS[backend] not in extra:
         config = cloud_config(backend, tmp_path, emulators, **extra)
+    elif backend in CLOUDS:
+        config = store_config(backend, tmp_path, "", "", **extra)
     else:
         bucket = bucket or new_bucket(s3_endpoint)
         config = store_config(backend, tmp_path, s3_endpoint, bucket, **extra)
@@ -312,9 +318,16 @@ class BackendStack:
     # restarts.
     store_settings: dict[str, str] = field(default_factory=dict)
     metadata_settings: dict[str, str] = field(default_factory=dict)
+    # GCS's and Azure's emulators, for those backends; the bucket's settings on one.
+    emulators: CloudEmulators | None = None
+    cloud_settings: dict[str, str] = field(default_factory=dict)
 
     async def start(self):
-        self.bucket = new_bucket(self.s3_endpoint)
+        if self.backend in CLOUDS:
+            assert self.emulators is not None, "a GCS or Azure stack needs the emulators"
+            self.bucket, self.cloud_settings = self.emulators.place(self.backend)
+        else:
+            self.bucket = new_bucket(self.s3_endpoint)
         # The store's short circuit, for services that take it (a short path: unix sockets).
         self.short_circuit_socket = f"{tempfile.mkdtemp(prefix='rl-')}/store.sock"
         await self.start_store()
@@ -327,7 +340,9 @@ class BackendStack:
             self.tmp,
             self.s3_endpoint,
             self.bucket,
+            self.emulators,
             **{
+                **self.cloud_settings,
                 "listen.address": self.store_listen,
                 "short.circuit.socket.path": self.short_circuit_socket,
                 # Fetch URLs for services that take them (S3 only).
@@ -388,6 +403,7 @@ class BackendStack:
             "storage.s3.path.style.access.enabled": "true",
             "storage.aws.access.key.id": store.aws_access_key_id,
             "storage.aws.secret.access.key": store.aws_secret_access_key,
+            **self.cloud_settings,
         }
 
     def scrub_config(self, **extra: str) -> ScrubConfig:
