@@ -3,6 +3,7 @@
 credentials as `config check` and the store refuse them, secrets kept out of output."""
 
 import os
+from dataclasses import replace
 
 import pytest
 from support.services import cloud_config, new_bucket, store_config
@@ -10,6 +11,7 @@ from support.waiting import eventually
 
 from remotelog.cli.main import main
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.segmentstore.azure import AzureStore
 from remotelog.segmentstore.factory import open_backend, open_segment_store
 from remotelog.segmentstore.gcs import STAGING
 
@@ -70,6 +72,22 @@ async def test_an_azure_upload_is_blocks_uncommitted_until_complete(tmp_path, cl
     across = 5 * 1024 * KIB - 2  # a read across the first two blocks' boundary
     chunks = [bytes(c) async for c in objects.read("t/0/log", across, across + 9, 4)]
     assert chunks == [data[across + i : across + min(i + 4, 10)] for i in (0, 4, 8)]
+    await objects.close()
+
+
+async def test_azure_listings_go_on_page_after_page(tmp_path, cloud_emulators):
+    config = cloud_config("azure", tmp_path, cloud_emulators)
+    objects = await open_backend(config, config.backoff())
+    paged = AzureStore(replace(objects.settings, list_page_size=2), objects._service, None)
+    upload = paged.open_upload("t/0/orphan")
+    await upload.write(os.urandom(6 * 1024 * KIB))
+    await upload.sent()
+    keys = [f"t/0/{i}" for i in range(7)]
+    for key in keys:
+        await paged.put(key, key.encode())
+    assert [o.key async for o in paged.list("t/0/")] == keys  # four pages
+    assert [u.key async for u in paged.incomplete_uploads("t/")] == ["t/0/orphan"]
+    await upload.abort()
     await objects.close()
 
 

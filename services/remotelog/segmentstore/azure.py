@@ -41,6 +41,7 @@ _TRANSPORT_ERRORS = (
     ConnectionError,
     asyncio.IncompleteReadError,
 )
+_GET_SIZE = 4 * 1024 * 1024
 # What a part's block id encodes after the upload's id: its number, fixed width.
 _NUMBER_DIGITS = 5
 
@@ -82,6 +83,7 @@ class AzureSettings:
     default_retry_s: float = 60.0
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 30.0
+    list_page_size: int = 5000  # Azure's largest
 
 
 def _block_id(upload_id: str, number: int) -> str:
@@ -96,6 +98,10 @@ def _service(settings: AzureSettings) -> tuple[BlobServiceClient, Any]:
         "read_timeout": settings.read_timeout_s,
         "max_single_put_size": settings.block_size,
         "max_block_size": settings.block_size,
+        # A read's GETs: the SDK holds each in memory before it yields it (its default
+        # first GET is 32 MiB), so they stay the size of the store's fetch chunks.
+        "max_single_get_size": _GET_SIZE,
+        "max_chunk_get_size": _GET_SIZE,
     }
     if settings.connection_string:
         return BlobServiceClient.from_connection_string(settings.connection_string, **options), None
@@ -191,15 +197,29 @@ class AzureStore:
                 continue
 
     async def _listed(self, prefix: str, *include: str) -> AsyncIterator[Any]:
-        """Blobs under `prefix`, by name (Azure pages through them itself)."""
-        pages = self._container.list_blobs(name_starts_with=prefix, include=list(include) or None)
-        iterator = pages.__aiter__()
-        while True:
+        """Blobs under `prefix`, by name, a page at a time: a page that fails is asked
+        for again from its continuation token (a pager that raised cannot go on)."""
+        token: str | None = None
+
+        async def page() -> tuple[list[Any], str | None]:
+            listing = self._container.list_blobs(
+                name_starts_with=prefix,
+                include=list(include) or None,
+                results_per_page=self.settings.list_page_size,
+            )
+            pages: Any = listing.by_page(continuation_token=token)
             try:
-                item = await self.call(prefix, iterator.__anext__)
+                items = [item async for item in await pages.__anext__()]
             except StopAsyncIteration:
+                return [], None
+            return items, pages.continuation_token
+
+        while True:
+            items, token = await self.call(prefix, page)
+            for item in items:
+                yield item
+            if not token:
                 return
-            yield item
 
     async def list(self, prefix: str) -> AsyncIterator[StoredObject]:
         async for item in self._listed(prefix):
