@@ -6,16 +6,19 @@ import os
 from dataclasses import replace
 
 import pytest
+from aiohttp import web
 from support.services import cloud_config, new_bucket, store_config
 from support.waiting import eventually
 
 from remotelog.cli.main import main
 from remotelog.core.errors import InvalidArgumentError
+from remotelog.dev.broker import free_port
 from remotelog.segmentstore.azure import AzureStore
 from remotelog.segmentstore.factory import open_backend, open_segment_store
 from remotelog.segmentstore.gcs import STAGING
 
 KIB = 1024
+STAMP = "2026-12-01T10:00:00.000Z"
 
 
 async def test_gcs_composes_an_upload_of_more_parts_than_one_compose_takes(
@@ -194,3 +197,47 @@ async def test_s3_without_keys_takes_a_web_identity_as_irsa_hands_it_out(
         assert frozen.access_key.startswith("ASIA")  # STS's temporary keys
     finally:
         await objects.close()
+
+
+async def test_gcs_listings_follow_next_page_tokens(tmp_path):
+    """gcp-storage-emulator answers every listing in one page; GCS pages by
+    nextPageToken. A server answering as GCS does, two objects a page, the first
+    request refused 503 as GCS throttles, stands in for it."""
+    asked: list[dict[str, str]] = []
+    names = ["t/0/a", "t/0/b", "t/0/b/.remotelog-upload/u1/00001", "t/0/c"]
+
+    async def objects(request: web.Request) -> web.Response:
+        asked.append(dict(request.query))
+        if len(asked) == 1:
+            return web.Response(status=503, text="slow down")
+        start = int(request.query.get("pageToken", "0"))
+        page = {
+            "items": [
+                {"name": n, "size": "1", "updated": STAMP, "timeCreated": STAMP}
+                for n in names[start : start + 2]
+            ]
+        }
+        if start + 2 < len(names):
+            page["nextPageToken"] = str(start + 2)
+        return web.json_response(page)
+
+    app = web.Application()
+    app.router.add_get("/storage/v1/b/{bucket}/o", objects)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    properties = {
+        "storage.gcs.bucket.name": "paged",
+        "storage.gcs.endpoint.url": f"http://127.0.0.1:{port}",
+    }
+    config = store_config("gcs", tmp_path, "", "", **properties)
+    store = await open_backend(config, config.backoff())
+    try:
+        assert [o.key async for o in store.list("t/0/")] == ["t/0/a", "t/0/b", "t/0/c"]
+        assert [u.upload_id async for u in store.incomplete_uploads("t/0/")] == ["u1"]
+    finally:
+        await store.close()
+        await runner.cleanup()
+    assert [a.get("pageToken") for a in asked[:3]] == [None, None, "2"]
+    assert {a["prefix"] for a in asked} == {"t/0/"}
