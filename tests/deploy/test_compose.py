@@ -340,7 +340,7 @@ def test_a_cloud_override_stores_in_its_bucket_and_kafka_streams_to_the_store(
         assert override["secrets"][secret]["file"] == given["REMOTELOG_GCS_KEY_FILE"]
     else:
         assert store.azure_connection_string == given["AZURE_STORAGE_CONNECTION_STRING"]
-    # Such a store signs no URLs: the plugin copies and reads through its streams.
+    # The plugin copies and reads through the store's streams (no upload URLs there yet).
     kafka = merged["services"]["kafka"]["environment"]
     assert kafka["KAFKA_RSM_CONFIG_COPY_METHOD"] == "stream"
     assert kafka["KAFKA_RSM_CONFIG_FETCH_URLS_ENABLED"] == "false"

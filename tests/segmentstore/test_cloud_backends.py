@@ -3,6 +3,10 @@
 credentials as `config check` and the store refuse them, secrets kept out of output."""
 
 import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import replace
 
 import pytest
@@ -11,7 +15,7 @@ from support.services import cloud_config, new_bucket, store_config
 from support.waiting import eventually
 
 from remotelog.cli.main import main
-from remotelog.core.errors import InvalidArgumentError
+from remotelog.core.errors import InvalidArgumentError, UnsupportedOperationError
 from remotelog.dev.broker import free_port
 from remotelog.segmentstore.azure import AzureStore
 from remotelog.segmentstore.factory import open_backend, open_segment_store
@@ -241,3 +245,51 @@ async def test_gcs_listings_follow_next_page_tokens(tmp_path):
         await runner.cleanup()
     assert [a.get("pageToken") for a in asked[:3]] == [None, None, "2"]
     assert {a["prefix"] for a in asked} == {"t/0/"}
+
+
+def http(method: str, url: str, **headers: str) -> tuple[int, bytes]:
+    """(status, body) of one request by URL (a PUT sends a byte)."""
+    body = b"x" if method == "PUT" else None
+    request = urllib.request.Request(url, method=method, headers=headers, data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, b""
+
+
+async def test_an_azure_fetch_url_reads_its_one_blob_and_nothing_else(tmp_path, cloud_emulators):
+    """Azurite checks a SAS as Azure does: the store's grants a read of one blob."""
+    config = cloud_config("azure", tmp_path, cloud_emulators)
+    objects = await open_backend(config, config.backoff())
+    await objects.put("t/0/log", b"0123456789")
+    await objects.put("t/0/other", b"other")
+    url = await objects.presigned_get_url("t/0/log", 60)
+    await objects.close()
+    assert http("GET", url, Range="bytes=2-5") == (206, b"2345")
+    assert http("PUT", url, **{"x-ms-blob-type": "BlockBlob"})[0] == 403  # read only
+    assert http("DELETE", url)[0] == 403
+    assert http("GET", url.replace("t/0/log", "t/0/other"))[0] == 403  # its blob only
+    tampered = re.sub(r"sig=[^&]+", "sig=AAAA", url)
+    assert http("GET", tampered)[0] == 403
+
+
+async def test_a_gcs_fetch_url_is_signed_v4_by_the_service_account(tmp_path, cloud_emulators):
+    config = cloud_config("gcs", tmp_path, cloud_emulators)
+    objects = await open_backend(config, config.backoff())
+    await objects.put("t/0/log", b"0123456789")
+    url = await objects.presigned_get_url("t/0/log", 30 * 24 * 3600)
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+    assert query["X-Goog-Algorithm"] == "GOOG4-RSA-SHA256"
+    assert query["X-Goog-Credential"].startswith("store@remotelog-test.iam.gserviceaccount.com/")
+    assert query["X-Goog-Expires"] == str(7 * 24 * 3600)  # V4's longest
+    emulator = urllib.parse.urlsplit(cloud_emulators.gcs.endpoint).netloc
+    assert urllib.parse.urlsplit(url).netloc == emulator
+    assert http("GET", url, Range="bytes=2-5") == (206, b"2345")
+    # Without a key to sign with, a GCS store refuses to sign: its readers use the store.
+    keyless = cloud_config("gcs", tmp_path, cloud_emulators, **{"storage.gcs.credentials.json": ""})
+    unsigned = await open_backend(keyless, keyless.backoff())
+    with pytest.raises(UnsupportedOperationError, match=r"storage\.gcs\.credentials"):
+        await unsigned.presigned_get_url("t/0/log", 60)
+    await unsigned.close()
+    await objects.close()

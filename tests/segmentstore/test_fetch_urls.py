@@ -33,6 +33,7 @@ from remotelog.dev.broker import free_port
 from remotelog.fileio.url_cache import SignedUrlCache
 from remotelog.protocol.convert import segment_metadata_to_proto
 
+from .conftest import URLS_ON
 from .segments import segment_files, segment_metadata, synthetic_files
 
 MIB = 1024 * 1024
@@ -49,6 +50,18 @@ async def url_client(running):
         yield client
     finally:
         await client.close()
+
+
+@pytest_asyncio.fixture(params=["s3", "gcs", "azure"])
+async def signing_store(request, tmp_path, s3_endpoint, s3_faults, cloud_emulators):
+    """The service on each cloud backend, signing fetch URLs (V4 for S3 and GCS, a SAS
+    for Azure)."""
+    running = await start_store(
+        request.param, tmp_path, s3_endpoint, emulators=cloud_emulators, **URLS_ON
+    )
+    yield running
+    s3_faults(None)
+    await running.stop()
 
 
 @pytest_asyncio.fixture
@@ -72,22 +85,23 @@ def pending_faults(s3_endpoint) -> list:
         return json.loads(response.read())
 
 
-async def test_real_segments_read_by_url_without_the_store(s3_store, by_url, kafka_logs):
+async def test_real_segments_read_by_url_without_the_store(signing_store, kafka_logs):
     logs = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))
     copied = []
-    for log in logs:
-        metadata = segment_metadata(log, topic="test_topic_a")
-        await s3_store.client.copy_log_segment_data(metadata, segment_files(log))
-        assert await read(by_url, metadata) == log.read_bytes()
-        copied.append((metadata, log.read_bytes()))
-    await s3_store.service.stop(1)
-    # The store is gone; the URLs it signed still read every byte, any range.
-    for metadata, data in copied:
-        assert await read(by_url, metadata) == data
-        middle = len(data) // 2
-        assert await read(by_url, metadata, middle, middle + 99) == data[middle:][:100]
-    with pytest.raises(ServiceUnavailableError):  # and nothing else is served
-        await by_url.delete_log_segment_data(copied[0][0], timeout_s=0.5)
+    async with url_client(signing_store) as by_url:
+        for log in logs:
+            metadata = segment_metadata(log, topic="test_topic_a")
+            await signing_store.client.copy_log_segment_data(metadata, segment_files(log))
+            assert await read(by_url, metadata) == log.read_bytes()
+            copied.append((metadata, log.read_bytes()))
+        await signing_store.service.stop(1)
+        # The store is gone; the URLs it signed still read every byte, any range.
+        for metadata, data in copied:
+            assert await read(by_url, metadata) == data
+            middle = len(data) // 2
+            assert await read(by_url, metadata, middle, middle + 99) == data[middle:][:100]
+        with pytest.raises(ServiceUnavailableError):  # and nothing else is served
+            await by_url.delete_log_segment_data(copied[0][0], timeout_s=0.5)
 
 
 async def test_a_refused_url_is_replaced_once_then_the_store_reads(s3_store, by_url, s3_faults):

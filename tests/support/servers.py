@@ -65,9 +65,16 @@ class GcsEmulator(_Emulator):
 
     def __init__(self) -> None:
         port = free_port()
-        binary = Path(sys.executable).with_name("gcp-storage-emulator")
-        command = [str(binary), "start", "--host", "127.0.0.1", "--port", str(port)]
-        super().__init__([*command, "--in-memory"], port, "gcp-storage-emulator")
+        # The emulator serves one request at a time; a test's own listing while an
+        # in-process store's upload is half sent would wait for the store, which waits
+        # for the test. Threaded, it serves both, as GCS does.
+        threaded = (
+            "import http.server as s; s.HTTPServer = s.ThreadingHTTPServer; "
+            "from gcp_storage_emulator.__main__ import main; main()"
+        )
+        command = [sys.executable, "-c", threaded, "start", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--in-memory"]
+        super().__init__(command, port, "gcp-storage-emulator")
         self.endpoint = f"http://127.0.0.1:{port}"
 
     def new_bucket(self, name: str) -> None:

@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -57,6 +58,29 @@ def load_properties(config_class, path: Path, properties: dict[str, str]):
     return config
 
 
+def service_account_key() -> str:
+    """A GCP service account's JSON key, with a fresh RSA key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return json.dumps(
+        {
+            "type": "service_account",
+            "project_id": "remotelog-test",
+            "private_key_id": "test",
+            "private_key": pem,
+            "client_email": "store@remotelog-test.iam.gserviceaccount.com",
+            "token_uri": "http://127.0.0.1:1/token",
+        }
+    )
+
+
 # The cloud backends with an emulator, and the setting that names their bucket.
 CLOUDS = {"gcs": "storage.gcs.bucket.name", "azure": "storage.azure.container.name"}
 
@@ -68,6 +92,9 @@ class CloudEmulators:
     def __init__(self) -> None:
         self._gcs: GcsEmulator | None = None
         self._azurite: Azurite | None = None
+        # A service account's key of our own: GCS stores sign URLs with it (the
+        # emulator checks no signature and asks for no token).
+        self.gcs_key = service_account_key()
 
     @property
     def gcs(self) -> GcsEmulator:
@@ -90,6 +117,7 @@ class CloudEmulators:
             return name, {
                 "storage.gcs.bucket.name": name,
                 "storage.gcs.endpoint.url": via.endpoint if via else self.gcs.endpoint,
+                "storage.gcs.credentials.json": self.gcs_key,
                 "storage.gcs.upload.part.size": str(5 * 1024 * 1024),
             }
         assert backend == "azure", backend

@@ -14,18 +14,20 @@ import asyncio
 import base64
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
 import aiohttp
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
-from azure.storage.blob import BlobBlock
+from azure.storage.blob import BlobBlock, BlobSasPermissions, generate_blob_sas
 from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
     InvalidArgumentError,
     RemoteResourceNotFoundError,
+    UnsupportedOperationError,
 )
 from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
 from remotelog.segmentstore.object_calls import CallPolicy, Calls, resuming_read, storage_error
@@ -188,6 +190,27 @@ class AzureStore:
                 return None
             raise
         return _Body(download)
+
+    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
+        """A read-only SAS of the one blob `key`, signed here with the account's key (no
+        request to Azure); ranges go by a Range header."""
+        credential = self._service.credential
+        account_key = getattr(credential, "account_key", None)
+        if not account_key:
+            raise UnsupportedOperationError(
+                "an azure store signs fetch URLs with its account key "
+                "(storage.azure.account.key, or a connection string that holds one): "
+                "without one, segments are read through the store"
+            )
+        sas = generate_blob_sas(
+            account_name=credential.account_name,
+            container_name=self.settings.container,
+            blob_name=key,
+            account_key=account_key,
+            permission=BlobSasPermissions(read=True),
+            expiry=datetime.now(UTC) + timedelta(seconds=expires_in_s),
+        )
+        return f"{self.blob(key).url}?{sas}"
 
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
