@@ -41,6 +41,7 @@ from remotelog.client.remote_fetch import FetchPartition, RemoteFetchClient
 from remotelog.core.errors import (
     OffsetOutOfRangeError,
     RemoteLogError,
+    RemoteResourceNotFoundError,
     ServiceUnavailableError,
 )
 from remotelog.core.list_offsets import EARLIEST_TIMESTAMP
@@ -476,11 +477,28 @@ class Soak:
         if rolled is None or rolled.end_offset != segment.end_offset:
             self._fail(f"{where}: no such segment was rolled")
             return
-        chunks = [bytes(c) async for c in store.fetch_log_segment(segment, 0)]
+        try:
+            chunks = [bytes(c) async for c in store.fetch_log_segment(segment, 0)]
+        except RemoteResourceNotFoundError:
+            # Retention may delete a segment between the listing and its read: that one
+            # is now being deleted, not lost. Still listed as copied, it is lost.
+            if await self._still_copied(segment):
+                self._fail(f"{where}: listed as copied, but its objects are gone")
+            return
         if b"".join(chunks) != rolled.shadow.read_bytes():
             self._fail(f"{where}: the stored bytes differ from the rolled segment's")
             return
         self.report.segments_verified += 1
+
+    async def _still_copied(self, segment: RemoteLogSegmentMetadata) -> bool:
+        address = self.stack.addresses["metadata-manager"]
+        tip = segment.remote_log_segment_id.topic_id_partition
+        async with MetadataClient(address, options=OPTIONS) as metadata:
+            listed = [s async for s in metadata.list_remote_log_segments(tip)]
+        return any(
+            s.remote_log_segment_id == segment.remote_log_segment_id and s.state is COPIED
+            for s in listed
+        )
 
     async def _scrub(self) -> None:
         """A scrub deletes what no metadata references; a second finds nothing."""
