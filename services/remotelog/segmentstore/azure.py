@@ -265,6 +265,14 @@ class AzureStore:
             initiated = (item.creation_time or item.last_modified).timestamp()
             yield IncompleteUpload(item.name, upload_id, initiated)
 
+    async def _committed(self, key: str) -> bool:
+        """Whether a blob is committed under `key` (uncommitted blocks alone are none)."""
+        try:
+            await self.call(key, self.blob(key).get_blob_properties)
+        except RemoteResourceNotFoundError:
+            return False
+        return True
+
     async def abort_upload(self, upload: IncompleteUpload) -> None:
         """Drop a blob's uncommitted blocks, never a committed blob: if one was committed
         meanwhile, its uncommitted blocks are Azure's to discard (at the next commit, or
@@ -272,11 +280,8 @@ class AzureStore:
         between the two would be a second copy of one segment, which the store never
         makes while it sweeps uploads older than any copy's timeout."""
         blob = self.blob(upload.key)
-        try:
-            await self.call(upload.key, blob.get_blob_properties)
+        if await self._committed(upload.key):
             return
-        except RemoteResourceNotFoundError:
-            pass
         try:
             await self.call(upload.key, blob.delete_blob)
         except RemoteResourceNotFoundError:
