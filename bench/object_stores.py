@@ -49,14 +49,13 @@ from common import (
 )
 from common import serve as serve_service
 from gcloud.aio.storage import Storage
-from segment_store import in_turn, s3_rounds, service_rounds
+
+# The same part size and concurrency as the segment store's bench, S3's bare side its own.
+from segment_store import CONCURRENCY, MIB, PART, in_turn, s3_rounds, service_rounds
 
 from remotelog.client import ClientOptions, LogSegmentData, SegmentStoreClient
 from remotelog.dev.broker import free_port
 
-MIB = 1024 * 1024
-PART = 8 * MIB
-CONCURRENCY = 4
 PLAN = RoundPlan(warmup_rounds=1, min_rounds=7, max_rounds=21)
 AZURITE = ROOT / ".tools" / "node_modules" / ".bin" / "azurite-blob"
 AZURITE_ACCOUNT = "devstoreaccount1"
