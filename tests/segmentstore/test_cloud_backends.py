@@ -2,16 +2,18 @@
 (test_object_store_contract.py): GCS's compose past 32 parts, their settings and
 credentials as `config check` and the store refuse them, secrets kept out of output."""
 
+import json
 import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from aiohttp import web
-from support.services import cloud_config, new_bucket, store_config
+from support.services import cloud_config, new_bucket, service_account_key, store_config
 from support.waiting import eventually
 
 from remotelog.cli.main import main
@@ -20,6 +22,7 @@ from remotelog.dev.broker import free_port
 from remotelog.segmentstore.azure import AzureStore
 from remotelog.segmentstore.factory import open_backend, open_segment_store
 from remotelog.segmentstore.gcs import STAGING
+from remotelog.segmentstore.gcs_signing import ServiceAccountSigner
 
 KIB = 1024
 STAMP = "2026-12-01T10:00:00.000Z"
@@ -293,3 +296,39 @@ async def test_a_gcs_fetch_url_is_signed_v4_by_the_service_account(tmp_path, clo
         await unsigned.presigned_get_url("t/0/log", 60)
     await unsigned.close()
     await objects.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "key", "headers"),
+    [
+        ("GET", "orders-0/00000000000000000000-abc.log", {}),
+        (
+            "PUT",
+            "orders-0/a b~c/.remotelog-upload/u1/00001",
+            {"Content-MD5": "1B2M2Y8AsgTpgAmY7PhCfg=="},
+        ),
+    ],
+)
+def test_gcs_v4_signatures_are_google_s_own(method, key, headers):
+    """The emulator checks no signature: the store's V4 URLs are compared with Google's
+    own library's for the same request, a Content-MD5 of mixed case signed as it is."""
+    from google.cloud.storage._signing import generate_signed_url_v4
+    from google.oauth2 import service_account
+
+    info = json.loads(service_account_key())
+    now = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+    signer = ServiceAccountSigner.of(info["client_email"], info["private_key"])
+    ours = signer.signed_url(method, "b-1", key, 600, headers, now=now)
+    theirs = generate_signed_url_v4(
+        service_account.Credentials.from_service_account_info(info),
+        urllib.parse.quote(f"/b-1/{key}", safe="/~"),
+        expiration=600,
+        method=method,
+        headers=dict(headers),  # it adds its own to what it is given
+        _request_timestamp=now.strftime("%Y%m%dT%H%M%SZ"),
+    )
+    ours_split, theirs_split = urllib.parse.urlsplit(ours), urllib.parse.urlsplit(theirs)
+    assert (ours_split.netloc, ours_split.path) == (theirs_split.netloc, theirs_split.path)
+    query = dict(urllib.parse.parse_qsl(ours_split.query))
+    assert query == dict(urllib.parse.parse_qsl(theirs_split.query))
+    assert query["X-Goog-SignedHeaders"] == ("content-md5;host" if headers else "host")

@@ -1,7 +1,7 @@
-"""Copies whose bytes skip the store's gRPC stream: by presigned multipart upload (S3),
-the caller PUTting the parts itself, and by path (the store reads the broker's files).
-What is read back is what was sent; what did not arrive as sent is refused and leaves
-nothing behind."""
+"""Copies whose bytes skip the store's gRPC stream: by signed multipart upload (S3's, GCS
+part objects, Azure blocks), the caller PUTting the parts itself, and by path (the store
+reads the broker's files). What is read back is what was sent; what did not arrive as
+sent is refused and leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ from .segments import segment_files, segment_metadata
 from .test_transforms import CHUNK, local_ring
 
 COPY_TIMEOUT_MS = 120_000
+# What a PUT by URL answers: S3 and GCS 200, Azure 201.
+CREATED = {200, 201}
 PART = 5 * 1024 * 1024  # the test stores' part size: S3's smallest
 INDEXES = {
     SegmentFile.OFFSET_INDEX: IndexType.OFFSET,
@@ -84,6 +86,14 @@ class Stub:
 @pytest_asyncio.fixture
 async def s3(tmp_path, s3_endpoint):
     stub = Stub(await start_store("s3", tmp_path, s3_endpoint))
+    yield stub
+    await stub.close()
+
+
+@pytest_asyncio.fixture(params=["s3", "gcs", "azure"])
+async def url_store(request, tmp_path, s3_endpoint, cloud_emulators):
+    """A store on each cloud's object store, signing upload URLs."""
+    stub = Stub(await start_store(request.param, tmp_path, s3_endpoint, emulators=cloud_emulators))
     yield stub
     await stub.close()
 
@@ -195,7 +205,7 @@ async def put_all(upload, contents, *, skip_indexes=False, encoded=None) -> list
             answers.append(
                 await put(session, upload.indexes_url, encoded.indexes, upload.indexes_headers)
             )
-    assert set(answers) == {200}
+    assert set(answers) <= CREATED
     assert [segment_file_to_proto(f) for f in INDEX_ORDER if f in contents] == list(
         upload.index_order
     )
@@ -236,19 +246,29 @@ def refused(error: grpc.aio.AioRpcError, code: grpc.StatusCode, field: str | Non
         assert error_info(error).metadata["field"] == field, error.details()
 
 
-@pytest_asyncio.fixture(params=["", "aws:kms"], ids=["bucket-default", "sse-kms"])
-async def s3_sse(request, tmp_path, s3_endpoint):
-    """A store on S3 asking for no encryption, and one asking for SSE-KMS: a bucket whose
-    ETags are no MD5s (tests/support/s3_server.py makes them as S3 does)."""
-    stub = Stub(await start_store("s3", tmp_path, s3_endpoint, **{"storage.s3.sse": request.param}))
-    yield stub, request.param
+@pytest_asyncio.fixture(
+    params=[("s3", ""), ("s3", "aws:kms"), ("gcs", ""), ("azure", "")],
+    ids=["s3", "s3-sse-kms", "gcs", "azure"],
+)
+async def by_url(request, tmp_path, s3_endpoint, cloud_emulators):
+    """A store on each cloud, and on S3 one asking for SSE-KMS too: a bucket whose ETags
+    are no MD5s (tests/support/s3_server.py makes them as S3 does)."""
+    backend, sse = request.param
+    extra = {"storage.s3.sse": sse} if sse else {}
+    running = await start_store(backend, tmp_path, s3_endpoint, emulators=cloud_emulators, **extra)
+    stub = Stub(running)
+    yield stub, sse
     await stub.close()
 
 
-async def test_segments_put_by_url_read_back_byte_for_byte(s3_sse, kafka_logs):
-    """A broker-written segment, and a log of three parts (the last short), on a bucket as
-    it comes and on one that encrypts with KMS."""
-    s3, sse = s3_sse
+# The headers a whole object's PUT must send as they are, beside Content-MD5.
+SIGNED_PUT_HEADERS = {"s3": {}, "gcs": {}, "azure": {"x-ms-blob-type": "BlockBlob"}}
+
+
+async def test_segments_put_by_url_read_back_byte_for_byte(by_url, kafka_logs):
+    """A broker-written segment, and a log of three parts (the last short), on each cloud
+    and on an S3 bucket that encrypts with KMS."""
+    s3, sse = by_url
     real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
     synthetic = segment_contents(real) | {SegmentFile.LOG: os.urandom(2 * PART + 12345)}
     for contents in (segment_contents(real), synthetic):
@@ -263,7 +283,7 @@ async def test_segments_put_by_url_read_back_byte_for_byte(s3_sse, kafka_logs):
         assert plan == [(p.part_number, p.size) for p in part_plan(contents[SegmentFile.LOG])]
         assert [p.position for p in upload.log_parts] == [i * PART for i in range(len(plan))]
         signed = {"x-amz-server-side-encryption": sse} if sse else {}
-        assert dict(upload.indexes_headers) == signed
+        assert dict(upload.indexes_headers) == signed | SIGNED_PUT_HEADERS[s3.running.backend]
         assert s3.running.objects() == before  # nothing is there until the caller PUTs it
         parts = await put_all(upload, contents)
         answer = await complete(s3, metadata, upload, contents, parts)
@@ -272,6 +292,8 @@ async def test_segments_put_by_url_read_back_byte_for_byte(s3_sse, kafka_logs):
         assert s3.running.incomplete_uploads() == 0
     assert len(plan) == 3
     assert plan[-1][1] == 12345
+    if s3.running.backend != "s3":
+        return
     client = s3_client(s3.running.endpoint)
     bucket = s3.running.config.s3_bucket_name
     log_key = next(k for k in s3.running.objects() if k.endswith(".log"))
@@ -305,7 +327,28 @@ async def test_a_url_puts_only_the_bytes_its_md5_was_signed_for(s3, kafka_logs):
     assert await read_back(s3.running.client, metadata) == committed == contents
 
 
-async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kafka_logs):
+@pytest.mark.parametrize("url_store", ["azure"], indirect=True)
+async def test_an_azure_upload_sas_writes_its_blob_only_and_its_md5_is_checked(
+    url_store, kafka_logs
+):
+    """No SAS signs bytes: Azure checks a block against the Content-MD5 sent with it, and a
+    block's SAS is the one blob's, which no other blob's path takes."""
+    real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
+    contents = segment_contents(real)
+    upload = await start(url_store, segment_metadata(real, topic="test_topic_a"), contents)
+    part = upload.log_parts[0]
+    signed_md5 = b64encode(hashlib.md5(contents[SegmentFile.LOG]).digest()).decode()
+    other = b"not the log" * 100
+    elsewhere = part.url.replace(".log?", ".other?", 1)
+    assert elsewhere != part.url
+    async with aiohttp.ClientSession() as session:
+        assert await put(session, part.url, other, {"Content-MD5": signed_md5}) == 400
+        assert await put(session, elsewhere, contents[SegmentFile.LOG]) == 403
+    assert url_store.running.incomplete_uploads() == 0
+
+
+async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(url_store, kafka_logs):
+    s3 = url_store
     real = sorted((kafka_logs / "test_topic_a-0").glob("*.log"))[0]
     contents = segment_contents(real) | {SegmentFile.LOG: os.urandom(PART + 10)}
     metadata = replace(
@@ -325,7 +368,8 @@ async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kaf
             async with aiohttp.ClientSession() as session:
                 log = contents[SegmentFile.LOG]
                 for p in upload.log_parts[:parts_put]:
-                    assert await put(session, p.url, log[p.position : p.position + p.size]) == 200
+                    put_part = put(session, p.url, log[p.position : p.position + p.size])
+                    assert await put_part in CREATED
                 await put(session, upload.indexes_url, indexes_of(contents), upload.indexes_headers)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await complete(s3, metadata, upload, contents, tamper(parts))
@@ -339,10 +383,10 @@ async def test_what_did_not_arrive_as_sent_is_refused_and_leaves_nothing(s3, kaf
         return parts
 
     details = await attempt(other_size, "log_parts")
-    assert f"part 1 was sent as {PART + 1} bytes, but S3 holds {PART}" in details
-    assert "X-Amz-Signature" not in details
+    assert f"part 1 was sent as {PART + 1} bytes, but the bucket holds {PART}" in details
+    assert not [m for m in ("X-Amz-Signature", "X-Goog-Signature", "sig=") if m in details]
     details = await attempt(lambda parts: parts, "log_parts", parts_put=1)
-    assert "part 2 was sent as 10 bytes, but S3 holds nothing" in details
+    assert "part 2 was sent as 10 bytes, but the bucket holds nothing" in details
     await attempt(lambda parts: parts[:1], "log_parts")  # the log not whole
     details = await attempt(lambda parts: parts, "files", skip_indexes=True)
     assert "never PUT" in details
@@ -613,30 +657,28 @@ def encoded_as_told(metadata, contents, transforms: pb.UploadTransforms) -> Enco
     return Encoded(b"".join(log), b"".join(indexes), chunks)
 
 
-@pytest_asyncio.fixture(params=["compressed", "encrypted-over-tls"])
-async def chunking_s3(request, tmp_path, s3_endpoint):
-    """A store on S3 that compresses new segments, with a raw stub of it; and one that
-    also encrypts them, over TLS (where alone it hands out data keys)."""
+@pytest_asyncio.fixture(
+    params=[("s3", False), ("s3", True), ("gcs", False), ("azure", True)],
+    ids=["s3-compressed", "s3-encrypted-over-tls", "gcs-compressed", "azure-encrypted-over-tls"],
+)
+async def chunking_store(request, tmp_path, s3_endpoint, cloud_emulators):
+    """A store that compresses new segments, with a raw stub of it; and one that also
+    encrypts them, over TLS (where alone it hands out data keys)."""
+    backend, encrypted = request.param
     settings = {"compression.enabled": "true", "chunk.size": str(CHUNK)}
-    if request.param == "compressed":
-        stub = Stub(await start_store("s3", tmp_path, s3_endpoint, **settings))
-    else:
-        certificates = make_certificates(tmp_path)
-        running = await start_store(
-            "s3",
-            tmp_path,
-            s3_endpoint,
-            **settings,
-            **local_ring(tmp_path, "k1"),
-            **server_tls_settings(certificates),
-        )
-        stub = Stub(running, certificates)
+    certificates = make_certificates(tmp_path) if encrypted else None
+    if certificates is not None:
+        settings |= local_ring(tmp_path, "k1") | server_tls_settings(certificates)
+    running = await start_store(
+        backend, tmp_path, s3_endpoint, emulators=cloud_emulators, **settings
+    )
+    stub = Stub(running, certificates)
     yield stub
     await stub.close()
 
 
 async def test_a_url_copy_into_a_chunking_store_puts_the_chunks_the_caller_encoded(
-    chunking_s3, kafka_logs
+    chunking_store, kafka_logs
 ):
     """The store tells the caller how to encode (a data key only over TLS); the caller PUTs
     stored chunks of parts planned on them; the segment reads back exactly, and the bucket
@@ -649,32 +691,32 @@ async def test_a_url_copy_into_a_chunking_store_puts_the_chunks_the_caller_encod
         segment_size_in_bytes=len(contents[SegmentFile.LOG]),
     )
     prepare = pb.PrepareSegmentUploadRequest(metadata=segment_metadata_to_proto(metadata))
-    transforms = (await chunking_s3.rpc.PrepareSegmentUpload(prepare)).transforms
-    encrypted = chunking_s3.certificates is not None
+    transforms = (await chunking_store.rpc.PrepareSegmentUpload(prepare)).transforms
+    encrypted = chunking_store.certificates is not None
     assert (transforms.chunk_size, transforms.compression_enabled) == (CHUNK, True)
     assert len(transforms.data_key) == (32 if encrypted else 0)
     encoded = encoded_as_told(metadata, contents, transforms)
     assert len(encoded.log) < len(contents[SegmentFile.LOG]) * 0.7
 
     with pytest.raises(grpc.aio.AioRpcError) as caught:  # plain bytes into a chunking store
-        await start(chunking_s3, metadata, contents)
+        await start(chunking_store, metadata, contents)
     refused(caught.value, grpc.StatusCode.UNIMPLEMENTED)
     assert "PrepareSegmentUpload" in caught.value.details()
     short = pb.UploadedChunks()
     short.CopyFrom(encoded.chunks)
     del short.log_stored_sizes[-1]
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await start(chunking_s3, metadata, contents, encoded=replace(encoded, chunks=short))
+        await start(chunking_store, metadata, contents, encoded=replace(encoded, chunks=short))
     refused(caught.value, grpc.StatusCode.INVALID_ARGUMENT, "chunks.log_stored_sizes")
 
-    upload = await start(chunking_s3, metadata, contents, encoded=encoded)
+    upload = await start(chunking_store, metadata, contents, encoded=encoded)
     assert sum(p.size for p in upload.log_parts) == len(encoded.log)
     assert len(upload.log_parts) == 2
     parts = await put_all(upload, contents, encoded=encoded)
-    await complete(chunking_s3, metadata, upload, contents, parts, encoded.chunks)
-    assert await read_back(chunking_s3.client, metadata) == contents
+    await complete(chunking_store, metadata, upload, contents, parts, encoded.chunks)
+    assert await read_back(chunking_store.client, metadata) == contents
     keys = SegmentKeys.of("", metadata)
-    objects = chunking_s3.running.service.app.objects
+    objects = chunking_store.running.service.app.objects
     assert await objects.get(keys.log) == encoded.log
     assert await objects.get(keys.indexes) == encoded.indexes
     manifest = Manifest.from_json(await objects.get(keys.manifest), keys.manifest)

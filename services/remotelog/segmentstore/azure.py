@@ -6,17 +6,24 @@ not there for reads or listings, but a listing that asks for uncommitted blobs
 shows it, which is how `incomplete_uploads` finds what a killed store left.
 Block ids are the upload's id and the part's number, all of one length as Azure
 requires.
+
+A copy by URL works the same way: the caller puts the blocks by SAS URLs of the one
+blob, write only, and completing commits them here. A SAS signs no bytes, so the
+caller's Content-MD5, which Azure checks, is the caller's own; the store checks
+every block's size before it commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
@@ -29,7 +36,7 @@ from remotelog.core.errors import (
     RemoteResourceNotFoundError,
     UnsupportedOperationError,
 )
-from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject, StoredPart
 from remotelog.segmentstore.object_calls import CallPolicy, Calls, resuming_read, storage_error
 from remotelog.segmentstore.parted_upload import PartedUpload
 
@@ -44,6 +51,8 @@ _TRANSPORT_ERRORS = (
     asyncio.IncompleteReadError,
 )
 _GET_SIZE = 4 * 1024 * 1024
+# Azure takes blocks of any size; a floor keeps a caller's plan to few blocks.
+MIN_SIGNED_PART_SIZE = 1024 * 1024
 # What a part's block id encodes after the upload's id: its number, fixed width.
 _NUMBER_DIGITS = 5
 
@@ -191,26 +200,83 @@ class AzureStore:
             raise
         return _Body(download)
 
-    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
-        """A read-only SAS of the one blob `key`, signed here with the account's key (no
-        request to Azure); ranges go by a Range header."""
+    def _sas(self, what: str, key: str, expires_in_s: int, permission: BlobSasPermissions) -> str:
+        """A SAS of the one blob `key`, signed here with the account's key (no request
+        to Azure); UnsupportedOperationError naming the settings where there is none."""
         credential = self._service.credential
         account_key = getattr(credential, "account_key", None)
         if not account_key:
             raise UnsupportedOperationError(
-                "an azure store signs fetch URLs with its account key "
+                f"an azure store signs {what} with its account key "
                 "(storage.azure.account.key, or a connection string that holds one): "
-                "without one, segments are read through the store"
+                "without one, segments go through the store"
             )
-        sas = generate_blob_sas(
+        return generate_blob_sas(
             account_name=credential.account_name,
             container_name=self.settings.container,
             blob_name=key,
             account_key=account_key,
-            permission=BlobSasPermissions(read=True),
+            permission=permission,
             expiry=datetime.now(UTC) + timedelta(seconds=expires_in_s),
         )
+
+    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
+        """A read-only SAS URL of the one blob `key`; ranges go by a Range header."""
+        sas = self._sas("fetch URLs", key, expires_in_s, BlobSasPermissions(read=True))
         return f"{self.blob(key).url}?{sas}"
+
+    # -- uploads by URL: blocks put by the caller, committed here -----------------
+
+    @property
+    def min_part_size(self) -> int:
+        return MIN_SIGNED_PART_SIZE
+
+    async def start_multipart(self, key: str) -> str:
+        """An upload id for block ids (Azure keeps no upload until the first block)."""
+        self._sas("upload URLs", key, 1, BlobSasPermissions(write=True))
+        return uuid.uuid4().hex
+
+    async def presigned_part_url(
+        self, key: str, upload_id: str, number: int, expires_in_s: int, md5: str
+    ) -> str:
+        """A Put Block of part `number`: Azure checks its bytes against the caller's
+        Content-MD5, though no SAS can sign one."""
+        sas = self._sas("upload URLs", key, expires_in_s, BlobSasPermissions(write=True))
+        # On the wire, as the SDK sends ours: it base64s every block id once more.
+        wire_id = base64.b64encode(_block_id(upload_id, number).encode()).decode()
+        block = quote(wire_id, safe="")
+        return f"{self.blob(key).url}?comp=block&blockid={block}&{sas}"
+
+    async def presigned_put_url(self, key: str, expires_in_s: int, md5: str) -> str:
+        """A Put Blob of `key` (x-ms-blob-type: BlockBlob, signed_put_headers)."""
+        sas = self._sas("upload URLs", key, expires_in_s, BlobSasPermissions(write=True))
+        return f"{self.blob(key).url}?{sas}"
+
+    @property
+    def signed_put_headers(self) -> dict[str, str]:
+        return {"x-ms-blob-type": "BlockBlob"}
+
+    async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        """The upload's blocks put so far, by number; others (another upload's) left
+        out. Nothing put: no blob, RemoteResourceNotFoundError."""
+        _, blocks = await self.call(key, partial(self.blob(key).get_block_list, "uncommitted"))
+        parts = []
+        for block in blocks:
+            name = base64.b64decode(block.id).decode()
+            if name[:-_NUMBER_DIGITS] == upload_id:
+                parts.append(StoredPart(int(name[-_NUMBER_DIGITS:]), int(block.size), block.id))
+        return sorted(parts, key=lambda p: p.number)
+
+    async def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        await self.commit_blocks(key, [p.etag for p in parts])
+
+    async def commit_blocks(self, key: str, block_ids: list[str]) -> None:
+        blocks = [BlobBlock(block_id=block_id) for block_id in block_ids]
+        await self.call(key, partial(self.blob(key).commit_block_list, blocks))
+
+    async def head(self, key: str) -> StoredPart:
+        found = await self.call(key, self.blob(key).get_blob_properties)
+        return StoredPart(0, int(found.size), str(found.etag))
 
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -325,10 +391,7 @@ class AzureUpload(PartedUpload[AzureStore]):
         return block_id
 
     async def _finish(self, upload_id: str, tags: list[tuple[int, str]]) -> None:
-        blocks = [BlobBlock(block_id=block_id) for _, block_id in tags]
-        await self.store.call(
-            self.key, partial(self.store.blob(self.key).commit_block_list, blocks)
-        )
+        await self.store.commit_blocks(self.key, [block_id for _, block_id in tags])
 
     async def _drop(self, upload_id: str) -> None:
         await self.store.abort_upload(IncompleteUpload(self.key, upload_id, 0.0))

@@ -350,10 +350,11 @@ class SegmentStoreConfig(ServerSettings, RetrySettings, StorageSettings, CustomM
     s3_copy_urls: bool = setting(
         "storage.s3.copy.urls.enabled",
         True,
-        "StartSegmentUpload hands the Kafka plugin (copy.method=url) presigned PUTs of a "
-        "segment's multipart upload, valid for the copy's timeout plus a minute, so the "
-        "broker sends the bytes to S3 itself; each grants a write of its object to "
-        "whoever holds it",
+        "StartSegmentUpload hands the Kafka plugin (copy.method=url) signed PUTs of a "
+        "segment's multipart upload (S3; GCS: part objects; Azure: blocks; the name is "
+        "S3's, it serves every cloud), valid for the copy's timeout plus a minute, so the "
+        "broker sends the bytes to the bucket itself; each grants a write of its object "
+        "to whoever holds it",
     )
     incomplete_uploads_abort_after_ms: int = setting(
         "incomplete.uploads.abort.after.ms",

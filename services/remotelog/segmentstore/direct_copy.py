@@ -5,9 +5,10 @@ opens the segment's files itself, and the filesystem backend has the kernel
 copy them (copy_file_range), as the short circuit does with lent descriptors.
 
 By URL: the caller plans the log's parts and states each one's MD5 and the
-indexes'; the store starts an S3 multipart upload of the log and hands it a
-presigned PUT per part and one of the indexes object, each signing its MD5
-(Content-MD5), so the object store takes those bytes and no others. An ETag is
+indexes'; the store starts a multipart upload of the log (S3's; GCS: part objects
+it composes; Azure: blocks it commits) and hands it a signed PUT per part and one
+of the indexes object, each signing its MD5 (Content-MD5) where the cloud can (S3,
+GCS), so the object store takes those bytes and no others. An ETag is
 not an MD5 on an SSE-KMS or SSE-C bucket: nothing checks one. Completing checks
 that every part and the indexes are there at their sizes, then completes the
 upload and writes the manifest last, as every copy does. A copy that never
@@ -397,7 +398,8 @@ class DirectCopies:
         objects = self.store.upload_signing
         if not self.upload_urls or objects is None:
             raise UnsupportedOperationError(
-                "this store hands out no upload URLs (storage.s3.copy.urls.enabled, S3 only): "
+                "this store hands out no upload URLs (storage.s3.copy.urls.enabled, object "
+                "stores only): "
                 "use CopyLogSegmentData"
             )
         return objects
@@ -518,9 +520,10 @@ class DirectCopies:
         index_bytes: int,
         parts: list[SentPart],
     ) -> list[StoredPart]:
-        """The parts as S3 holds them (their ETags, to complete the upload with), once
-        each is there at its size. Their bytes are the signed MD5s': nothing compares an
-        ETag, which is no MD5 on an encrypted bucket."""
+        """The parts as the bucket holds them (S3's ETags, GCS's part objects, Azure's
+        block ids: what completes the upload), once each is there at its size. Their
+        bytes are the MD5s' the caller sent: nothing compares an ETag, which is no MD5
+        on an encrypted bucket."""
         try:
             stored = await signer.uploaded_parts(keys.log, upload_id)
         except RemoteResourceNotFoundError:
@@ -535,11 +538,14 @@ class DirectCopies:
                 found = "nothing" if got is None else f"{got.size} bytes"
                 raise InvalidArgumentError(
                     "log_parts",
-                    f"part {sent.number} was sent as {sent.size} bytes, but S3 holds {found}",
+                    f"part {sent.number} was sent as {sent.size} bytes, "
+                    f"but the bucket holds {found}",
                 )
             arrived.append(got)
         if held:
-            raise InvalidArgumentError("log_parts", f"S3 holds parts not sent: {sorted(held)}")
+            raise InvalidArgumentError(
+                "log_parts", f"the bucket holds parts not sent: {sorted(held)}"
+            )
         try:
             indexes = await signer.head(keys.indexes)
         except RemoteResourceNotFoundError:
@@ -547,7 +553,8 @@ class DirectCopies:
         if indexes.size != index_bytes:
             raise InvalidArgumentError(
                 "files",
-                f"the indexes were sent as {index_bytes} bytes, but S3 holds {indexes.size}",
+                f"the indexes were sent as {index_bytes} bytes, "
+                f"but the bucket holds {indexes.size}",
             )
         return arrived
 

@@ -6,12 +6,17 @@ deleted. Part objects lie beside their object's key, under STAGING, so an
 operator's prefix-scoped permissions cover them, `list` leaves them out and
 `incomplete_uploads` finds what a killed store left. GCS's resumable uploads
 would need no parts, but send one chunk at a time and leave nothing to list.
+
+A copy by URL works the same way: the caller PUTs the part objects by V4 signed
+URLs (XML API), each signing the part's Content-MD5, which GCS checks the bytes
+against; completing composes them here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +25,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
-from gcloud.aio.storage import Bucket, Storage
+from gcloud.aio.storage import Storage
 
 from remotelog.core.backoff import ExponentialBackoff
 from remotelog.core.errors import (
@@ -28,11 +33,13 @@ from remotelog.core.errors import (
     RemoteStorageError,
     UnsupportedOperationError,
 )
-from remotelog.segmentstore.backend import IncompleteUpload, StoredObject
+from remotelog.segmentstore.backend import IncompleteUpload, StoredObject, StoredPart
+from remotelog.segmentstore.gcs_signing import ServiceAccountSigner
 from remotelog.segmentstore.object_calls import (
     CallPolicy,
     Calls,
     StreamBody,
+    content_md5,
     resuming_read,
     storage_error,
 )
@@ -45,6 +52,8 @@ STAGING = "/.remotelog-upload/"
 # GCS composes at most this many objects at once.
 MAX_COMPOSE = 32
 OCTET_STREAM = "application/octet-stream"
+# Compose takes parts of any size; a floor keeps a caller's plan to few composes.
+MIN_SIGNED_PART_SIZE = 1024 * 1024
 # V4 signatures last at most a week.
 MAX_URL_EXPIRY_S = 7 * 24 * 3600
 _TRANSIENT_STATUSES = frozenset({408, 429})
@@ -106,6 +115,7 @@ class GcsStore:
         self.bucket = settings.bucket
         self._storage = storage
         self._session = session
+        self._url_signer: ServiceAccountSigner | None = None
         self._calls = Calls(
             CallPolicy(
                 f"gs://{settings.bucket}",
@@ -196,22 +206,85 @@ class GcsStore:
             )
         return StreamBody(int(response.headers.get("Content-Length", 0)), response)
 
-    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
-        """A V4 signed GET of `key`, signed here with the service account's key (no
-        request to GCS); ranges go by a Range header, which the URL leaves unsigned."""
-        if not self._storage.token.service_data.get("private_key"):
-            raise UnsupportedOperationError(
-                "a gcs store signs fetch URLs with a service account's key "
-                "(storage.gcs.credentials.path or storage.gcs.credentials.json): without "
-                "one, segments are read through the store"
+    def _signer(self, what: str) -> ServiceAccountSigner:
+        """The service account's key URLs are signed with; UnsupportedOperationError
+        naming the settings where the store has none (Application Default Credentials)."""
+        if self._url_signer is None:
+            service = self._storage.token.service_data
+            if not service.get("private_key"):
+                raise UnsupportedOperationError(
+                    f"a gcs store signs {what} with a service account's key "
+                    "(storage.gcs.credentials.path or storage.gcs.credentials.json): "
+                    "without one, segments go through the store"
+                )
+            self._url_signer = ServiceAccountSigner.of(
+                service["client_email"], service["private_key"]
             )
-        blob = Bucket(self._storage, self.bucket).new_blob(key)
-        url = await blob.get_signed_url(min(expires_in_s, MAX_URL_EXPIRY_S))
+        return self._url_signer
+
+    def _signed_url(
+        self, what: str, method: str, key: str, expires_in_s: int, headers: dict[str, str]
+    ) -> str:
+        signer = self._signer(what)
+        url = signer.signed_url(
+            method, self.bucket, key, min(expires_in_s, MAX_URL_EXPIRY_S), headers
+        )
         if self.settings.endpoint_url:
             # Signed for GCS's own host; an emulator takes it at its address.
             endpoint = urlsplit(self.settings.endpoint_url)
             url = urlunsplit(urlsplit(url)._replace(scheme=endpoint.scheme, netloc=endpoint.netloc))
         return url
+
+    async def presigned_get_url(self, key: str, expires_in_s: int) -> str:
+        """A V4 signed GET of `key`, signed here (no request to GCS); ranges go by a
+        Range header, which the URL leaves unsigned."""
+        return self._signed_url("fetch URLs", "GET", key, expires_in_s, {})
+
+    # -- uploads by URL: part objects PUT by the caller, composed here -------------
+
+    @property
+    def min_part_size(self) -> int:
+        return MIN_SIGNED_PART_SIZE
+
+    async def start_multipart(self, key: str) -> str:
+        """An upload id of part objects to be PUT (GCS keeps no upload until the first)."""
+        self._signer("upload URLs")
+        return uuid.uuid4().hex
+
+    async def presigned_part_url(
+        self, key: str, upload_id: str, number: int, expires_in_s: int, md5: str
+    ) -> str:
+        part = _part_key(key, upload_id, f"{number:05d}")
+        return await self.presigned_put_url(part, expires_in_s, md5)
+
+    async def presigned_put_url(self, key: str, expires_in_s: int, md5: str) -> str:
+        """A V4 signed PUT (XML API) of `key` that signs its Content-MD5, which GCS
+        checks the bytes against."""
+        headers = {"Content-MD5": content_md5(md5)}
+        return self._signed_url("upload URLs", "PUT", key, expires_in_s, headers)
+
+    @property
+    def signed_put_headers(self) -> dict[str, str]:
+        return {}
+
+    async def uploaded_parts(self, key: str, upload_id: str) -> list[StoredPart]:
+        """The part objects PUT so far, by number (none: nothing PUT, or aborted)."""
+        parts = []
+        async for item in self._listed(_part_key(key, upload_id, "")):
+            name = item["name"].rsplit("/", 1)[-1]
+            if name.isdigit():  # not an intermediate of an earlier compose
+                parts.append(StoredPart(int(name), int(item["size"]), item["name"]))
+        return sorted(parts, key=lambda p: p.number)
+
+    async def complete_multipart(self, key: str, upload_id: str, parts: list[StoredPart]) -> None:
+        await self.compose_parts(key, upload_id, [p.etag for p in parts])
+
+    async def head(self, key: str) -> StoredPart:
+        found = await self.call(
+            key,
+            partial(self._storage.download_metadata, self.bucket, key, timeout=self._timeout),
+        )
+        return StoredPart(0, int(found["size"]), str(found.get("md5Hash", "")))
 
     async def delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -273,6 +346,19 @@ class GcsStore:
             ),
         )
 
+    async def compose_parts(self, key: str, upload_id: str, sources: Sequence[str]) -> None:
+        """`key` made of an upload's part objects, in order, which are then deleted:
+        past 32 parts, composed 32 at a time into intermediates, and those again."""
+        level = 0
+        while len(sources) > MAX_COMPOSE:
+            level += 1
+            groups = [sources[i : i + MAX_COMPOSE] for i in range(0, len(sources), MAX_COMPOSE)]
+            names = [_part_key(key, upload_id, f"c{level}-{i:05d}") for i in range(len(groups))]
+            await asyncio.gather(*(self.compose(n, g) for n, g in zip(names, groups, strict=True)))
+            sources = names
+        await self.compose(key, sources)
+        await self.abort_upload(IncompleteUpload(key, upload_id, 0.0))
+
 
 class GcsUpload(PartedUpload[GcsStore]):
     """One PUT when the object fits one part, else part objects composed into it."""
@@ -286,20 +372,7 @@ class GcsUpload(PartedUpload[GcsStore]):
         return name
 
     async def _finish(self, upload_id: str, tags: list[tuple[int, str]]) -> None:
-        store = self.store
-        sources = [name for _, name in tags]
-        level = 0
-        # Past 32 parts, compose them 32 at a time into intermediates, and those again.
-        while len(sources) > MAX_COMPOSE:
-            level += 1
-            groups = [sources[i : i + MAX_COMPOSE] for i in range(0, len(sources), MAX_COMPOSE)]
-            names = [
-                _part_key(self.key, upload_id, f"c{level}-{i:05d}") for i in range(len(groups))
-            ]
-            await asyncio.gather(*(store.compose(n, g) for n, g in zip(names, groups, strict=True)))
-            sources = names
-        await store.compose(self.key, sources)
-        await self._drop(upload_id)
+        await self.store.compose_parts(self.key, upload_id, [name for _, name in tags])
 
     async def _drop(self, upload_id: str) -> None:
         await self.store.abort_upload(IncompleteUpload(self.key, upload_id, 0.0))

@@ -9,6 +9,7 @@ a backend's library raises comes out as remotelog's errors.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -25,6 +26,11 @@ from remotelog.core.errors import (
 )
 
 T = TypeVar("T")
+
+
+def content_md5(md5: str) -> str:
+    """Content-MD5's form (base64) of a lowercase hex MD5."""
+    return base64.b64encode(bytes.fromhex(md5)).decode()
 
 
 @dataclass(frozen=True)

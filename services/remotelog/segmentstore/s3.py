@@ -12,7 +12,6 @@ botocore's own retries are off so there is one retry policy, bounded by it.
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +33,7 @@ from remotelog.segmentstore.object_calls import (
     CallPolicy,
     Calls,
     StreamBody,
+    content_md5,
     resuming_read,
     storage_error,
 )
@@ -348,11 +348,6 @@ def sse_params(sse: str, kms_key_id: str) -> dict[str, str]:
     if kms_key_id:
         params["SSEKMSKeyId"] = kms_key_id
     return params
-
-
-def content_md5(md5: str) -> str:
-    """Content-MD5's form (base64) of a lowercase hex MD5."""
-    return base64.b64encode(bytes.fromhex(md5)).decode()
 
 
 class S3Upload(PartedUpload[S3Store]):

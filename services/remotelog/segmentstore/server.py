@@ -39,7 +39,7 @@ async def start_segment_store(config: SegmentStoreConfig) -> RunningService[Segm
         direct = DirectCopies(
             store,
             allowed_paths=allowed_roots(config.copy_paths_allowed),
-            upload_urls=config.storage_backend == "s3" and config.s3_copy_urls,
+            upload_urls=config.storage_backend != "filesystem" and config.s3_copy_urls,
             abort_uploads_after_s=abort_after_s,
         )
         servicer = SegmentStoreServicer(

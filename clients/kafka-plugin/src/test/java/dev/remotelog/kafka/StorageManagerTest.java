@@ -484,6 +484,8 @@ public class StorageManagerTest {
     // at most); null: none waits.
     volatile CountDownLatch putsTogether;
     final AtomicInteger putsInFlight = new AtomicInteger();
+    // What a PUT taken answers: S3 and GCS 200, Azure 201.
+    volatile int putStatus = 200;
     final AtomicInteger mostPutsInFlight = new AtomicInteger();
 
     /** The stand-in for S3 started, and the manager copying by URL. */
@@ -515,7 +517,7 @@ public class StorageManagerTest {
                     putObjects.put(path, body);
                     // An SSE-KMS bucket's ETag: no MD5 of the bytes.
                     exchange.getResponseHeaders().add("ETag", "\"" + md5(("kms" + md5(body)).getBytes()) + "\"");
-                    exchange.sendResponseHeaders(200, -1);
+                    exchange.sendResponseHeaders(putStatus, -1);
                     exchange.close();
                 });
         objects.start();
@@ -586,6 +588,17 @@ public class StorageManagerTest {
         CompleteSegmentUploadRequest sent = completedUploads.get(0);
         assertEquals("u1", sent.getUploadId());
         assertEquals(started.getLogPartsList(), sent.getLogPartsList());
+        assertEquals(0, abortedUploads.get());
+    }
+
+    @Test
+    void aCopyByUrlToAnObjectStoreThatAnswers201IsDone(@TempDir Path dir) throws Exception {
+        putStatus = 201; // Azure's Put Block and Put Blob
+        objectStore();
+        LogSegmentData data = urlSegmentData(dir);
+        assertTrue(manager.copyLogSegmentData(segment(), data).isPresent());
+        assertEquals(java.util.Set.of("/log/1", "/log/2", "/log/3", "/indexes"), putObjects.keySet());
+        assertEquals(1, completedUploads.size());
         assertEquals(0, abortedUploads.get());
     }
 
@@ -1001,15 +1014,22 @@ public class StorageManagerTest {
         byte[] log = new byte[50_000];
         new java.util.Random(3).nextBytes(log);
         List<String> ranges = new ArrayList<>();
-        AtomicInteger refusals = new AtomicInteger(1);
+        AtomicInteger requests = new AtomicInteger();
         com.sun.net.httpserver.HttpServer http =
                 httpServer(exchange -> {
                     String range = exchange.getRequestHeaders().getFirst("Range");
                     ranges.add(exchange.getRequestURI().getPath() + " " + range);
                     if (exchange.getRequestURI().getPath().equals("/gone")) {
                         exchange.sendResponseHeaders(404, -1);
-                    } else if (refusals.getAndDecrement() > 0) {
+                    } else if (requests.incrementAndGet() == 1) {
                         exchange.sendResponseHeaders(403, -1); // expired early: a new URL reads
+                    } else if (requests.get() == 3) {
+                        // GCS's answer to an expired V4 URL: a 400, which is a refusal too.
+                        byte[] expired =
+                                "<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"
+                                        .getBytes(StandardCharsets.UTF_8);
+                        exchange.sendResponseHeaders(400, expired.length);
+                        exchange.getResponseBody().write(expired);
                     } else {
                         String[] bounds = range.substring("bytes=".length()).split("-", -1);
                         int first = Integer.parseInt(bounds[0]);
@@ -1030,8 +1050,8 @@ public class StorageManagerTest {
                     readAll(manager.fetchLogSegment(segment, 10)));
             assertArrayEquals(
                     java.util.Arrays.copyOfRange(log, 5, 106), readAll(manager.fetchLogSegment(segment, 5, 105)));
-            assertEquals(List.of("/log bytes=10-", "/log bytes=10-", "/log bytes=5-105"), ranges);
-            assertEquals(2, urlsAsked.get());
+            assertEquals(List.of("/log bytes=10-", "/log bytes=10-", "/log bytes=5-105", "/log bytes=5-105"), ranges);
+            assertEquals(3, urlsAsked.get());
             assertEquals(0, fetchChunksSent.get());
             urlsToGive.set(0, base + "/gone");
             urlsAsked.set(0);

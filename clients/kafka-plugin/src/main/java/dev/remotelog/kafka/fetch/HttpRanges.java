@@ -1,6 +1,9 @@
 package dev.remotelog.kafka.fetch;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
+
 import dev.remotelog.kafka.util.DaemonThreads;
+import dev.remotelog.kafka.util.ObjectStoreAnswers;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
@@ -20,7 +23,7 @@ import org.apache.kafka.server.log.remote.storage.RemoteResourceNotFoundExceptio
  * gone), any other IOException (the endpoint cannot be read: take the stream).
  */
 public final class HttpRanges {
-    /** An answer worth asking again after a pause: S3's SlowDown, its gateways' errors. */
+    /** An answer worth asking again after a pause: a busy store (ObjectStoreAnswers). */
     static final class Unavailable extends IOException {
         Unavailable(int status) {
             super("HTTP " + status + " to a ranged GET");
@@ -33,6 +36,9 @@ public final class HttpRanges {
             super(message);
         }
     }
+
+    /** Enough of an error's body for its code. */
+    private static final int ERROR_BODY_BYTES = 4096;
 
     private final long timeoutMs;
     private HttpClient http;
@@ -62,18 +68,23 @@ public final class HttpRanges {
         if (status == 206) {
             return response;
         }
-        response.body().close();
-        if (status == 404) {
-            throw new RemoteResourceNotFoundException(segment + ": its log object is gone");
+        String code = "";
+        try (InputStream body = response.body()) {
+            if (ObjectStoreAnswers.needsCode(status)) {
+                code = ObjectStoreAnswers.errorCode(new String(body.readNBytes(ERROR_BODY_BYTES), UTF_8));
+            }
         }
-        if (status == 403) {
-            throw new Refused("its URL was refused (403)");
+        switch (ObjectStoreAnswers.ofRangedGet(status, code)) {
+            case GONE:
+                throw new RemoteResourceNotFoundException(segment + ": its log object is gone");
+            case REFUSED:
+                throw new Refused("its URL was refused (" + status + (code.isEmpty() ? "" : " " + code) + ")");
+            case BUSY:
+                throw new Unavailable(status);
+            default:
+                // 200 would be the whole object: a server that ignored the range.
+                throw new IOException("HTTP " + status + " to a ranged GET");
         }
-        if (status == 500 || status == 502 || status == 503 || status == 504) {
-            throw new Unavailable(status);
-        }
-        // 200 would be the whole object: a server that ignored the range.
-        throw new IOException("HTTP " + status + " to a ranged GET");
     }
 
     /** The last byte an answer's `Content-Range: bytes first-last/size` covers, or null. */

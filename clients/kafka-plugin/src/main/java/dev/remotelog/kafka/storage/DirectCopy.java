@@ -7,6 +7,7 @@ import dev.remotelog.kafka.rpc.Protos;
 import dev.remotelog.kafka.transforms.SegmentEncoder;
 import dev.remotelog.kafka.util.BulkInputStream;
 import dev.remotelog.kafka.util.DaemonThreads;
+import dev.remotelog.kafka.util.ObjectStoreAnswers;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import java.io.IOException;
@@ -483,7 +484,7 @@ public final class DirectCopy {
      * One PUT of `size` bytes from `body` (opened again for each attempt), with the MD5
      * its URL signs as Content-MD5 and the `headers` it signs: the object store takes those
      * bytes or answers 400 (BadDigest), whatever its encryption does to ETags. Retried on a
-     * 5xx, a 429 or a broken connection with backoff, within the deadline.
+     * busy store (ObjectStoreAnswers) or a broken connection with backoff, within the deadline.
      */
     private void put(String what, String url, long deadline, long size, String md5, Map<String, String> headers,
             Opener body) throws IOException, InterruptedException {
@@ -513,21 +514,18 @@ public final class DirectCopy {
                 continue;
             }
             int status = response.statusCode();
-            if (status == 200) {
+            String code = ObjectStoreAnswers.errorCode(response.body());
+            ObjectStoreAnswers.Meaning meaning = ObjectStoreAnswers.ofPut(status, code);
+            if (meaning == ObjectStoreAnswers.Meaning.DONE) {
                 return;
             }
-            last = new IOException(what + ": HTTP " + status + " to its PUT" + (status == 400 ? reason(response) : ""));
-            if (status != 429 && status < 500) {
+            // The code says why (BadDigest, Md5Mismatch: the bytes are not the MD5's).
+            last = new IOException(what + ": HTTP " + status + " to its PUT" + (code.isEmpty() ? "" : " (" + code + ")"));
+            if (meaning != ObjectStoreAnswers.Meaning.BUSY) {
                 break; // refused (other bytes, an expired or altered URL): another attempt would be too
             }
         }
         throw last;
-    }
-
-    /** S3's error code of a refused PUT (BadDigest: the bytes are not the MD5's). */
-    private static String reason(HttpResponse<String> response) {
-        java.util.regex.Matcher code = java.util.regex.Pattern.compile("<Code>([A-Za-z]+)</Code>").matcher(response.body());
-        return code.find() ? " (" + code.group(1) + ")" : "";
     }
 
     interface Opener {
