@@ -100,11 +100,13 @@ async def tiering_stack(
     store_settings: Mapping[str, str] = {},
     metadata_settings: Mapping[str, str] = {},
     fetch_settings: Mapping[str, str] = {},
+    emulators=None,
     **broker_properties: str,
 ):
     """A broker with the plugin (`node`: KafkaNode's fields, `broker_properties` over the
     default properties, `isolated` as tiering_broker's) and the services it calls (their
-    settings over the defaults; the store on `backend`), in `tmp`; the broker stopped
+    settings over the defaults; the store on `backend`, GCS's and Azure's on one of
+    `emulators`), in `tmp`; the broker stopped
     before the services however the test ends."""
     store, metadata = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     broker = tiering_broker(
@@ -124,6 +126,7 @@ async def tiering_stack(
             **store_settings,
         },
         metadata_settings=dict(metadata_settings),
+        emulators=emulators,
     )
     try:
         async with started(stack):
