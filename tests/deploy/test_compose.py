@@ -317,7 +317,7 @@ def overridden(compose: dict, cloud: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("cloud", CLOUD_OVERRIDES)
-def test_a_cloud_override_stores_in_its_bucket_and_kafka_streams_to_the_store(
+def test_a_cloud_override_stores_in_its_bucket_and_kafka_copies_to_it_by_url(
     compose, cloud, tmp_path
 ):
     assert schema_check(DEPLOY / "compose" / f"{cloud}.yml").returncode == 0
@@ -340,7 +340,9 @@ def test_a_cloud_override_stores_in_its_bucket_and_kafka_streams_to_the_store(
         assert override["secrets"][secret]["file"] == given["REMOTELOG_GCS_KEY_FILE"]
     else:
         assert store.azure_connection_string == given["AZURE_STORAGE_CONNECTION_STRING"]
-    # The plugin copies and reads through the store's streams (no upload URLs there yet).
+    # The plugin PUTs and reads the segments by the URLs the store signs, on every cloud.
+    assert "kafka" not in override["services"]
     kafka = merged["services"]["kafka"]["environment"]
-    assert kafka["KAFKA_RSM_CONFIG_COPY_METHOD"] == "stream"
-    assert kafka["KAFKA_RSM_CONFIG_FETCH_URLS_ENABLED"] == "false"
+    assert kafka["KAFKA_RSM_CONFIG_COPY_METHOD"] == "url"
+    assert kafka["KAFKA_RSM_CONFIG_FETCH_URLS_ENABLED"] == "true"
+    assert store.s3_copy_urls and store.s3_fetch_url_expiry_ms > 0

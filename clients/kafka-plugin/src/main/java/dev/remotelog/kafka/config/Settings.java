@@ -176,8 +176,8 @@ public final class Settings {
                             + " CopyLogSegmentData stream. path: the store reads the broker's files"
                             + " itself, by path (a store on this host whose copy.paths.allowed holds"
                             + " the log directories). url: the broker PUTs them to object storage"
-                            + " itself, by the presigned multipart upload the store hands out (an S3"
-                            + " store). A store that cannot do path or url copies gets the stream,"
+                            + " itself, by the signed multipart upload the store hands out (an S3, GCS"
+                            + " or Azure store). A store that cannot do path or url copies gets the stream,"
                             + " with one warning.");
             def.define(
                     p + COPY_PARALLEL_PARTS,
