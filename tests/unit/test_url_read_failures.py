@@ -73,3 +73,46 @@ def test_unsigned_cuts_every_urls_query_and_leaves_the_rest():
         unsigned(said) == "GET https://b.s3.amazonaws.com/k.log?… failed; retry 'http://h/x?…' then"
     )
     assert unsigned("no url? none") == "no url? none"
+
+
+GCS_EXPIRED = (
+    b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ExpiredToken</Code>"
+    b"<Message>Invalid argument.</Message><Details>The provided token has expired.</Details>"
+    b"</Error>"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refused"),
+    [
+        (403, b"<Error><Code>AccessDenied</Code></Error>", True),  # S3, Azure: expired
+        (400, GCS_EXPIRED, True),  # GCS answers an expired V4 URL so
+        (400, b"<Error><Code>InvalidArgument</Code></Error>", False),
+        (503, b"<Error><Code>SlowDown</Code></Error>", False),
+    ],
+)
+async def test_each_clouds_refusal_of_a_url_is_told_from_other_failures(status, body, refused):
+    """A refused URL is one the store signs again; another failure goes on by the RPC."""
+    from aiohttp import web
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(status=status, body=body, content_type="application/xml")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    reader = UrlReader()
+    try:
+        url = f"http://127.0.0.1:{port}/b/orders-0/0.log?{SIGNED}"
+        with pytest.raises(UrlReadUnavailable) as caught:
+            async for _ in reader.read(url, 0, 99, what="segment s1", timeout_s=10):
+                pass
+    finally:
+        await reader.close()
+        await runner.cleanup()
+    assert caught.value.refused is refused
+    assert str(status) in str(caught.value)

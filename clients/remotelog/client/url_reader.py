@@ -42,6 +42,18 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024
 # the read goes on through the RPC after this long.
 CONNECT_TIMEOUT_S = 3.0
 _REFUSED = 403
+# 400s about the URL's signature rather than the request: GCS answers an expired V4
+# URL 400 ExpiredToken, where S3 and Azure answer 403.
+_REFUSED_400_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "AuthenticationFailed",
+        "AuthenticationRequired",
+        "InvalidAuthenticationInfo",
+        "AuthorizationQueryParametersError",
+    }
+)
+_ERROR_CODE = re.compile(rb"<Code>([A-Za-z0-9]+)</Code>")
 _NOT_FOUND = 404
 _RANGE_NOT_SATISFIABLE = 416
 _PARTIAL_CONTENT = 206
@@ -52,7 +64,8 @@ class UrlReadUnavailable(Exception):
 
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)
-        self.refused = refused  # 403: the URL expired or its signature is not accepted
+        # 403 (GCS: 400 ExpiredToken): the URL expired or its signature is not accepted.
+        self.refused = refused
 
 
 class UrlReader:
@@ -99,7 +112,11 @@ class UrlReader:
                     total=timeout_s, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S)
                 ),
             ) as response:
-                _check(response.status, response.content_length, want, start, what)
+                code = ""
+                if response.status == 400:  # its meaning is in the error's code
+                    found = _ERROR_CODE.search(await response.content.read(4096))
+                    code = found.group(1).decode() if found else ""
+                _check(response.status, code, response.content_length, want, start, what)
                 content = response.content
                 got = 0
                 while got < want:
@@ -150,13 +167,14 @@ def unsigned(text: str) -> str:
     return _SIGNED_QUERY.sub(r"\1?…", text)
 
 
-def _check(status: int, length: int | None, want: int, start: int, what: str) -> None:
+def _check(status: int, code: str, length: int | None, want: int, start: int, what: str) -> None:
     if status == _NOT_FOUND:
         raise RemoteResourceNotFoundError(f"{what}: not found (its log object is gone)")
     if status == _RANGE_NOT_SATISFIABLE:
         raise RemoteStorageError(f"{what}: the stored log ends before byte {start}")
-    if status == _REFUSED:
-        raise UrlReadUnavailable(f"{what}: its URL was refused (403)", refused=True)
+    if status == _REFUSED or (status == 400 and code in _REFUSED_400_CODES):
+        said = f"{status} {code}".strip()
+        raise UrlReadUnavailable(f"{what}: its URL was refused ({said})", refused=True)
     if status != _PARTIAL_CONTENT:
         # A 200 would be the whole object: a server that ignored the range.
         raise UrlReadUnavailable(f"{what}: HTTP {status} to a ranged GET")
