@@ -27,6 +27,12 @@ every byte through the fetch service (which reads S3 by URL itself), and the CPU
 store, the metadata manager and the fetch service spend per GiB each way. The order
 alternates by round. Spark's Python workers are started by a small query first.
 
+BENCH_BACKEND=gcs or azure puts GCS's emulator or Azurite behind the same link
+(s3_server.py --upstream) instead of moto, the stores on them signing V4 URLs with a
+service account's key or SAS URLs with Azurite's account key, and leaves Spark out;
+the line <backend>_cold_read_vs_link is reported for every backend. The emulators
+have no cloud's latency or throttling of their own: the link stands in for both.
+
 BENCH_READ_PATH=stream reads through the segment store's FetchLogSegment stream instead
 (the plugin's `fetch.urls.enabled=false`): read-ahead is then the store's own
 (`fetch.read.ahead.chunks` 8 chunks of 1 MiB, against 0, one GET to the segment's end
@@ -69,13 +75,16 @@ from common import (
     start,
 )
 from kafka_plugin import admin, plugin_broker, produce_incompressible, wait_local_deleted
+from object_stores import azure_connection_string, azurite_host, new_gcs_bucket, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.kafka_cluster import KafkaNode
+from support.services import service_account_key
 
 from remotelog.dev.broker import free_port
 
 MIB = int(os.environ.get("BENCH_MIB", "1024"))
+BACKEND = os.environ.get("BENCH_BACKEND", "s3")
 STREAM = os.environ.get("BENCH_READ_PATH", "url") == "stream"
 LINE = "cold_read_kafka_stream" if STREAM else "cold_read_kafka"
 SEGMENT_BYTES = 64 * 1024 * 1024
@@ -127,12 +136,54 @@ class Contender:
     metadata_address: str = ""
 
 
-def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | None) -> Contender:
-    """A broker with the plugin, its S3 store (bucket `name`) and metadata manager."""
+@dataclass
+class Bucket:
+    """The backend's server behind the link: where the stores reach it, and how a
+    bucket of its is made."""
+
+    endpoint: str  # the link's
+    upstream: str  # the emulator's own (GCS: its URL; Azure: its connection string)
+    gcs_key: str = field(default_factory=service_account_key)
+
+    def create(self, name: str) -> None:
+        if BACKEND == "s3":
+            create_bucket(self.endpoint, name)
+        elif BACKEND == "gcs":
+            new_gcs_bucket(self.upstream, name)
+        else:
+            from azure.storage.blob import BlobServiceClient
+
+            BlobServiceClient.from_connection_string(self.upstream).create_container(name)
+
+    def store_settings(self, name: str) -> dict[str, str]:
+        """The store's settings for bucket `name`, over the link, signing fetch URLs."""
+        urls = {"storage.backend": BACKEND, "storage.s3.fetch.url.expiry.ms": "600000"}
+        if BACKEND == "gcs":
+            return urls | {
+                "storage.gcs.bucket.name": name,
+                "storage.gcs.endpoint.url": self.endpoint,
+                "storage.gcs.credentials.json": self.gcs_key,
+            }
+        if BACKEND == "azure":
+            return urls | {
+                "storage.azure.container.name": name,
+                "storage.azure.connection.string": azure_connection_string(self.endpoint),
+            }
+        return urls | {
+            "storage.s3.bucket.name": name,
+            "storage.s3.endpoint.url": self.endpoint,
+            "storage.s3.path.style.access.enabled": "true",
+            "storage.aws.access.key.id": "test",
+            "storage.aws.secret.access.key": "test",
+        }
+
+
+def contender(work: Path, name: str, bucket: Bucket, read_ahead_chunks: int | None) -> Contender:
+    """A broker with the plugin, its store (on bucket `name`) and metadata manager."""
     directory = work / name
     directory.mkdir()
     store_port, metadata_port = free_port(), free_port()
-    # The broker PUTs what it tiers to S3 itself, by the store's upload URLs.
+    # The broker PUTs what it tiers to the bucket itself, by the store's upload URLs.
     properties = {"log.segment.bytes": str(SEGMENT_BYTES), "rsm.config.copy.method": "url"}
     store_settings = {}
     if STREAM:
@@ -147,13 +198,7 @@ def contender(work: Path, name: str, endpoint: str, read_ahead_chunks: int | Non
         directory / "store.properties",
         {
             "listen.address": f"127.0.0.1:{store_port}",
-            "storage.backend": "s3",
-            "storage.s3.bucket.name": name,
-            "storage.s3.endpoint.url": endpoint,
-            "storage.s3.path.style.access.enabled": "true",
-            "storage.aws.access.key.id": "test",
-            "storage.aws.secret.access.key": "test",
-            "storage.s3.fetch.url.expiry.ms": "600000",
+            **bucket.store_settings(name),
             **store_settings,
         },
     )
@@ -314,19 +359,27 @@ def main() -> None:
         kept_on_failure("bench-cold-reads-", "the brokers' logs") as work,
         contextlib.ExitStack() as running,
     ):
-        moto, line = start(s3_server_command(link_by_default=True), "PORT")
+        command = s3_server_command(link_by_default=True)
+        upstream = ""
+        if BACKEND != "s3":
+            emulator, upstream = start_server(BACKEND)
+            running.callback(emulator.terminate)
+            http = azurite_host(upstream) if BACKEND == "azure" else upstream
+            command = [*command, "--upstream", http]
+        moto, line = start(command, "PORT")
         running.callback(moto.terminate)
         endpoint = f"http://127.0.0.1:{line.split()[1]}"
+        bucket = Bucket(endpoint, upstream)
         link = S3Link(endpoint)
         path = "FetchLogSegment" if STREAM else "URLs"
-        print(f"link: {link.settings}; {MIB} MiB a round, read by {path}", flush=True)
+        print(f"{BACKEND}, link: {link.settings}; {MIB} MiB a round, read by {path}", flush=True)
         contenders = []
         for name, chunks in (("read-ahead", None), ("no-read-ahead", 0)):
-            create_bucket(endpoint, name)
-            contenders.append(contender(work, name, endpoint, chunks))
+            bucket.create(name)
+            contenders.append(contender(work, name, bucket, chunks))
             running.callback(stop, contenders[-1])
         spark = None
-        if not STREAM:
+        if not STREAM and BACKEND == "s3":
             reads = SparkReads(contenders[0].fetch_address, contenders[0].metadata_address)
             running.callback(reads.stop)
             spark = SparkRounds(reads, contenders[0].services)
@@ -354,6 +407,7 @@ def report(contenders: list[Contender], link: S3Link, spark: SparkRounds | None)
     )
     cap = float(link.settings["bandwidth_mb_s"]) * 1e6
     out.ratio_rounds(f"{LINE}_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
+    out.ratio_rounds(f"{BACKEND}_cold_read_vs_link", [values / s / cap for s in ahead.read_s], 0.7)
     if spark is not None:
         out.ratio_rounds(
             "cold_read_spark_vs_raw",

@@ -67,11 +67,18 @@ AZURITE_KEY = (
 Bare = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]
 
 
-def azure_connection_string(port: int) -> str:
+def azure_connection_string(host: str) -> str:
+    """Azurite's account at `host` (http://127.0.0.1:<port>: Azurite's, or a link's)."""
     return (
         f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-        f"BlobEndpoint=http://127.0.0.1:{port}/{AZURITE_ACCOUNT};"
+        f"BlobEndpoint={host}/{AZURITE_ACCOUNT};"
     )
+
+
+def azurite_host(connection_string: str) -> str:
+    """The host azure_connection_string was given."""
+    endpoint = connection_string.split("BlobEndpoint=", 1)[1].split(";", 1)[0]
+    return endpoint.removesuffix(f"/{AZURITE_ACCOUNT}")
 
 
 def start_server(backend: str) -> tuple[subprocess.Popen[str], str]:
@@ -87,7 +94,7 @@ def start_server(backend: str) -> tuple[subprocess.Popen[str], str]:
         return process, f"http://127.0.0.1:{port}"
     command = [str(AZURITE), "--inMemoryPersistence", "--loose", "--skipApiVersionCheck"]
     process, _ = start([*command, "--blobHost", "127.0.0.1", "--blobPort", str(port)], "listen")
-    return process, azure_connection_string(port)
+    return process, azure_connection_string(f"http://127.0.0.1:{port}")
 
 
 def new_gcs_bucket(endpoint: str, bucket: str) -> None:
