@@ -15,6 +15,10 @@ bandwidth, and their own speed (single-threaded Python for GCS, Node for Azure) 
 the pace of both sides. Read the ratios as remotelog's overhead over each library,
 never as cloud throughput.
 
+On S3 alone, obstore's multipart put against aioboto3's upload, both bare
+(s3_obstore_vs_aioboto3: aioboto3's time over obstore's, above 1 obstore is faster):
+the figure issue 78 asks for before one library could serve every cloud.
+
 Target (issue 78): <backend>_copy_vs_raw >= 0.8.
 Run: .venv/bin/python bench/object_stores.py [segment MiB, default 64]
 """
@@ -189,6 +193,51 @@ async def azure_rounds(connection_string: str, container: str, log: Path) -> Asy
 
 
 @asynccontextmanager
+async def obstore_rounds(endpoint: str, bucket: str, log: Path) -> AsyncIterator[Bare]:
+    """obstore's multipart put of the segment (Rust's object_store): the one library for
+    every cloud the store could have been built on, at the same part size and concurrency."""
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store(
+        bucket,
+        endpoint=endpoint,
+        access_key_id="test",
+        secret_access_key="test",
+        region="us-east-1",
+        client_options={"allow_http": True},
+        virtual_hosted_style_request=False,
+    )
+    keys: list[str] = []
+
+    async def upload() -> None:
+        key = f"obstore/{uuid.uuid4().hex}.log"
+        await obstore.put_async(
+            store, key, log, use_multipart=True, chunk_size=PART, max_concurrency=CONCURRENCY
+        )
+        keys.append(key)
+
+    async def tidy() -> None:
+        while len(keys) > 1:
+            await obstore.delete_async(store, keys.pop(0))
+
+    yield upload, tidy
+
+
+async def obstore_vs_aioboto3(report: Report, endpoint: str, bucket: str, log: Path) -> None:
+    """The S3 path's two libraries side by side, nothing of remotelog between: the
+    issue's condition for one library on every cloud (at least as fast as aioboto3)."""
+    async with (
+        bare_rounds("s3", endpoint, f"{bucket}-boto", log) as (boto_upload, boto_tidy),
+        obstore_rounds(endpoint, f"{bucket}-boto", log) as (obstore_upload, obstore_tidy),
+    ):
+        rounds = await interleaved_pair(
+            obstore_upload, boto_upload, tidy=in_turn(obstore_tidy, boto_tidy), plan=PLAN
+        )
+    report.ratio_rounds("s3_obstore_vs_aioboto3", rounds.ratios["ratio"], 1.0)
+
+
+@asynccontextmanager
 async def bare_rounds(backend: str, endpoint: str, bucket: str, log: Path) -> AsyncIterator[Bare]:
     if backend == "s3":
         async with s3_rounds(endpoint, bucket, log, log.stat().st_size) as (up, _, tidy):
@@ -215,6 +264,8 @@ async def main() -> None:
             server, endpoint = start_server(backend)
             processes.append(server)
             bucket = f"bench-{uuid.uuid4().hex[:8]}"
+            if backend == "s3":
+                await obstore_vs_aioboto3(report, endpoint, bucket, log)
             async with AsyncExitStack() as stack:
                 bare_upload, bare_tidy = await stack.enter_async_context(
                     bare_rounds(backend, endpoint, bucket, log)
