@@ -345,4 +345,5 @@ def test_a_cloud_override_stores_in_its_bucket_and_kafka_copies_to_it_by_url(
     kafka = merged["services"]["kafka"]["environment"]
     assert kafka["KAFKA_RSM_CONFIG_COPY_METHOD"] == "url"
     assert kafka["KAFKA_RSM_CONFIG_FETCH_URLS_ENABLED"] == "true"
-    assert store.s3_copy_urls and store.s3_fetch_url_expiry_ms > 0
+    assert store.s3_copy_urls
+    assert store.s3_fetch_url_expiry_ms > 0
